@@ -1,0 +1,19 @@
+#pragma once
+#include <boost/program_options.hpp>
+#include <string>
+#include <vector>
+
+namespace kvtier::cli {
+
+namespace po = boost::program_options;
+
+// Parses `args` (args[0] is the command's name) against `desc`. Returns false after printing
+// help to stdout when --help was given; throws ConfigError on unknown or malformed options.
+bool parse_options(const std::vector<std::string>& args, const po::options_description& desc,
+                   po::variables_map& vm, const std::string& usage_line,
+                   const po::positional_options_description* positional = nullptr);
+
+// Reads a whole text file; throws ConfigError naming the path when it cannot.
+std::string read_text_file(const std::string& path);
+
+}  // namespace kvtier::cli

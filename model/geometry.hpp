@@ -1,0 +1,70 @@
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/kv_dtype.hpp"
+
+namespace kvtier {
+
+// The shape of a QSA model as far as the KV tier cares. Defaults are the "Flash-Next"
+// reference geometry (DESIGN.md section 1); every field can be overridden from JSON.
+struct Geometry {
+  int total_layers = 48;
+  // Ids of the layers that hold KV pages, ascending; the others hold none.
+  std::vector<int> qsa_layer_ids = {3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47};
+  int hidden_size = 2560;
+  int q_heads = 24;
+  int kv_heads = 2;
+  int head_dim = 256;
+  int rope_dims = 64;  // partial NeoX RoPE on the first rope_dims of each head
+  double rope_theta = 1e7;
+  int index_q_heads = 4;
+  int index_kv_heads = 1;
+  int index_head_dim = 128;
+  int compress_ratio = 4;    // raw tokens per compressed indexer key ("block")
+  int select_budget = 2048;  // tokens the indexer keeps per query row
+  int page_size = 64;        // tokens per KV page
+  std::int64_t rope_max_positions = 262144;
+  double yarn_factor = 4.0;  // context multiplier when YaRN scaling is switched on
+
+  // Throws ConfigError naming the first field that is out of range or inconsistent.
+  void validate() const;
+
+  int qsa_layers() const { return static_cast<int>(qsa_layer_ids.size()); }
+  int gqa_group() const { return q_heads / kv_heads; }
+  int block_topk() const { return select_budget / compress_ratio; }
+  // Tokens one query row attends: the chosen blocks plus the open group's causal tail.
+  int select_width_tokens() const { return select_budget + compress_ratio - 1; }
+  std::int64_t max_context(bool yarn) const {
+    return yarn ? static_cast<std::int64_t>(static_cast<double>(rope_max_positions) * yarn_factor)
+                : rope_max_positions;
+  }
+
+  // K+V bytes of one token in one QSA layer. fp8: e4m3 codes plus one fp32 scale per
+  // (KV head, K|V).
+  std::int64_t kv_bytes_per_token(KvDtype d) const;
+  std::int64_t kv_bytes_per_page(KvDtype d) const { return kv_bytes_per_token(d) * page_size; }
+  // Bytes of one bank (K or V) of one token: codes only, scales separately.
+  std::int64_t code_bytes_per_token_bank(KvDtype d) const;
+  std::int64_t scale_bytes_per_token_bank(KvDtype d) const;
+  // Indexer slab: one compressed bf16 key per block, always on the GPU.
+  std::int64_t slab_bytes_per_token() const {
+    return std::int64_t{index_head_dim} * 2 / compress_ratio;
+  }
+  std::int64_t pages_for_context(std::int64_t tokens) const {
+    return (tokens + page_size - 1) / page_size;
+  }
+  // Most distinct pages one row's selection can touch at a context of `tokens`: every chosen
+  // block in its own page plus the causal tail's page, and never more pages than exist.
+  std::int64_t max_pages_per_row(std::int64_t tokens) const;
+
+  bool operator==(const Geometry&) const = default;
+};
+
+// JSON text <-> Geometry. Fields missing from the JSON keep their defaults; unknown fields
+// are errors (a typo must not silently fall back to a default). Both throw ConfigError.
+Geometry geometry_from_json(const std::string& json_text);
+std::string geometry_to_json(const Geometry& g);
+
+}  // namespace kvtier

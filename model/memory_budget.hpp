@@ -1,0 +1,47 @@
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/geometry.hpp"
+#include "model/kv_dtype.hpp"
+#include "model/placement.hpp"
+
+namespace kvtier {
+
+struct BudgetRequest {
+  Geometry geometry;
+  KvDtype dtype = KvDtype::bf16;
+  Placement placement = Placement::mirror;
+  ResidencyUnit unit = ResidencyUnit::layer_page;
+  std::int64_t host_pages = 0;  // logical pages of the page space (per QSA layer)
+  // mirror: slots per layer (layer unit) or shared slots each holding every layer's page.
+  std::int64_t pool_slots = 0;
+  int batch_rows = 1;            // rows of the widest forward
+  int write_pages = -1;          // distinct pages the widest forward writes; -1: batch_rows
+  std::int64_t context_tokens = 0;  // longest context, bounds a row's pages; 0: whole space
+  std::int64_t staging_window_tokens = 131072;  // host placement prefill window
+  std::int64_t device_capacity_bytes = 0;       // 0: not checked
+  std::int64_t host_capacity_bytes = 0;         // 0: not checked
+};
+
+struct MemoryItem {
+  std::string name;
+  std::int64_t bytes;
+};
+
+struct MemoryBudget {
+  std::vector<MemoryItem> device;
+  std::vector<MemoryItem> host;
+  std::int64_t device_bytes = 0;
+  std::int64_t host_bytes = 0;
+  int select_width_pages = 0;  // mirror: distinct pages a row keeps
+};
+
+// Device and host bytes a configuration needs at start-up, item by item. Throws
+// ConfigError for a pool that cannot hold one batch's selection (saying the minimum), and
+// CapacityError when a given capacity is exceeded (saying what is needed, what there is and,
+// for mirror, the largest pool that would fit).
+MemoryBudget memory_budget(const BudgetRequest& req);
+
+}  // namespace kvtier
