@@ -19,9 +19,8 @@ namespace {
 // its write pages first, then each row's selected pages. Locality shifts mid-way so that
 // evictions happen with a 6-slot pool.
 const std::vector<std::vector<PageId>> kSteps = {
-    {5, 15, 0, 1, 5, 10, 15},      {5, 15, 0, 2, 5, 10, 11, 15},
-    {5, 15, 0, 1, 2, 5, 10, 15},   {5, 15, 0, 3, 4, 5, 10, 15},
-    {5, 15, 0, 5, 12, 13, 15},     {5, 15, 0, 1, 5, 10, 12, 15},
+    {5, 15, 0, 1, 5, 10, 15},      {5, 15, 0, 2, 5, 10, 11, 15}, {5, 15, 0, 1, 2, 5, 10, 15},
+    {5, 15, 0, 3, 4, 5, 10, 15},   {5, 15, 0, 5, 12, 13, 15},    {5, 15, 0, 1, 5, 10, 12, 15},
     {5, 15, 0, 5, 10, 11, 14, 15}, {5, 15, 0, 5, 10, 15},
 };
 constexpr PageId kPages = 16;
@@ -29,7 +28,8 @@ constexpr PageId kPages = 16;
 int run_demo(const std::vector<std::string>& args) {
   po::options_description desc("options");
   desc.add_options()("help,h", "show this help")(
-      "slots", po::value<int>()->default_value(6), "GPU pool slots (the busiest step queries 6 distinct pages)")(
+      "slots", po::value<int>()->default_value(6),
+      "GPU pool slots (the busiest step queries 6 distinct pages)")(
       "json", "print the decisions as JSON instead of a table");
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "kvtier demo [--slots N] [--json]")) return 0;
@@ -46,10 +46,9 @@ int run_demo(const std::vector<std::string>& args) {
     std::vector<PageId> miss(q.size()), bypass(q.size());
     std::vector<SlotId> vic(q.size());
     std::vector<CopyOp> copies(q.size());
-    const EnsureResult r =
-        ensure_pages(state.view(), q.data(), static_cast<int>(q.size()),
-                     static_cast<std::int64_t>(step), victims,
-                     EnsureScratch{miss.data(), vic.data(), bypass.data()}, copies.data());
+    const EnsureResult r = ensure_pages(
+        state.view(), q.data(), static_cast<int>(q.size()), static_cast<std::int64_t>(step),
+        victims, EnsureScratch{miss.data(), vic.data(), bypass.data()}, copies.data());
     if (r.status == EnsureStatus::pool_too_small) {
       throw ConfigError("step " + std::to_string(step) + " needs " + std::to_string(r.misses) +
                         " new pages but only " + std::to_string(r.evictable) +
@@ -59,7 +58,8 @@ int run_demo(const std::vector<std::string>& args) {
     total_misses += r.misses;
     std::string qs, cs;
     boost::json::array cj;
-    for (PageId p : q) qs += (qs.empty() ? "" : " ") + std::to_string(p);
+    for (PageId p : q)
+      qs += (qs.empty() ? "" : " ") + std::to_string(p);
     for (int i = 0; i < r.misses; ++i) {
       const CopyOp& c = copies[i];
       cs += (cs.empty() ? "" : " ") + std::to_string(c.page) + "->" + std::to_string(c.slot);
@@ -85,8 +85,8 @@ int run_demo(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistrar reg{{"demo", "replay a small built-in selection sequence through the core",
-                            run_demo}};
+const CommandRegistrar reg{
+    {"demo", "replay a small built-in selection sequence through the core", run_demo}};
 
 }  // namespace
 }  // namespace kvtier::cli

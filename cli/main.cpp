@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
     if (c.name == name) {
       std::vector<std::string> args;
       args.push_back("kvtier " + name);
-      for (int i = 2; i < argc; ++i) args.emplace_back(argv[i]);
+      for (int i = 2; i < argc; ++i)
+        args.emplace_back(argv[i]);
       try {
         return c.run(args);
       } catch (const std::exception& e) {

@@ -6,7 +6,9 @@
 
 namespace kvtier::cli {
 
-bool Progress::enabled_for_stderr() { return isatty(STDERR_FILENO) == 1; }
+bool Progress::enabled_for_stderr() {
+  return isatty(STDERR_FILENO) == 1;
+}
 
 Progress::Progress(std::string label, std::uint64_t total, std::string unit)
     : label_(std::move(label)),
@@ -16,7 +18,9 @@ Progress::Progress(std::string label, std::uint64_t total, std::string unit)
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
-Progress::~Progress() { finish(); }
+Progress::~Progress() {
+  finish();
+}
 
 void Progress::update(std::uint64_t done) {
   if (!enabled_ || finished_) return;
@@ -35,7 +39,8 @@ void Progress::finish() {
 void Progress::draw(std::uint64_t done, bool final) {
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const double frac = total_ ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total_)) : 1.0;
+  const double frac =
+      total_ ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total_)) : 1.0;
   const int bar = 30;
   const int filled = static_cast<int>(frac * bar);
   const double rate = secs > 0 ? static_cast<double>(done) / secs : 0.0;

@@ -16,7 +16,8 @@ bool looks_numeric(const std::string& s) {
 
 void Table::print(std::FILE* out) const {
   std::vector<std::size_t> width(header_.size(), 0);
-  for (std::size_t c = 0; c < header_.size(); ++c) width[c] = header_[c].size();
+  for (std::size_t c = 0; c < header_.size(); ++c)
+    width[c] = header_[c].size();
   for (const auto& r : rows_) {
     for (std::size_t c = 0; c < r.size() && c < width.size(); ++c) {
       width[c] = std::max(width[c], r[c].size());
@@ -36,13 +37,17 @@ void Table::print(std::FILE* out) const {
   };
   line(header_, true);
   std::size_t total = 0;
-  for (auto w : width) total += w;
+  for (auto w : width)
+    total += w;
   total += 2 * (width.empty() ? 0 : width.size() - 1);
   std::fprintf(out, "%s\n", std::string(total, '-').c_str());
-  for (const auto& r : rows_) line(r, false);
+  for (const auto& r : rows_)
+    line(r, false);
 }
 
-std::string fmt_int(long long v) { return std::to_string(v); }
+std::string fmt_int(long long v) {
+  return std::to_string(v);
+}
 
 std::string fmt_fixed(double v, int decimals) {
   char buf[64];

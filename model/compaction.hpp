@@ -26,9 +26,9 @@ KVT_HD inline TokenRange causal_tail(std::int64_t pos, int compress_ratio) {
 // in non-decreasing order, so distinct pages are consecutive and one comparison dedupes.
 // Pages past the width are not written but counted in `dropped`: never silently lost.
 struct RowPages {
-  PageId* out;            // [width]
+  PageId* out;  // [width]
   int width;
-  const PageId* table;    // the request's page table: entry i holds page i's logical page
+  const PageId* table;  // the request's page table: entry i holds page i's logical page
   std::int64_t table_len;
   int page_size;
   int count = 0;
@@ -61,7 +61,8 @@ struct RowPages {
 
   // Pads the list to the width with kNoPage.
   KVT_HD void finish() {
-    for (int i = count; i < width; ++i) out[i] = kNoPage;
+    for (int i = count; i < width; ++i)
+      out[i] = kNoPage;
   }
 };
 

@@ -2,8 +2,8 @@
 #include <cstdint>
 
 #include "model/admission.hpp"
-#include "model/heap_sort.hpp"
 #include "model/hd.hpp"
+#include "model/heap_sort.hpp"
 #include "model/residency_state.hpp"
 
 namespace kvtier {
@@ -25,13 +25,13 @@ enum class EnsureStatus : std::uint8_t {
 
 struct EnsureResult {
   EnsureStatus status = EnsureStatus::ok;
-  int lookups = 0;    // non-padding query entries
-  int hits = 0;       // distinct pages resident before this step first queried them
-  int misses = 0;     // distinct pages installed (== number of CopyOps)
-  int bypassed = 0;   // distinct missing pages admission left in host memory
-  int evictions = 0;  // installs that replaced a resident page
-  int evictable = 0;  // with pool_too_small: slots that could have been taken
-  int bad_index = -1; // with page_out_of_range: the offending query index
+  int lookups = 0;     // non-padding query entries
+  int hits = 0;        // distinct pages resident before this step first queried them
+  int misses = 0;      // distinct pages installed (== number of CopyOps)
+  int bypassed = 0;    // distinct missing pages admission left in host memory
+  int evictions = 0;   // installs that replaced a resident page
+  int evictable = 0;   // with pool_too_small: slots that could have been taken
+  int bad_index = -1;  // with page_out_of_range: the offending query index
 };
 
 // Caller-owned scratch, each array at least as long as the query.
@@ -97,7 +97,8 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
 
   const int found = victims.select(st, step, admitted, scratch.victims);
   if (found < admitted) {
-    for (int i = 0; i < admitted; ++i) st.slot_of_page[scratch.miss_pages[i]] = kNoSlot;
+    for (int i = 0; i < admitted; ++i)
+      st.slot_of_page[scratch.miss_pages[i]] = kNoSlot;
     r.status = EnsureStatus::pool_too_small;
     r.misses = admitted;
     r.evictable = found;

@@ -47,8 +47,8 @@ void Geometry::validate() const {
   for (std::size_t i = 0; i < qsa_layer_ids.size(); ++i) {
     int id = qsa_layer_ids[i];
     if (id < 0 || id >= total_layers) {
-      fail("qsa_layer_ids", "layer " + std::to_string(id) + " is outside 0.." +
-                                std::to_string(total_layers - 1));
+      fail("qsa_layer_ids",
+           "layer " + std::to_string(id) + " is outside 0.." + std::to_string(total_layers - 1));
     }
     if (i > 0 && id <= qsa_layer_ids[i - 1]) fail("qsa_layer_ids", "must be strictly ascending");
   }
@@ -110,26 +110,43 @@ Geometry geometry_from_json(const std::string& json_text) {
   Geometry g;
   for (const auto& [key_sv, v] : root.as_object()) {
     const std::string key(key_sv);
-    if (key == "total_layers") g.total_layers = as_int32(v, key);
+    if (key == "total_layers")
+      g.total_layers = as_int32(v, key);
     else if (key == "qsa_layer_ids") {
       if (!v.is_array()) fail(key, "expected an array of layer ids");
       g.qsa_layer_ids.clear();
-      for (const auto& x : v.as_array()) g.qsa_layer_ids.push_back(as_int32(x, key));
-    } else if (key == "hidden_size") g.hidden_size = as_int32(v, key);
-    else if (key == "q_heads") g.q_heads = as_int32(v, key);
-    else if (key == "kv_heads") g.kv_heads = as_int32(v, key);
-    else if (key == "head_dim") g.head_dim = as_int32(v, key);
-    else if (key == "rope_dims") g.rope_dims = as_int32(v, key);
-    else if (key == "rope_theta") g.rope_theta = as_double(v, key);
-    else if (key == "index_q_heads") g.index_q_heads = as_int32(v, key);
-    else if (key == "index_kv_heads") g.index_kv_heads = as_int32(v, key);
-    else if (key == "index_head_dim") g.index_head_dim = as_int32(v, key);
-    else if (key == "compress_ratio") g.compress_ratio = as_int32(v, key);
-    else if (key == "select_budget") g.select_budget = as_int32(v, key);
-    else if (key == "page_size") g.page_size = as_int32(v, key);
-    else if (key == "rope_max_positions") g.rope_max_positions = as_int(v, key);
-    else if (key == "yarn_factor") g.yarn_factor = as_double(v, key);
-    else fail(key, "unknown field");
+      for (const auto& x : v.as_array())
+        g.qsa_layer_ids.push_back(as_int32(x, key));
+    } else if (key == "hidden_size")
+      g.hidden_size = as_int32(v, key);
+    else if (key == "q_heads")
+      g.q_heads = as_int32(v, key);
+    else if (key == "kv_heads")
+      g.kv_heads = as_int32(v, key);
+    else if (key == "head_dim")
+      g.head_dim = as_int32(v, key);
+    else if (key == "rope_dims")
+      g.rope_dims = as_int32(v, key);
+    else if (key == "rope_theta")
+      g.rope_theta = as_double(v, key);
+    else if (key == "index_q_heads")
+      g.index_q_heads = as_int32(v, key);
+    else if (key == "index_kv_heads")
+      g.index_kv_heads = as_int32(v, key);
+    else if (key == "index_head_dim")
+      g.index_head_dim = as_int32(v, key);
+    else if (key == "compress_ratio")
+      g.compress_ratio = as_int32(v, key);
+    else if (key == "select_budget")
+      g.select_budget = as_int32(v, key);
+    else if (key == "page_size")
+      g.page_size = as_int32(v, key);
+    else if (key == "rope_max_positions")
+      g.rope_max_positions = as_int(v, key);
+    else if (key == "yarn_factor")
+      g.yarn_factor = as_double(v, key);
+    else
+      fail(key, "unknown field");
   }
   g.validate();
   return g;
@@ -139,7 +156,8 @@ std::string geometry_to_json(const Geometry& g) {
   json::object o;
   o["total_layers"] = g.total_layers;
   json::array ids;
-  for (int id : g.qsa_layer_ids) ids.push_back(id);
+  for (int id : g.qsa_layer_ids)
+    ids.push_back(id);
   o["qsa_layer_ids"] = std::move(ids);
   o["hidden_size"] = g.hidden_size;
   o["q_heads"] = g.q_heads;

@@ -24,7 +24,8 @@ KVT_HD void heap_sift_down(T* a, int n, int i, Less less) {
 
 template <class T, class Less>
 KVT_HD void heap_sort(T* a, int n, Less less) {
-  for (int i = n / 2 - 1; i >= 0; --i) heap_sift_down(a, n, i, less);
+  for (int i = n / 2 - 1; i >= 0; --i)
+    heap_sift_down(a, n, i, less);
   for (int end = n - 1; end > 0; --end) {
     T t = a[0];
     a[0] = a[end];

@@ -85,11 +85,10 @@ MemoryBudget memory_budget(const BudgetRequest& req) {
     throw CapacityError(msg);
   }
   if (req.host_capacity_bytes > 0 && b.host_bytes > req.host_capacity_bytes) {
-    throw CapacityError("host memory: the configuration needs " + gib(b.host_bytes) + ", " +
-                        gib(req.host_capacity_bytes) + " available; the largest page space " +
-                        "that fits is " +
-                        std::to_string(req.host_capacity_bytes / (layers * page_bytes) - 1) +
-                        " pages");
+    throw CapacityError(
+        "host memory: the configuration needs " + gib(b.host_bytes) + ", " +
+        gib(req.host_capacity_bytes) + " available; the largest page space " + "that fits is " +
+        std::to_string(req.host_capacity_bytes / (layers * page_bytes) - 1) + " pages");
   }
   return b;
 }

@@ -17,8 +17,8 @@ struct BudgetRequest {
   std::int64_t host_pages = 0;  // logical pages of the page space (per QSA layer)
   // mirror: slots per layer (layer unit) or shared slots each holding every layer's page.
   std::int64_t pool_slots = 0;
-  int batch_rows = 1;            // rows of the widest forward
-  int write_pages = -1;          // distinct pages the widest forward writes; -1: batch_rows
+  int batch_rows = 1;               // rows of the widest forward
+  int write_pages = -1;             // distinct pages the widest forward writes; -1: batch_rows
   std::int64_t context_tokens = 0;  // longest context, bounds a row's pages; 0: whole space
   std::int64_t staging_window_tokens = 131072;  // host placement prefill window
   std::int64_t device_capacity_bytes = 0;       // 0: not checked

@@ -12,19 +12,22 @@ namespace kvtier {
 PageSpace::PageSpace(PageId num_pages) : num_pages_(num_pages), refs_(num_pages, 0) {
   if (num_pages < 0) throw ConfigError("page space: negative page count");
   free_.resize(num_pages);
-  for (PageId p = 0; p < num_pages; ++p) free_[p] = p;
+  for (PageId p = 0; p < num_pages; ++p)
+    free_[p] = p;
   std::make_heap(free_.begin(), free_.end(), std::greater<>());
 }
 
 std::vector<PageId>& PageSpace::table(RequestId id) {
   auto it = tables_.find(id);
-  if (it == tables_.end()) throw ConfigError("page space: request " + std::to_string(id) + " is not open");
+  if (it == tables_.end())
+    throw ConfigError("page space: request " + std::to_string(id) + " is not open");
   return it->second;
 }
 
 std::span<const PageId> PageSpace::pages(RequestId id) const {
   auto it = tables_.find(id);
-  if (it == tables_.end()) throw ConfigError("page space: request " + std::to_string(id) + " is not open");
+  if (it == tables_.end())
+    throw ConfigError("page space: request " + std::to_string(id) + " is not open");
   return it->second;
 }
 
@@ -36,14 +39,16 @@ PageId PageSpace::take_lowest_free() {
 }
 
 void PageSpace::open(RequestId id, std::span<const PageId> shared_prefix) {
-  if (tables_.count(id)) throw ConfigError("page space: request " + std::to_string(id) + " is already open");
+  if (tables_.count(id))
+    throw ConfigError("page space: request " + std::to_string(id) + " is already open");
   for (PageId p : shared_prefix) {
     if (p < 0 || p >= num_pages_ || refs_[p] == 0) {
       throw ConfigError("page space: request " + std::to_string(id) + " shares page " +
                         std::to_string(p) + ", which no open request holds");
     }
   }
-  for (PageId p : shared_prefix) ++refs_[p];
+  for (PageId p : shared_prefix)
+    ++refs_[p];
   tables_.emplace(id, std::vector<PageId>(shared_prefix.begin(), shared_prefix.end()));
 }
 

@@ -19,9 +19,13 @@ inline constexpr SlotId kNoSlot = -1;
 
 // The dummy page is the one past the last real page: its bank bytes are zero, and it is
 // what a padded or non-resident entry resolves to, so nothing outside the space is read.
-constexpr PageId dummy_page(PageId num_pages) { return num_pages; }
+constexpr PageId dummy_page(PageId num_pages) {
+  return num_pages;
+}
 // Likewise the pool keeps one zeroed slot past the last real one.
-constexpr SlotId dummy_slot(SlotId num_slots) { return num_slots; }
+constexpr SlotId dummy_slot(SlotId num_slots) {
+  return num_slots;
+}
 
 // 64-bit byte offset of a page or slot: page ids reach 2^31 and page strides reach MiBs.
 constexpr std::int64_t page_offset(std::int64_t page, std::int64_t page_bytes) {

@@ -6,9 +6,12 @@ namespace kvtier {
 
 std::string_view to_string(Placement p) {
   switch (p) {
-    case Placement::device: return "device";
-    case Placement::mirror: return "mirror";
-    case Placement::host: return "host";
+    case Placement::device:
+      return "device";
+    case Placement::mirror:
+      return "mirror";
+    case Placement::host:
+      return "host";
   }
   return "?";
 }

@@ -18,11 +18,11 @@ SelectWidth select_width(std::int64_t slots, int rows, int write_pages,
   if (slots < w.min_slots) {
     throw ConfigError("pool of " + std::to_string(slots) + " slots cannot hold one batch of " +
                       std::to_string(rows) + " rows and " + std::to_string(write_pages) +
-                      " written pages: the minimum is " + std::to_string(w.min_slots) +
-                      " slots (" + std::to_string(w.no_drop_slots) +
-                      " for no truncated selection)");
+                      " written pages: the minimum is " + std::to_string(w.min_slots) + " slots (" +
+                      std::to_string(w.no_drop_slots) + " for no truncated selection)");
   }
-  w.width = static_cast<int>(std::min<std::int64_t>(max_pages_per_row, (slots - write_pages) / rows));
+  w.width =
+      static_cast<int>(std::min<std::int64_t>(max_pages_per_row, (slots - write_pages) / rows));
   return w;
 }
 

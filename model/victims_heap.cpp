@@ -58,7 +58,8 @@ int HeapVictims::select(const ResidencyView& st, std::int64_t step, int m, SlotI
   }
   // The chosen slots go back with their current keys; installing them raises last_use,
   // which leaves those keys lagging, as the invariant allows.
-  for (int i = 0; i < found; ++i) push(st.last_use[out[i]], out[i]);
+  for (int i = 0; i < found; ++i)
+    push(st.last_use[out[i]], out[i]);
   return found;
 }
 

@@ -15,9 +15,9 @@ inline constexpr std::uint32_t kTraceFormatVersion = 1;
 // What every trace starts with: the geometry its selections refer to and where it came from.
 struct TraceHeader {
   std::uint32_t version = kTraceFormatVersion;
-  Geometry geometry;      // QSA layers, page size, compress ratio, budget, KV heads, head dim
-  std::string producer;   // e.g. "kvtier trace gen --preset sparse-trained --seed 7 ..."
-  std::string created;    // ISO 8601 UTC
+  Geometry geometry;     // QSA layers, page size, compress ratio, budget, KV heads, head dim
+  std::string producer;  // e.g. "kvtier trace gen --preset sparse-trained --seed 7 ..."
+  std::string created;   // ISO 8601 UTC
   bool operator==(const TraceHeader&) const = default;
 };
 
