@@ -20,7 +20,7 @@ struct CopyOp {
 enum class EnsureStatus : std::uint8_t {
   ok,
   page_out_of_range,  // a queried page id is not in [kNoPage, num_pages); nothing changed
-  pool_too_small,     // fewer evictable slots than misses; no page was installed
+  pool_too_small,     // fewer evictable slots than misses: nothing installed (hits stay marked)
 };
 
 struct EnsureResult {

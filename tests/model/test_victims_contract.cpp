@@ -1,0 +1,112 @@
+// The contract every victim finder must keep, run over each of them (typed tests), plus a
+// randomized stress that drives both finders side by side through the same steps.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "model/victims_heap.hpp"
+#include "model/victims_scan.hpp"
+#include "tests/model/ensure_harness.hpp"
+
+namespace kvtier {
+namespace {
+
+template <class V>
+std::unique_ptr<V> make_finder(SlotId slots);
+template <>
+std::unique_ptr<ScanVictims> make_finder<ScanVictims>(SlotId) {
+  return std::make_unique<ScanVictims>();
+}
+template <>
+std::unique_ptr<HeapVictims> make_finder<HeapVictims>(SlotId slots) {
+  return std::make_unique<HeapVictims>(slots);
+}
+
+template <class V>
+class VictimContract : public ::testing::Test {};
+using Finders = ::testing::Types<ScanVictims, HeapVictims>;
+TYPED_TEST_SUITE(VictimContract, Finders);
+
+// Stamps slots directly, as ensure would have left them.
+ResidencyState stamped(const std::vector<std::int64_t>& uses) {
+  const SlotId n = static_cast<SlotId>(uses.size());
+  ResidencyState st(n, n);
+  auto v = st.view();
+  for (SlotId s = 0; s < n; ++s) {
+    if (uses[s] == kFreeSlotStep) continue;
+    v.slot_of_page[s] = s;
+    v.page_of_slot[s] = s;
+    v.last_use[s] = uses[s];
+  }
+  return st;
+}
+
+TYPED_TEST(VictimContract, FreeFirstThenOldestThenLowestSlot) {
+  ResidencyState st = stamped({4, kFreeSlotStep, 2, 2, 7, kFreeSlotStep, 3});
+  auto v = make_finder<TypeParam>(st.num_slots());
+  std::vector<SlotId> out(7);
+  const int n = v->select(st.view(), 8, 5, out.data());
+  ASSERT_EQ(n, 5);
+  out.resize(5);
+  EXPECT_EQ(out, (std::vector<SlotId>{1, 5, 2, 3, 6}));
+}
+
+TYPED_TEST(VictimContract, NeverPicksSlotsOfTheCurrentStep) {
+  ResidencyState st = stamped({5, 5, 4, 5});
+  auto v = make_finder<TypeParam>(st.num_slots());
+  std::vector<SlotId> out(4);
+  EXPECT_EQ(v->select(st.view(), 5, 3, out.data()), 1);
+  EXPECT_EQ(out[0], 2);
+  EXPECT_EQ(v->select(st.view(), 5, 0, out.data()), 0);
+}
+
+TYPED_TEST(VictimContract, SameChoicesAsTheOtherFinderUnderRandomTraffic) {
+  // Drive this finder and the scan reference through identical ensure sequences.
+  for (std::uint32_t seed : {1u, 2u, 3u, 4u, 5u}) {
+    std::mt19937 rng(seed);
+    const PageId pages = 64;
+    const SlotId slots = static_cast<SlotId>(4 + rng() % 20);
+    ResidencyState a(pages, slots), b(pages, slots);
+    auto fa = make_finder<TypeParam>(slots);
+    ScanVictims fb;
+    for (std::int64_t step = 0; step < 300; ++step) {
+      const int op = static_cast<int>(rng() % 20);
+      if (op == 0) {
+        flush_pool(a.view(), *fa);
+        flush_pool(b.view(), fb);
+        continue;
+      }
+      if (op == 1) {
+        const PageId p = static_cast<PageId>(rng() % pages);
+        EXPECT_EQ(release_page(a.view(), p, *fa), release_page(b.view(), p, fb));
+      }
+      std::vector<PageId> q(1 + rng() % slots);
+      for (auto& p : q)
+        p = static_cast<PageId>(rng() % (rng() % 2 ? 12 : pages));
+      auto ra = testing::run_ensure(a, *fa, q, step);
+      auto rb = testing::run_ensure(b, fb, q, step);
+      ASSERT_EQ(ra.copies, rb.copies) << "seed " << seed << " step " << step;
+      ASSERT_EQ(ra.result.hits, rb.result.hits);
+      ASSERT_EQ(a, b);
+      ASSERT_TRUE(testing::state_is_consistent(a));
+    }
+  }
+}
+
+TEST(HeapVictims, HeapStaysBoundedUnderManyReleases) {
+  const SlotId slots = 16;
+  ResidencyState st(1000, slots);
+  HeapVictims v(slots);
+  std::mt19937 rng(9);
+  for (std::int64_t step = 0; step < 5000; ++step) {
+    std::vector<PageId> q = {static_cast<PageId>(rng() % 1000), static_cast<PageId>(rng() % 1000)};
+    testing::run_ensure(st, v, q, step);
+    release_page(st.view(), q[0], v);
+    ASSERT_LE(v.heap_size(), 2u * slots + 64 + 1);
+  }
+}
+
+}  // namespace
+}  // namespace kvtier
