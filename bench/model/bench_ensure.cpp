@@ -15,7 +15,7 @@ namespace kvtier {
 namespace {
 
 constexpr int kPagesPerRow = 72;
-constexpr PageId kPagesPerRequest = 4096;  // a 256k-token context per row
+constexpr PageId kPagesPerRequest = 16384;  // a 1M-token context per row
 
 // Precomputed steps so the timed loop measures ensure alone.
 std::vector<std::vector<PageId>> make_steps(int rows, int steps, std::uint32_t seed) {
@@ -49,7 +49,7 @@ void BM_Ensure(benchmark::State& state) {
   const int rows = static_cast<int>(state.range(0));
   const SlotId slots = static_cast<SlotId>(state.range(1));
   const PageId pages = rows * kPagesPerRequest;
-  const auto steps = make_steps(rows, 512, 42);
+  const auto steps = make_steps(rows, 4096, 42);
   ResidencyState st(pages, slots);
   Finder finder = [&] {
     if constexpr (std::is_same_v<Finder, HeapVictims>) {
