@@ -1,0 +1,57 @@
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "tests/cli/cli_runner.hpp"
+
+namespace kvtier {
+namespace {
+
+using testing::run_kvtier;
+
+TEST(Cli, HelpListsCommandsAndUnknownCommandFails) {
+  const auto help = run_kvtier("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("demo"), std::string::npos);
+  EXPECT_NE(help.out.find("budget"), std::string::npos);
+  const auto bad = run_kvtier("no-such-command");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.out.find("unknown command 'no-such-command'"), std::string::npos);
+}
+
+TEST(Cli, DemoJsonCarriesTheHandWorkedTotals) {
+  const auto r = run_kvtier("demo --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto o = boost::json::parse(r.out).as_object();
+  EXPECT_EQ(o.at("hits").as_int64(), 28);
+  EXPECT_EQ(o.at("misses").as_int64(), 16);
+  EXPECT_EQ(o.at("steps").as_array().size(), 8u);
+  // Byte-identical on a second run.
+  EXPECT_EQ(run_kvtier("demo --json").out, r.out);
+}
+
+TEST(Cli, DemoWithTooFewSlotsIsAClearError) {
+  const auto r = run_kvtier("demo --slots 3");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("only 3 slots are evictable"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BudgetJsonAndErrors) {
+  const auto r = run_kvtier("budget --placement mirror --context 65536 --pool-slots 512 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto o = boost::json::parse(r.out).as_object();
+  EXPECT_EQ(o.at("host_pages").as_int64(), 1024);
+  EXPECT_EQ(o.at("host_bytes").as_int64(), 1025LL * 12 * 131072);
+  const auto small = run_kvtier("budget --pool-slots 10 --batch 16");
+  EXPECT_EQ(small.exit_code, 1);
+  EXPECT_NE(small.out.find("the minimum is 32 slots"), std::string::npos) << small.out;
+  const auto bad = run_kvtier("budget --kv-dtype fp16");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("--kv-dtype: expected bf16 or fp8"), std::string::npos) << bad.out;
+  const auto unknown = run_kvtier("budget --frobnicate");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.out.find("--frobnicate"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvtier
