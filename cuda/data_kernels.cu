@@ -1,0 +1,300 @@
+// Data kernels: multi-bank miss copy, write-through store, and the selected-token read.
+// All move whole words of W bytes, W the largest of 16, 8, 4, 2, 1 dividing every token's
+// bytes of every bank, so every page and token offset is W-aligned.
+#include <cstdint>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/kernels.hpp"
+
+namespace kvtier::cuda {
+namespace {
+
+struct alignas(16) Word16 {
+  unsigned long long lo, hi;
+};
+
+template <int W>
+struct WordOf;
+template <>
+struct WordOf<16> {
+  using type = Word16;
+};
+template <>
+struct WordOf<8> {
+  using type = unsigned long long;
+};
+template <>
+struct WordOf<4> {
+  using type = unsigned int;
+};
+template <>
+struct WordOf<2> {
+  using type = unsigned short;
+};
+template <>
+struct WordOf<1> {
+  using type = unsigned char;
+};
+
+// Words of each bank kind per token, and per token over the layer's banks.
+struct WordPlan {
+  std::int64_t token_words[4];
+  std::int64_t layer_token_words;
+  int kinds;
+};
+
+int word_bytes(const PageLayout& l) {
+  std::int64_t g = l.token_bytes(BankKind::k);
+  if (l.fp8()) g |= l.token_bytes(BankKind::k_scale);
+  for (int w : {16, 8, 4, 2})
+    if (g % w == 0) return w;
+  return 1;
+}
+
+WordPlan plan_for(const PageLayout& l, int w) {
+  WordPlan p{};
+  p.kinds = l.banks_per_layer;
+  for (int k = 0; k < p.kinds; ++k) {
+    p.token_words[k] = l.token_bytes(PageLayout::kind_of(k)) / w;
+    p.layer_token_words += p.token_words[k];
+  }
+  return p;
+}
+
+int grid_for_device() {
+  static const int grid = [] {
+    int dev = 0, sms = 0;
+    KVT_CUDA_CHECK(cudaGetDevice(&dev));
+    KVT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    return sms * 8;  // 8 blocks of 256 per SM: enough requests in flight for PCIe
+  }();
+  return grid;
+}
+
+constexpr int kThreads = 256;
+constexpr int kBatch = 4;  // independent words in flight per thread
+
+// ---------------------------------------------------------------------------------------
+// Multi-bank copy: item v of count * layers * page_size * layer_token_words words.
+template <int W>
+__global__ void __launch_bounds__(kThreads)
+    copy_kernel(const __grid_constant__ CopyParams p, const __grid_constant__ WordPlan plan) {
+  using Word = typename WordOf<W>::type;
+  const std::int64_t layer_words = plan.layer_token_words * p.layout.page_size;
+  const std::int64_t per_copy = layer_words * p.layers;
+  const std::int64_t total = std::int64_t{*p.count} * per_copy;
+  const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
+  for (std::int64_t v0 = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; v0 < total;
+       v0 += stride * kBatch) {
+    Word vals[kBatch];
+    Word* dst[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const std::int64_t v = v0 + b * stride;
+      dst[b] = nullptr;
+      if (v >= total) continue;
+      const std::int64_t c = v / per_copy;
+      std::int64_t r = v - c * per_copy;
+      const std::int64_t l = r / layer_words;
+      r -= l * layer_words;
+      int k = 0;
+      while (k + 1 < plan.kinds && r >= plan.token_words[k] * p.layout.page_size) {
+        r -= plan.token_words[k] * p.layout.page_size;
+        ++k;
+      }
+      const std::int64_t bank = (p.first_layer + l) * p.layout.banks_per_layer + k;
+      const std::int64_t page_words = plan.token_words[k] * p.layout.page_size;
+      const CopyOp op = p.copies[c];
+      const Word* src = reinterpret_cast<const Word*>(p.host[bank]) + op.page * page_words + r;
+      dst[b] = reinterpret_cast<Word*>(p.pool[bank]) + op.slot * page_words + r;
+      vals[b] = *src;
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b)
+      if (dst[b] != nullptr) *dst[b] = vals[b];
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Store: item v of n * layer_token_words words.
+template <int W>
+__global__ void __launch_bounds__(kThreads)
+    store_kernel(const __grid_constant__ StoreParams p, const __grid_constant__ WordPlan plan) {
+  using Word = typename WordOf<W>::type;
+  const std::int64_t total = std::int64_t{p.n} * plan.layer_token_words;
+  for (std::int64_t v = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; v < total;
+       v += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t i = v / plan.layer_token_words;
+    std::int64_t w = v - i * plan.layer_token_words;
+    int k = 0;
+    while (k + 1 < plan.kinds && w >= plan.token_words[k]) {
+      w -= plan.token_words[k];
+      ++k;
+    }
+    const PageId page = p.pages[i];
+    const std::int32_t token = p.tokens[i];
+    if (page < 0 || page >= p.num_pages || token < 0 || token >= p.layout.page_size) {
+      if (v == i * plan.layer_token_words) atomicAdd(p.bad, 1);
+      continue;
+    }
+    const std::int64_t tw = plan.token_words[k];
+    const Word val = reinterpret_cast<const Word*>(p.src[k])[i * tw + w];
+    const std::int64_t in_page = std::int64_t{token} * tw + w;
+    const std::int64_t page_words = tw * p.layout.page_size;
+    if (p.host[k] != nullptr)
+      reinterpret_cast<Word*>(p.host[k])[std::int64_t{page} * page_words + in_page] = val;
+    if (p.pool[k] != nullptr) {
+      const SlotId s = p.slot_of_page == nullptr ? page : p.slot_of_page[page];
+      if (s >= 0) reinterpret_cast<Word*>(p.pool[k])[std::int64_t{s} * page_words + in_page] = val;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Read + checksum: item v of rows * max_tokens * layer_token_words words.
+template <class Word>
+__device__ unsigned long long word_term(const Word& x, std::int64_t pos, std::int64_t index) {
+  return checksum_term(static_cast<unsigned long long>(x), pos, index);
+}
+template <>
+__device__ unsigned long long word_term<Word16>(const Word16& x, std::int64_t pos,
+                                                std::int64_t index) {
+  return checksum_term(x.lo, pos, 2 * index) + checksum_term(x.hi, pos, 2 * index + 1);
+}
+
+template <int W>
+__global__ void __launch_bounds__(kThreads)
+    read_kernel(const __grid_constant__ ReadParams p, const __grid_constant__ WordPlan plan) {
+  using Word = typename WordOf<W>::type;
+  const std::int64_t per_row = std::int64_t{p.max_tokens} * plan.layer_token_words;
+  const std::int64_t total = std::int64_t{p.rows} * per_row;
+  const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
+  unsigned long long sum = 0;
+  int missing = 0;
+  for (std::int64_t v0 = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; v0 < total;
+       v0 += stride * kBatch) {
+    Word vals[kBatch];
+    std::int64_t pos_of[kBatch];
+    std::int64_t idx_of[kBatch];
+    bool live[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const std::int64_t v = v0 + b * stride;
+      live[b] = false;
+      if (v >= total) continue;
+      const std::int64_t r = v / per_row;
+      std::int64_t rem = v - r * per_row;
+      const std::int64_t t = rem / plan.layer_token_words;
+      std::int64_t w = rem - t * plan.layer_token_words;
+      const std::int64_t widx = w;
+      int k = 0;
+      while (k + 1 < plan.kinds && w >= plan.token_words[k]) {
+        w -= plan.token_words[k];
+        ++k;
+      }
+      const std::int64_t pos = p.positions[r * p.max_tokens + t];
+      if (pos < 0) continue;
+      const std::int64_t index = pos / p.layout.page_size;
+      const bool first_word = widx == 0;
+      if (index >= p.table_len[r]) {
+        if (first_word) ++missing;
+        continue;
+      }
+      const PageId page = p.tables[r * p.table_stride + index];
+      std::int64_t where = p.dummy;
+      if (page >= 0 && page < p.num_pages) {
+        where = page;
+        if (p.slot_of_page != nullptr) {
+          const SlotId s = p.slot_of_page[page];
+          where = s >= 0 ? s : p.dummy;
+          if (s < 0 && first_word) ++missing;
+        }
+      } else if (first_word) {
+        ++missing;
+      }
+      const std::int64_t bank = std::int64_t{p.layer} * p.layout.banks_per_layer + k;
+      const std::int64_t tw = plan.token_words[k];
+      const Word* src = reinterpret_cast<const Word*>(p.banks[bank]) +
+                        where * tw * p.layout.page_size + (pos % p.layout.page_size) * tw + w;
+      vals[b] = *src;
+      pos_of[b] = pos;
+      idx_of[b] = widx;
+      live[b] = true;
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b)
+      if (live[b]) sum += word_term<Word>(vals[b], pos_of[b], idx_of[b]);
+  }
+  for (int off = 16; off > 0; off /= 2)
+    sum += __shfl_down_sync(0xffffffffu, sum, off);
+  if ((threadIdx.x & 31) == 0 && sum != 0) atomicAdd(p.checksum, sum);
+  if (missing) atomicAdd(p.missing, missing);
+}
+
+template <template <int> class Launch, class... Args>
+void dispatch_word(int w, Args&&... args) {
+  switch (w) {
+    case 16:
+      Launch<16>::run(args...);
+      break;
+    case 8:
+      Launch<8>::run(args...);
+      break;
+    case 4:
+      Launch<4>::run(args...);
+      break;
+    case 2:
+      Launch<2>::run(args...);
+      break;
+    default:
+      Launch<1>::run(args...);
+      break;
+  }
+}
+
+template <int W>
+struct CopyLaunch {
+  static void run(const CopyParams& p, const WordPlan& plan, cudaStream_t s) {
+    copy_kernel<W><<<grid_for_device(), kThreads, 0, s>>>(p, plan);
+  }
+};
+template <int W>
+struct StoreLaunch {
+  static void run(const StoreParams& p, const WordPlan& plan, int grid, cudaStream_t s) {
+    store_kernel<W><<<grid, kThreads, 0, s>>>(p, plan);
+  }
+};
+template <int W>
+struct ReadLaunch {
+  static void run(const ReadParams& p, const WordPlan& plan, cudaStream_t s) {
+    read_kernel<W><<<grid_for_device(), kThreads, 0, s>>>(p, plan);
+  }
+};
+
+}  // namespace
+
+void launch_copy(const CopyParams& p, cudaStream_t stream) {
+  const int w = word_bytes(p.layout);
+  dispatch_word<CopyLaunch>(w, p, plan_for(p.layout, w), stream);
+  KVT_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_store(const StoreParams& p, cudaStream_t stream) {
+  if (p.n <= 0) return;
+  const int w = word_bytes(p.layout);
+  const WordPlan plan = plan_for(p.layout, w);
+  const std::int64_t items = std::int64_t{p.n} * plan.layer_token_words;
+  const std::int64_t want = (items + kThreads - 1) / kThreads;
+  const int grid = static_cast<int>(want < grid_for_device() ? want : grid_for_device());
+  dispatch_word<StoreLaunch>(w, p, plan, grid, stream);
+  KVT_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_read(const ReadParams& p, cudaStream_t stream) {
+  if (p.rows <= 0 || p.max_tokens <= 0) return;
+  const int w = word_bytes(p.layout);
+  dispatch_word<ReadLaunch>(w, p, plan_for(p.layout, w), stream);
+  KVT_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace kvtier::cuda

@@ -1,0 +1,266 @@
+#include "cuda/engine.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "model/capacity_error.hpp"
+#include "model/config_error.hpp"
+
+namespace kvtier::cuda {
+
+MirrorEngine::MirrorEngine(const MirrorConfig& c, const ProgressFn& progress)
+    : cfg_(c), host_(c.layout, c.num_pages, progress), pool_(c.layout, c.num_slots) {
+  if (c.max_query <= 0) throw ConfigError("mirror engine: max_query must be positive");
+  const int nstates = c.unit == ResidencyUnit::layer_page ? c.layout.layers : 1;
+  for (int i = 0; i < nstates; ++i) {
+    State st{DeviceArray<SlotId>(static_cast<std::size_t>(c.num_pages)),
+             DeviceArray<PageId>(static_cast<std::size_t>(c.num_slots)),
+             DeviceArray<std::int64_t>(static_cast<std::size_t>(c.num_slots))};
+    // kNoSlot / kNoPage are -1 in every byte; kFreeSlotStep likewise.
+    KVT_CUDA_CHECK(cudaMemset(st.slot_of_page.get(), 0xff, st.slot_of_page.bytes()));
+    KVT_CUDA_CHECK(cudaMemset(st.page_of_slot.get(), 0xff, st.page_of_slot.bytes()));
+    KVT_CUDA_CHECK(cudaMemset(st.last_use.get(), 0xff, st.last_use.bytes()));
+    states_.push_back(std::move(st));
+  }
+  static_assert(kNoSlot == -1 && kNoPage == -1 && kFreeSlotStep == -1);
+  const auto q = static_cast<std::size_t>(c.max_query);
+  miss_scratch_ = DeviceArray<PageId>(q);
+  victim_scratch_ = DeviceArray<SlotId>(q);
+  copies_ = DeviceArray<CopyOp>(q);
+  copy_count_ = DeviceArray<int>(1);
+  result_ = DeviceArray<EnsureResult>(1);
+  counters_ = DeviceArray<Counters>(1);
+  step_ = DeviceArray<std::int64_t>(1);
+  query_ = DeviceArray<PageId>(q);
+  one_slot_ = DeviceArray<SlotId>(1);
+  KVT_CUDA_CHECK(cudaMemset(copy_count_.get(), 0, copy_count_.bytes()));
+  KVT_CUDA_CHECK(cudaMemset(counters_.get(), 0, counters_.bytes()));
+  KVT_CUDA_CHECK(cudaMemset(step_.get(), 0, step_.bytes()));
+  KVT_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void MirrorEngine::check_layer(int layer) const {
+  if (layer < 0 || layer >= cfg_.layout.layers) {
+    throw std::out_of_range("mirror engine: layer " + std::to_string(layer) + " outside 0.." +
+                            std::to_string(cfg_.layout.layers - 1));
+  }
+}
+
+ResidencyView MirrorEngine::device_view(int layer) const {
+  const State& s = states_[static_cast<std::size_t>(state_index(layer))];
+  return {s.slot_of_page.get(), s.page_of_slot.get(), s.last_use.get(), cfg_.num_pages,
+          cfg_.num_slots};
+}
+
+void MirrorEngine::ensure_async(int layer, const PageId* d_query, int n, cudaStream_t s) {
+  check_layer(layer);
+  if (n > cfg_.max_query) {
+    throw ConfigError("mirror engine: query of " + std::to_string(n) +
+                      " entries exceeds max_query " + std::to_string(cfg_.max_query));
+  }
+  EnsureParams ep{device_view(layer),
+                  d_query,
+                  n,
+                  step_.get(),
+                  miss_scratch_.get(),
+                  victim_scratch_.get(),
+                  copies_.get(),
+                  copy_count_.get(),
+                  result_.get(),
+                  &counters_.get()->ensure_errors};
+  launch_ensure(ep, cfg_.form, s);
+  const bool per_layer = cfg_.unit == ResidencyUnit::layer_page;
+  CopyParams cp{copies_.get(),
+                copy_count_.get(),
+                host_.device_bank_table(),
+                pool_.device_bank_table(),
+                cfg_.layout,
+                per_layer ? layer : 0,
+                per_layer ? 1 : cfg_.layout.layers};
+  launch_copy(cp, s);
+}
+
+void MirrorEngine::translate_async(int layer, const PageId* d_logical, int n, SlotId* d_physical,
+                                   cudaStream_t s) {
+  check_layer(layer);
+  TranslateParams tp{d_logical,
+                     d_physical,
+                     device_view(layer).slot_of_page,
+                     &counters_.get()->missing,
+                     cfg_.num_pages,
+                     dummy_slot(cfg_.num_slots),
+                     n};
+  launch_translate(tp, s);
+}
+
+void MirrorEngine::store_async(int layer, const PageId* d_pages, const std::int32_t* d_tokens,
+                               const std::byte* const* src, int n, cudaStream_t s) {
+  check_layer(layer);
+  StoreParams sp{};
+  sp.pages = d_pages;
+  sp.tokens = d_tokens;
+  for (int k = 0; k < cfg_.layout.banks_per_layer; ++k) {
+    sp.src[k] = src[k];
+    sp.host[k] = host_.device(bank_of(layer, PageLayout::kind_of(k)));
+    sp.pool[k] = pool_.bank(bank_of(layer, PageLayout::kind_of(k)));
+  }
+  sp.slot_of_page = device_view(layer).slot_of_page;
+  sp.bad = &counters_.get()->bad_stores;
+  sp.layout = cfg_.layout;
+  sp.num_pages = cfg_.num_pages;
+  sp.n = n;
+  launch_store(sp, s);
+}
+
+void MirrorEngine::flush_async(cudaStream_t s) {
+  for (std::size_t i = 0; i < states_.size(); ++i)
+    launch_flush(device_view(cfg_.unit == ResidencyUnit::layer_page ? static_cast<int>(i) : 0), s);
+}
+
+void MirrorEngine::reset_counters_async(cudaStream_t s) {
+  KVT_CUDA_CHECK(cudaMemsetAsync(counters_.get(), 0, counters_.bytes(), s));
+}
+
+EnsureResult MirrorEngine::ensure(int layer, std::span<const PageId> query, std::int64_t step,
+                                  std::vector<CopyOp>& copies) {
+  check_layer(layer);
+  const int n = static_cast<int>(query.size());
+  if (n > cfg_.max_query) {
+    throw ConfigError("mirror engine: query of " + std::to_string(n) +
+                      " entries exceeds max_query " + std::to_string(cfg_.max_query));
+  }
+  if (n > 0) {
+    KVT_CUDA_CHECK(
+        cudaMemcpy(query_.get(), query.data(), query.size_bytes(), cudaMemcpyHostToDevice));
+  }
+  launch_set_step(step_.get(), step, nullptr);
+  ensure_async(layer, query_.get(), n, nullptr);
+  EnsureResult r;
+  KVT_CUDA_CHECK(cudaMemcpy(&r, result_.get(), sizeof r, cudaMemcpyDeviceToHost));
+  if (r.status == EnsureStatus::page_out_of_range) {
+    throw std::out_of_range("mirror engine: query entry " + std::to_string(r.bad_index) +
+                            " is page " + std::to_string(query[r.bad_index]) + ", outside 0.." +
+                            std::to_string(cfg_.num_pages - 1));
+  }
+  if (r.status == EnsureStatus::pool_too_small) {
+    throw CapacityError("mirror engine: " + std::to_string(r.misses) + " misses but " +
+                        std::to_string(r.evictable) + " evictable slots of " +
+                        std::to_string(cfg_.num_slots));
+  }
+  copies.resize(static_cast<std::size_t>(r.misses));
+  if (r.misses > 0) {
+    KVT_CUDA_CHECK(cudaMemcpy(copies.data(), copies_.get(), copies.size() * sizeof(CopyOp),
+                              cudaMemcpyDeviceToHost));
+  }
+  return r;
+}
+
+void MirrorEngine::store(int layer, std::span<const TokenBytes> tokens) {
+  check_layer(layer);
+  const int n = static_cast<int>(tokens.size());
+  if (n == 0) return;
+  std::vector<PageId> pages(tokens.size());
+  std::vector<std::int32_t> toks(tokens.size());
+  const int kinds = cfg_.layout.banks_per_layer;
+  std::vector<std::vector<std::byte>> src(static_cast<std::size_t>(kinds));
+  for (int i = 0; i < n; ++i) {
+    pages[i] = tokens[i].page;
+    toks[i] = tokens[i].token;
+    for (int k = 0; k < kinds; ++k) {
+      const auto tb = static_cast<std::size_t>(cfg_.layout.token_bytes(PageLayout::kind_of(k)));
+      if (tokens[i].bytes[k].size() != tb) {
+        throw std::invalid_argument("mirror engine: token bytes " +
+                                    std::to_string(tokens[i].bytes[k].size()) + ", expected " +
+                                    std::to_string(tb));
+      }
+      src[k].insert(src[k].end(), tokens[i].bytes[k].begin(), tokens[i].bytes[k].end());
+    }
+  }
+  DeviceArray<PageId> d_pages(pages.size());
+  DeviceArray<std::int32_t> d_tokens(toks.size());
+  DeviceArray<std::byte> d_src[4];
+  const std::byte* src_ptr[4] = {};
+  KVT_CUDA_CHECK(cudaMemcpy(d_pages.get(), pages.data(), d_pages.bytes(), cudaMemcpyHostToDevice));
+  KVT_CUDA_CHECK(cudaMemcpy(d_tokens.get(), toks.data(), d_tokens.bytes(), cudaMemcpyHostToDevice));
+  for (int k = 0; k < kinds; ++k) {
+    d_src[k] = DeviceArray<std::byte>(src[k].size());
+    KVT_CUDA_CHECK(
+        cudaMemcpy(d_src[k].get(), src[k].data(), src[k].size(), cudaMemcpyHostToDevice));
+    src_ptr[k] = d_src[k].get();
+  }
+  store_async(layer, d_pages.get(), d_tokens.get(), src_ptr, n, nullptr);
+  KVT_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void MirrorEngine::flush() {
+  flush_async(nullptr);
+  KVT_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+MirrorEngine::Counters MirrorEngine::read_counters() {
+  Counters c{};
+  KVT_CUDA_CHECK(cudaMemcpy(&c, counters_.get(), sizeof c, cudaMemcpyDeviceToHost));
+  return c;
+}
+
+std::vector<std::byte> MirrorEngine::read_through_table(int layer, BankKind kind, PageId page) {
+  check_layer(layer);
+  KVT_CUDA_CHECK(cudaMemcpy(query_.get(), &page, sizeof page, cudaMemcpyHostToDevice));
+  translate_async(layer, query_.get(), 1, one_slot_.get(), nullptr);
+  SlotId s = 0;
+  KVT_CUDA_CHECK(cudaMemcpy(&s, one_slot_.get(), sizeof s, cudaMemcpyDeviceToHost));
+  if (s < 0 || s > cfg_.num_slots) throw std::logic_error("translate returned a bad slot");
+  const std::int64_t pb = cfg_.layout.page_bytes(kind);
+  std::vector<std::byte> out(static_cast<std::size_t>(pb));
+  KVT_CUDA_CHECK(cudaMemcpy(out.data(), pool_.bank(bank_of(layer, kind)) + s * pb, out.size(),
+                            cudaMemcpyDeviceToHost));
+  return out;
+}
+
+std::vector<std::byte> MirrorEngine::host_page(int layer, BankKind kind, PageId page) {
+  check_layer(layer);
+  if (page < 0 || page > cfg_.num_pages) {
+    throw std::out_of_range("mirror engine: page " + std::to_string(page) + " outside the bank");
+  }
+  KVT_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::int64_t pb = cfg_.layout.page_bytes(kind);
+  const std::byte* p = host_.host(bank_of(layer, kind)) + page * pb;
+  return {p, p + pb};
+}
+
+std::vector<SlotId> MirrorEngine::translate(int layer, std::span<const PageId> logical) {
+  check_layer(layer);
+  std::vector<SlotId> out(logical.size());
+  if (logical.empty()) return out;
+  DeviceArray<PageId> d_in(logical.size());
+  DeviceArray<SlotId> d_out(logical.size());
+  KVT_CUDA_CHECK(
+      cudaMemcpy(d_in.get(), logical.data(), logical.size_bytes(), cudaMemcpyHostToDevice));
+  translate_async(layer, d_in.get(), static_cast<int>(logical.size()), d_out.get(), nullptr);
+  KVT_CUDA_CHECK(
+      cudaMemcpy(out.data(), d_out.get(), out.size() * sizeof(SlotId), cudaMemcpyDeviceToHost));
+  return out;
+}
+
+std::vector<std::byte> MirrorEngine::download_pool_bank(int bank) {
+  std::vector<std::byte> out(static_cast<std::size_t>(pool_.bank_bytes(bank)));
+  KVT_CUDA_CHECK(cudaMemcpy(out.data(), pool_.bank(bank), out.size(), cudaMemcpyDeviceToHost));
+  return out;
+}
+
+void MirrorEngine::download_state(int layer, std::vector<SlotId>& slot_of_page,
+                                  std::vector<PageId>& page_of_slot,
+                                  std::vector<std::int64_t>& last_use) {
+  const ResidencyView v = device_view(layer);
+  slot_of_page.resize(static_cast<std::size_t>(v.num_pages));
+  page_of_slot.resize(static_cast<std::size_t>(v.num_slots));
+  last_use.resize(static_cast<std::size_t>(v.num_slots));
+  KVT_CUDA_CHECK(cudaMemcpy(slot_of_page.data(), v.slot_of_page,
+                            slot_of_page.size() * sizeof(SlotId), cudaMemcpyDeviceToHost));
+  KVT_CUDA_CHECK(cudaMemcpy(page_of_slot.data(), v.page_of_slot,
+                            page_of_slot.size() * sizeof(PageId), cudaMemcpyDeviceToHost));
+  KVT_CUDA_CHECK(cudaMemcpy(last_use.data(), v.last_use, last_use.size() * sizeof(std::int64_t),
+                            cudaMemcpyDeviceToHost));
+}
+
+}  // namespace kvtier::cuda

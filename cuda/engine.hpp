@@ -1,0 +1,123 @@
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/host_bank.hpp"
+#include "cuda/kernels.hpp"
+#include "model/ensure.hpp"
+#include "model/page_layout.hpp"
+#include "model/placement.hpp"
+
+namespace kvtier::cuda {
+
+struct MirrorConfig {
+  PageLayout layout;
+  ResidencyUnit unit = ResidencyUnit::layer_page;
+  PageId num_pages = 0;
+  SlotId num_slots = 0;
+  int max_query = 0;  // longest ensure query (scratch and copy-list size)
+  EnsureForm form = EnsureForm::block;
+};
+
+// One token's bytes for one layer, every bank kind of the layout (K, V[, K scale, V scale]).
+struct TokenBytes {
+  PageId page;
+  std::int32_t token;
+  std::vector<std::byte> bytes[4];
+};
+
+// The mirror placement on the GPU: a HostBank holding every page, a DevicePool of slots,
+// and the residency state(s) in device memory (one per layer, or one for the all-layers
+// unit). Decisions are the core's (ensure kernels); this class only launches and moves
+// bytes. The *_async members enqueue on a stream and never synchronise (graph-capturable);
+// the plain members are synchronous conveniences for tests and tools.
+class MirrorEngine {
+ public:
+  explicit MirrorEngine(const MirrorConfig& c, const ProgressFn& progress = {});
+  MirrorEngine(const MirrorEngine&) = delete;
+  MirrorEngine& operator=(const MirrorEngine&) = delete;
+
+  const MirrorConfig& config() const { return cfg_; }
+  const PageLayout& layout() const { return cfg_.layout; }
+  HostBank& host() { return host_; }
+  DevicePool& pool() { return pool_; }
+  int state_index(int layer) const { return cfg_.unit == ResidencyUnit::layer_page ? layer : 0; }
+  ResidencyView device_view(int layer) const;
+
+  // Device-side outputs of the last ensure.
+  const CopyOp* copies() const { return copies_.get(); }
+  const int* copy_count() const { return copy_count_.get(); }
+  const EnsureResult* result() const { return result_.get(); }
+  // Counters that accumulate: ensure errors, store entries outside the space, translate
+  // misses. Reset with reset_counters_async.
+  struct Counters {
+    int ensure_errors;
+    int bad_stores;
+    int missing;
+  };
+  Counters* counters() const { return counters_.get(); }
+  std::int64_t* step() const { return step_.get(); }
+
+  // ensure (the configured form) + the multi-bank copy of its misses, step from *step().
+  void ensure_async(int layer, const PageId* d_query, int n, cudaStream_t s);
+  void translate_async(int layer, const PageId* d_logical, int n, SlotId* d_physical,
+                       cudaStream_t s);
+  // Write-through store of n tokens of `layer` (src[k]: [n, token_bytes(k)] device memory).
+  void store_async(int layer, const PageId* d_pages, const std::int32_t* d_tokens,
+                   const std::byte* const* src, int n, cudaStream_t s);
+  void flush_async(cudaStream_t s);
+  void reset_counters_async(cudaStream_t s);
+
+  // Synchronous forms. ensure throws CapacityError (pool too small) or std::out_of_range
+  // (page outside the space) like the functional store, with the state left as the core
+  // leaves it.
+  EnsureResult ensure(int layer, std::span<const PageId> query, std::int64_t step,
+                      std::vector<CopyOp>& copies);
+  void store(int layer, std::span<const TokenBytes> tokens);
+  void flush();
+  Counters read_counters();
+  // The page as the attention kernel reads it through the block table (translated on the
+  // device), and the host bank's copy.
+  std::vector<std::byte> read_through_table(int layer, BankKind kind, PageId page);
+  std::vector<std::byte> host_page(int layer, BankKind kind, PageId page);
+  // Block table logical -> physical, translated on the device.
+  std::vector<SlotId> translate(int layer, std::span<const PageId> logical);
+  // A whole pool bank (num_slots + 1 slots), downloaded.
+  std::vector<std::byte> download_pool_bank(int bank);
+  // The residency state arrays, downloaded.
+  void download_state(int layer, std::vector<SlotId>& slot_of_page,
+                      std::vector<PageId>& page_of_slot, std::vector<std::int64_t>& last_use);
+
+ private:
+  int bank_of(int layer, BankKind kind) const {
+    return layer * cfg_.layout.banks_per_layer + static_cast<int>(kind);
+  }
+  void check_layer(int layer) const;
+
+  MirrorConfig cfg_;
+  HostBank host_;
+  DevicePool pool_;
+  struct State {
+    DeviceArray<SlotId> slot_of_page;
+    DeviceArray<PageId> page_of_slot;
+    DeviceArray<std::int64_t> last_use;
+  };
+  std::vector<State> states_;
+  DeviceArray<PageId> miss_scratch_;
+  DeviceArray<SlotId> victim_scratch_;
+  DeviceArray<CopyOp> copies_;
+  DeviceArray<int> copy_count_;
+  DeviceArray<EnsureResult> result_;
+  DeviceArray<Counters> counters_;
+  DeviceArray<std::int64_t> step_;
+  // staging for the synchronous forms
+  DeviceArray<PageId> query_;
+  DeviceArray<SlotId> one_slot_;
+};
+
+}  // namespace kvtier::cuda

@@ -1,0 +1,153 @@
+#pragma once
+// Kernel parameter structs and launchers of the residency engine. Every launcher only
+// enqueues work on `stream` (no synchronisation, no allocation, fixed grid shapes, counts
+// read from device memory), so a whole layer-step can be captured in one CUDA graph.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "model/ensure.hpp"
+#include "model/page_layout.hpp"
+#include "model/residency_state.hpp"
+
+namespace kvtier::cuda {
+
+// Selection compaction: row r's chosen blocks [rows, n_blocks] (ascending, -1 padded) and
+// position pos[r] become its distinct logical pages out[r * width ..] (kNoPage padded),
+// exactly as compact_row does; pages past the width are added to *dropped, rows whose input
+// is unsorted or outside their page table to *bad_rows.
+struct CompactParams {
+  const std::int32_t* blocks;     // [rows, n_blocks]
+  const std::int64_t* pos;        // [rows]
+  const PageId* tables;           // [rows, table_stride] each row's request page table
+  const std::int64_t* table_len;  // [rows]
+  PageId* out;                    // [rows, width]
+  int* dropped;                   // += pages beyond the width
+  int* bad_rows;                  // += rows with a status other than ok
+  int rows;
+  int n_blocks;
+  int table_stride;
+  int width;
+  int compress_ratio;
+  int page_size;
+};
+// One block of 256 threads per row (block scan); rows the data-parallel form cannot prove
+// sorted and in range are redone by the core's compact_row in one thread.
+void launch_compact(const CompactParams& p, cudaStream_t stream);
+// Reference form: one thread per row running compact_row (tests compare the two).
+void launch_compact_core(const CompactParams& p, cudaStream_t stream);
+
+// One ensure on the device state `st`; step read from *step. On success copies[0..misses)
+// holds the core's copy list and *copy_count == misses; otherwise *copy_count == 0, the
+// state is as the core leaves it and *errors is incremented.
+struct EnsureParams {
+  ResidencyView st;
+  const PageId* query;  // [n] write pages first, kNoPage padding
+  int n;
+  const std::int64_t* step;
+  PageId* miss_pages;  // scratch [n]
+  SlotId* victims;     // scratch [n]
+  CopyOp* copies;      // [n]
+  int* copy_count;
+  EnsureResult* result;
+  int* errors;
+};
+enum class EnsureForm : std::uint8_t {
+  core_thread,  // ensure_pages<ScanVictims, AdmitAll> compiled for the device, one thread
+  block,        // one block of 1024 threads; the same decisions (see residency_kernels.cu)
+};
+void launch_ensure(const EnsureParams& p, EnsureForm form, cudaStream_t stream);
+
+// Multi-bank copy of every miss of one ensure: for copy i < *count, for every bank of the
+// layers [first_layer, first_layer + layers), host bank page copies[i].page -> pool slot
+// copies[i].slot. One launch, fixed grid.
+struct CopyParams {
+  const CopyOp* copies;
+  const int* count;
+  const std::byte* const* host;  // [banks] device-mapped host banks
+  std::byte* const* pool;        // [banks]
+  PageLayout layout;
+  int first_layer;
+  int layers;
+};
+void launch_copy(const CopyParams& p, cudaStream_t stream);
+
+// Write-through store of n tokens of one layer: entry i writes its bytes for every bank of
+// the layer to the host bank (when host != null) and to the pool slot (when pool != null):
+// slot = slot_of_page[page] when resident (mirror), the page itself when slot_of_page is
+// null (device placement). Entries with a page outside [0, num_pages) or a token outside
+// the page are counted in *bad and write nothing. (page, token) pairs must be distinct.
+struct StoreParams {
+  const PageId* pages;         // [n]
+  const std::int32_t* tokens;  // [n] token within the page
+  const std::byte* src[4];     // per bank kind: [n, token_bytes(kind)]
+  std::byte* host[4];          // this layer's host banks (device-mapped), or null
+  std::byte* pool[4];          // this layer's pool banks, or null
+  const SlotId* slot_of_page;  // the layer's residency state, or null
+  int* bad;
+  PageLayout layout;
+  PageId num_pages;
+  int n;
+};
+void launch_store(const StoreParams& p, cudaStream_t stream);
+
+// Block table logical -> physical with the core's translate_pages, element-wise; the
+// non-resident real pages are added to *missing.
+struct TranslateParams {
+  const PageId* logical;
+  SlotId* physical;
+  const SlotId* slot_of_page;
+  int* missing;
+  PageId num_pages;
+  SlotId dummy;
+  int n;
+};
+void launch_translate(const TranslateParams& p, cudaStream_t stream);
+
+// Drops every slot of a state (the core's flush_pool, slot-parallel).
+void launch_flush(ResidencyView st, cudaStream_t stream);
+
+// Reads the K/V of selected tokens and folds them into an order-independent 64-bit
+// checksum (*checksum += ...): the memory traffic of an attention kernel. Token t of row r
+// is positions[r * max_tokens + t] (-1 padding); its page is tables[r * table_stride +
+// pos / page_size]. Where the bytes come from:
+//  - banks = host bank (host placement, zero-copy over PCIe), resolve = null: page = slot;
+//  - banks = pool and slot_of_page = null (device placement): slot = logical page;
+//  - banks = pool and slot_of_page != null (mirror): slot = slot_of_page[page], and a page
+//    that is not resident reads the zero dummy slot and counts in *missing.
+struct ReadParams {
+  const std::int64_t* positions;  // [rows, max_tokens]
+  const PageId* tables;           // [rows, table_stride]
+  const std::int64_t* table_len;  // [rows]
+  const std::byte* const* banks;  // [banks] of the whole layout
+  const SlotId* slot_of_page;
+  int* missing;
+  unsigned long long* checksum;
+  PageLayout layout;
+  int layer;
+  int rows;
+  int max_tokens;
+  int table_stride;
+  PageId num_pages;
+  SlotId dummy;  // dummy slot (pool) or dummy page (host bank)
+};
+void launch_read(const ReadParams& p, cudaStream_t stream);
+
+// The checksum term of one 8-byte word (shared with CPU references in tests).
+KVT_HD inline unsigned long long checksum_term(unsigned long long word, std::int64_t pos,
+                                               std::int64_t word_index) {
+  unsigned long long z = word ^ (static_cast<unsigned long long>(pos) * 0x9E3779B97F4A7C15ull) ^
+                         (static_cast<unsigned long long>(word_index) * 0xC2B2AE3D27D4EB4Full);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace kvtier::cuda
+
+namespace kvtier::cuda {
+// *step = value, or *step += 1: lets a captured graph advance its own step counter.
+void launch_set_step(std::int64_t* step, std::int64_t value, cudaStream_t stream);
+void launch_advance_step(std::int64_t* step, cudaStream_t stream);
+}  // namespace kvtier::cuda

@@ -1,0 +1,451 @@
+// Residency kernels: selection compaction, ensure (the core's code in one thread, and a
+// one-block data-parallel form with the same decisions), translate and flush.
+#include <cub/block/block_scan.cuh>
+
+#include <climits>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/kernels.hpp"
+#include "model/compaction.hpp"
+#include "model/translate.hpp"
+#include "model/victims_scan.hpp"
+
+namespace kvtier::cuda {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Compaction
+
+__global__ void compact_core_kernel(const __grid_constant__ CompactParams p) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= p.rows) return;
+  const RowCompaction c =
+      compact_row(p.blocks + std::int64_t{r} * p.n_blocks, p.n_blocks, p.pos[r], p.compress_ratio,
+                  p.page_size, p.tables + std::int64_t{r} * p.table_stride, p.table_len[r], p.width,
+                  p.out + std::int64_t{r} * p.width);
+  if (c.dropped > 0) atomicAdd(p.dropped, c.dropped);
+  if (c.status != CompactStatus::ok) atomicAdd(p.bad_rows, 1);
+}
+
+constexpr int kCompactThreads = 256;
+
+struct MaxOp {
+  __device__ long long operator()(long long a, long long b) const { return a > b ? a : b; }
+};
+
+// One block per row. Item i < n_blocks is block blocks[i] (position block * ratio, skipped
+// when negative); item n_blocks is the causal tail's first position when the tail is not
+// empty. With prev = the largest earlier position (exclusive max-scan; the input is
+// ascending, so this is the previous valid position), an item starts a new page iff its
+// page index differs from prev's; its output index is the exclusive sum of such starts.
+// This is compact_row's result whenever every position is >= prev and inside the table;
+// otherwise thread 0 reruns compact_row itself, so the output is always the core's.
+__global__ void __launch_bounds__(kCompactThreads)
+    compact_block_kernel(const __grid_constant__ CompactParams p) {
+  using Scan64 = cub::BlockScan<long long, kCompactThreads>;
+  using ScanInt = cub::BlockScan<int, kCompactThreads>;
+  __shared__ union {
+    typename Scan64::TempStorage s64;
+    typename ScanInt::TempStorage sint;
+  } tmp;
+  __shared__ int s_bad;
+  __shared__ long long s_last;
+  const int r = blockIdx.x;
+  const int tid = threadIdx.x;
+  const std::int32_t* blocks = p.blocks + std::int64_t{r} * p.n_blocks;
+  const PageId* table = p.tables + std::int64_t{r} * p.table_stride;
+  const std::int64_t table_len = p.table_len[r];
+  PageId* out = p.out + std::int64_t{r} * p.width;
+  const TokenRange tail = causal_tail(p.pos[r], p.compress_ratio);
+  const int items = p.n_blocks + (tail.begin < tail.end ? 1 : 0);
+  if (tid == 0) s_bad = 0;
+  long long carry_pos = -1;  // largest position of earlier tiles
+  int carry_count = 0;       // distinct pages of earlier tiles
+  int local_bad = 0;
+  for (int base = 0; base < items; base += kCompactThreads) {
+    const int i = base + tid;
+    long long pos = -1;
+    if (i < p.n_blocks) {
+      if (blocks[i] >= 0) pos = static_cast<long long>(blocks[i]) * p.compress_ratio;
+    } else if (i < items) {
+      pos = tail.begin;
+    }
+    long long prev = 0;
+    __syncthreads();
+    Scan64(tmp.s64).ExclusiveScan(pos, prev, MaxOp{});
+    if (tid == 0) prev = -1;
+    if (prev < carry_pos) prev = carry_pos;
+    bool starts = false;
+    long long index = -1;
+    if (pos >= 0) {
+      index = pos / p.page_size;
+      if (pos < prev || index >= table_len) local_bad = 1;
+      const long long prev_index = prev < 0 ? -1 : prev / p.page_size;
+      starts = index != prev_index;
+    }
+    int rank = 0, tile_count = 0;
+    __syncthreads();
+    ScanInt(tmp.sint).ExclusiveSum(starts ? 1 : 0, rank, tile_count);
+    const int k = carry_count + rank;
+    if (starts && k < p.width && local_bad == 0) out[k] = table[index];
+    carry_count += tile_count;
+    // The tile's largest position: the last thread's inclusive max is max(prev, pos).
+    if (tid == kCompactThreads - 1) s_last = pos > prev ? pos : prev;
+    __syncthreads();
+    carry_pos = s_last;
+  }
+  if (local_bad) atomicOr(&s_bad, 1);
+  __syncthreads();
+  if (s_bad) {
+    if (tid == 0) {
+      const RowCompaction c = compact_row(blocks, p.n_blocks, p.pos[r], p.compress_ratio,
+                                          p.page_size, table, table_len, p.width, out);
+      if (c.dropped > 0) atomicAdd(p.dropped, c.dropped);
+      if (c.status != CompactStatus::ok) atomicAdd(p.bad_rows, 1);
+    }
+    return;
+  }
+  for (int k = carry_count + tid; k < p.width; k += kCompactThreads)
+    out[k] = kNoPage;
+  if (tid == 0 && carry_count > p.width) atomicAdd(p.dropped, carry_count - p.width);
+}
+
+// ---------------------------------------------------------------------------------------
+// Ensure, the core's code in one thread.
+
+__global__ void ensure_core_kernel(const __grid_constant__ EnsureParams p) {
+  ScanVictims victims;
+  const EnsureResult r =
+      ensure_pages(p.st, p.query, p.n, *p.step, victims,
+                   EnsureScratch{p.miss_pages, p.victims, nullptr}, p.copies, AdmitAll{});
+  *p.result = r;
+  *p.copy_count = r.status == EnsureStatus::ok ? r.misses : 0;
+  if (r.status != EnsureStatus::ok) ++*p.errors;
+}
+
+// ---------------------------------------------------------------------------------------
+// Ensure, one block. The same decisions as ensure_pages<ScanVictims, AdmitAll>:
+//  1. range check: the first offending index (block min) -> page_out_of_range, no change;
+//  2. hits: atomicMax(last_use[s], step) returns the old value, so exactly one thread sees
+//     old < step for a slot and counts the hit; misses: atomicCAS(slot_of_page[p], kNoSlot,
+//     kPendingSlot) lets exactly one thread collect each missing page;
+//  3. the misses are ranked into ascending order (keys are distinct pages);
+//  4. victims: the m smallest (last_use, slot) over slots with last_use < step. A radix
+//     select over last_use - min finds the m-th smallest last_use T and how many slots with
+//     last_use == T are needed; those are the lowest-indexed ones (warp ballots rank them in
+//     slot order); all slots with last_use < T are taken. The m victims are then ranked by
+//     (last_use, slot), the order ScanVictims returns;
+//  5. the i-th miss goes to the i-th victim, as in the core.
+// Hit marking runs before the victim search in both forms, so the victims see the same
+// last_use values. The test tests/cuda/test_ensure_forms.cpp checks the decisions against
+// the core on random states.
+constexpr int kEnsureThreads = 1024;
+constexpr int kWarps = kEnsureThreads / 32;
+constexpr int kRadixBits = 8;
+constexpr int kRadixBins = 1 << kRadixBits;
+
+__global__ void __launch_bounds__(kEnsureThreads)
+    ensure_block_kernel(const __grid_constant__ EnsureParams p) {
+  __shared__ int s_bad, s_lookups, s_hits, s_m, s_evictable, s_evictions;
+  __shared__ unsigned long long s_min_key, s_max_key;
+  __shared__ int s_hist[kRadixBins];
+  __shared__ unsigned long long s_prefix;
+  __shared__ int s_need;
+  __shared__ int s_less_count;
+  __shared__ int s_warp_eq[kWarps];
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const std::int64_t step = *p.step;
+  const ResidencyView st = p.st;
+  if (tid == 0) {
+    s_bad = INT_MAX;
+    s_lookups = s_hits = s_m = s_evictable = s_evictions = 0;
+    s_min_key = ~0ull;
+    s_max_key = 0;
+    s_less_count = 0;
+  }
+  __syncthreads();
+  // 1. range check
+  for (int i = tid; i < p.n; i += kEnsureThreads) {
+    const PageId q = p.query[i];
+    if (q < kNoPage || q >= st.num_pages) atomicMin(&s_bad, i);
+  }
+  __syncthreads();
+  if (s_bad != INT_MAX) {
+    if (tid == 0) {
+      EnsureResult r;
+      r.status = EnsureStatus::page_out_of_range;
+      r.bad_index = s_bad;
+      *p.result = r;
+      *p.copy_count = 0;
+      ++*p.errors;
+    }
+    return;
+  }
+  // 2. hits and misses
+  int lookups = 0, hits = 0;
+  for (int i = tid; i < p.n; i += kEnsureThreads) {
+    const PageId q = p.query[i];
+    if (q == kNoPage) continue;
+    ++lookups;
+    const SlotId s = st.slot_of_page[q];
+    if (s >= 0) {
+      const long long old =
+          atomicMax(reinterpret_cast<long long*>(st.last_use + s), static_cast<long long>(step));
+      if (old < step) ++hits;
+    } else if (s == kNoSlot) {
+      if (atomicCAS(st.slot_of_page + q, kNoSlot, kPendingSlot) == kNoSlot) {
+        p.miss_pages[atomicAdd(&s_m, 1)] = q;
+      }
+    }
+  }
+  if (lookups) atomicAdd(&s_lookups, lookups);
+  if (hits) atomicAdd(&s_hits, hits);
+  __syncthreads();
+  const int m = s_m;
+  // 3. ascending miss order: rank sort through the victims scratch (distinct keys).
+  for (int i = tid; i < m; i += kEnsureThreads)
+    p.victims[i] = p.miss_pages[i];
+  __syncthreads();
+  for (int i = tid; i < m; i += kEnsureThreads) {
+    const PageId v = p.victims[i];
+    int rank = 0;
+    for (int j = 0; j < m; ++j)
+      rank += p.victims[j] < v ? 1 : 0;
+    p.miss_pages[rank] = v;
+  }
+  __syncthreads();
+  if (m > 0) {
+    // 4a. evictable count and the range of their last_use, as keys last_use + 1 >= 0.
+    int evictable = 0;
+    unsigned long long kmin = ~0ull, kmax = 0;
+    for (SlotId s = tid; s < st.num_slots; s += kEnsureThreads) {
+      const std::int64_t u = st.last_use[s];
+      if (u < step) {
+        ++evictable;
+        const unsigned long long k = static_cast<unsigned long long>(u - kFreeSlotStep);
+        kmin = k < kmin ? k : kmin;
+        kmax = k > kmax ? k : kmax;
+      }
+    }
+    if (evictable) {
+      atomicAdd(&s_evictable, evictable);
+      atomicMin(&s_min_key, kmin);
+      atomicMax(&s_max_key, kmax);
+    }
+    __syncthreads();
+    if (s_evictable < m) {
+      for (int i = tid; i < m; i += kEnsureThreads)
+        st.slot_of_page[p.miss_pages[i]] = kNoSlot;
+      if (tid == 0) {
+        EnsureResult r;
+        r.status = EnsureStatus::pool_too_small;
+        r.lookups = s_lookups;
+        r.hits = s_hits;
+        r.misses = m;
+        r.evictable = s_evictable;
+        *p.result = r;
+        *p.copy_count = 0;
+        ++*p.errors;
+      }
+      return;
+    }
+    // 4b. radix select of the m-th smallest key - kmin, most significant digit first.
+    const unsigned long long base = s_min_key;
+    const unsigned long long range = s_max_key - base;
+    int bits = 0;
+    while (bits < 64 && (range >> bits) != 0)
+      ++bits;
+    const int passes = (bits + kRadixBits - 1) / kRadixBits;
+    if (tid == 0) {
+      s_prefix = 0;
+      s_need = m;
+    }
+    __syncthreads();
+    for (int pass = passes - 1; pass >= 0; --pass) {
+      const int shift = pass * kRadixBits;
+      for (int b = tid; b < kRadixBins; b += kEnsureThreads)
+        s_hist[b] = 0;
+      __syncthreads();
+      const unsigned long long prefix = s_prefix;
+      const int high = shift + kRadixBits;  // bits >= high must equal the prefix's
+      for (SlotId s = tid; s < st.num_slots; s += kEnsureThreads) {
+        const std::int64_t u = st.last_use[s];
+        if (u >= step) continue;
+        const unsigned long long k = static_cast<unsigned long long>(u - kFreeSlotStep) - base;
+        if (high < 64 && (k >> high) != (prefix >> high)) continue;
+        atomicAdd(&s_hist[(k >> shift) & (kRadixBins - 1)], 1);
+      }
+      __syncthreads();
+      if (tid == 0) {
+        int need = s_need;
+        int d = 0;
+        while (s_hist[d] < need) {
+          need -= s_hist[d];
+          ++d;
+        }
+        s_need = need;
+        s_prefix = prefix | (static_cast<unsigned long long>(d) << shift);
+      }
+      __syncthreads();
+    }
+    const std::int64_t threshold =
+        static_cast<std::int64_t>(s_prefix + base) + kFreeSlotStep;  // T as a last_use
+    const int need_eq = s_need;  // slots with last_use == T to take, lowest index first
+    // 4c. collect: slots with last_use < T anywhere (ranked later); the first need_eq slots
+    // with last_use == T in slot order. Each warp owns a contiguous range of slots.
+    const SlotId per_warp = (st.num_slots + kWarps - 1) / kWarps;
+    const SlotId w_begin = static_cast<SlotId>(
+        min(static_cast<long long>(warp) * per_warp, static_cast<long long>(st.num_slots)));
+    const SlotId w_end = static_cast<SlotId>(
+        min(static_cast<long long>(w_begin) + per_warp, static_cast<long long>(st.num_slots)));
+    int eq_count = 0;
+    for (SlotId s0 = w_begin; s0 < w_end; s0 += 32) {
+      const SlotId s = s0 + lane;
+      const bool eq = s < w_end && st.last_use[s] == threshold;
+      eq_count += __popc(__ballot_sync(0xffffffffu, eq));
+    }
+    if (lane == 0) s_warp_eq[warp] = eq_count;
+    __syncthreads();
+    int eq_base = 0;
+    for (int w = 0; w < warp; ++w)
+      eq_base += s_warp_eq[w];
+    const int n_less = m - need_eq;
+    if (eq_base < need_eq) {
+      for (SlotId s0 = w_begin; s0 < w_end; s0 += 32) {
+        const SlotId s = s0 + lane;
+        const bool eq = s < w_end && st.last_use[s] == threshold;
+        const unsigned ballot = __ballot_sync(0xffffffffu, eq);
+        const int r = eq_base + __popc(ballot & ((1u << lane) - 1u));
+        if (eq && r < need_eq) p.victims[n_less + r] = s;
+        eq_base += __popc(ballot);
+        if (eq_base >= need_eq) break;
+      }
+    }
+    for (SlotId s = tid; s < st.num_slots; s += kEnsureThreads) {
+      if (st.last_use[s] < threshold) p.victims[atomicAdd(&s_less_count, 1)] = s;
+    }
+    __syncthreads();
+    // 4d. order the victims with last_use < T by (last_use, slot); those == T already
+    // follow in slot order. The ranks go through the copy list, unused until step 5.
+    for (int i = tid; i < n_less; i += kEnsureThreads) {
+      const SlotId v = p.victims[i];
+      const std::int64_t uv = st.last_use[v];
+      int rank = 0;
+      for (int j = 0; j < n_less; ++j) {
+        const SlotId o = p.victims[j];
+        rank += lru_before(st.last_use[o], o, uv, v) ? 1 : 0;
+      }
+      p.copies[rank].slot = v;
+    }
+    __syncthreads();
+    for (int i = tid; i < n_less; i += kEnsureThreads)
+      p.victims[i] = p.copies[i].slot;
+    __syncthreads();
+  }
+  // 5. install
+  int evictions = 0;
+  for (int i = tid; i < m; i += kEnsureThreads) {
+    const PageId pg = p.miss_pages[i];
+    const SlotId s = p.victims[i];
+    const PageId old = st.page_of_slot[s];
+    if (old != kNoPage) {
+      st.slot_of_page[old] = kNoSlot;
+      ++evictions;
+    }
+    st.page_of_slot[s] = pg;
+    st.slot_of_page[pg] = s;
+    st.last_use[s] = step;
+    p.copies[i] = CopyOp{pg, s, old};
+  }
+  if (evictions) atomicAdd(&s_evictions, evictions);
+  __syncthreads();
+  if (tid == 0) {
+    EnsureResult r;
+    r.lookups = s_lookups;
+    r.hits = s_hits;
+    r.misses = m;
+    r.evictions = s_evictions;
+    *p.result = r;
+    *p.copy_count = m;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+
+__global__ void translate_kernel(const __grid_constant__ TranslateParams p) {
+  int missing = 0;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += gridDim.x * blockDim.x)
+    missing +=
+        translate_pages(p.logical + i, 1, p.slot_of_page, p.num_pages, p.dummy, p.physical + i);
+  if (missing) atomicAdd(p.missing, missing);
+}
+
+__global__ void flush_kernel(ResidencyView st) {
+  for (SlotId s = blockIdx.x * blockDim.x + threadIdx.x; s < st.num_slots;
+       s += gridDim.x * blockDim.x) {
+    const PageId pg = st.page_of_slot[s];
+    if (pg != kNoPage) st.slot_of_page[pg] = kNoSlot;
+    st.page_of_slot[s] = kNoPage;
+    st.last_use[s] = kFreeSlotStep;
+  }
+}
+
+}  // namespace
+
+void launch_compact(const CompactParams& p, cudaStream_t stream) {
+  if (p.rows <= 0) return;
+  compact_block_kernel<<<p.rows, kCompactThreads, 0, stream>>>(p);
+  KVT_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_compact_core(const CompactParams& p, cudaStream_t stream) {
+  if (p.rows <= 0) return;
+  compact_core_kernel<<<(p.rows + 127) / 128, 128, 0, stream>>>(p);
+  KVT_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_ensure(const EnsureParams& p, EnsureForm form, cudaStream_t stream) {
+  if (form == EnsureForm::core_thread) {
+    ensure_core_kernel<<<1, 1, 0, stream>>>(p);
+  } else {
+    ensure_block_kernel<<<1, kEnsureThreads, 0, stream>>>(p);
+  }
+  KVT_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_translate(const TranslateParams& p, cudaStream_t stream) {
+  if (p.n <= 0) return;
+  const int blocks = (p.n + 255) / 256 < 264 ? (p.n + 255) / 256 : 264;
+  translate_kernel<<<blocks, 256, 0, stream>>>(p);
+  KVT_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_flush(ResidencyView st, cudaStream_t stream) {
+  const int blocks = (st.num_slots + 255) / 256 < 528 ? (st.num_slots + 255) / 256 : 528;
+  flush_kernel<<<blocks, 256, 0, stream>>>(st);
+  KVT_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace kvtier::cuda
+
+namespace kvtier::cuda {
+namespace {
+__global__ void set_step_kernel(std::int64_t* step, std::int64_t value) {
+  *step = value;
+}
+__global__ void advance_step_kernel(std::int64_t* step) {
+  ++*step;
+}
+}  // namespace
+
+void launch_set_step(std::int64_t* step, std::int64_t value, cudaStream_t stream) {
+  set_step_kernel<<<1, 1, 0, stream>>>(step, value);
+  KVT_CUDA_CHECK(cudaGetLastError());
+}
+void launch_advance_step(std::int64_t* step, cudaStream_t stream) {
+  advance_step_kernel<<<1, 1, 0, stream>>>(step);
+  KVT_CUDA_CHECK(cudaGetLastError());
+}
+}  // namespace kvtier::cuda
