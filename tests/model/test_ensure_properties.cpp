@@ -160,8 +160,9 @@ RC_GTEST_PROP(EnsureProperties, ChunkedStepAgainstOneShot, ()) {
     RC_ASSERT(static_cast<std::size_t>(hits + misses) == distinct);
     RC_ASSERT(static_cast<std::size_t>(one.result.hits + one.result.misses) == distinct);
     RC_ASSERT(misses >= one.result.misses);
+    // (Parenthesised: RC_ASSERT decomposes its operands, which would defeat ||.)
     for (PageId p : all)
-      RC_ASSERT(p == kNoPage || b.slot_of(p) >= 0);
+      RC_ASSERT((p == kNoPage || b.slot_of(p) >= 0));
     if (free_slots >= one.result.misses) {
       RC_ASSERT(misses == one.result.misses);
     }
