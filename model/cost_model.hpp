@@ -1,0 +1,45 @@
+#pragma once
+#include <cstdint>
+
+#include "model/hardware_profile.hpp"
+
+namespace kvtier {
+
+// Prices the operations of one QSA layer-step from a hardware profile, in integer
+// nanoseconds. Each function is a fixed part plus a rate times the work, so that each can be
+// compared with (and later fitted to) one GPU micro-benchmark. 1 GB/s moves 1 byte per ns.
+class CostModel {
+ public:
+  explicit CostModel(HardwareProfile profile, bool graphs = true);
+
+  const HardwareProfile& profile() const { return p_; }
+  bool graphs() const { return graphs_; }
+
+  // `kernels` launches on one stream (graph nodes when graphs are on).
+  std::int64_t launch_ns(int kernels) const;
+  // Bulk copies: `transfers` cudaMemcpyAsync calls moving `bytes` in all.
+  std::int64_t h2d_copy_ns(std::int64_t bytes, std::int64_t transfers) const;
+  std::int64_t d2h_copy_ns(std::int64_t bytes, std::int64_t transfers) const;
+  // One gather/scatter kernel over mapped host memory (the multi-bank miss copy, in-place
+  // reads, mirror stores): one PCIe latency plus bytes at the zero-copy rate.
+  std::int64_t zero_copy_read_ns(std::int64_t bytes) const;
+  std::int64_t zero_copy_write_ns(std::int64_t bytes) const;
+  std::int64_t hbm_read_ns(std::int64_t bytes) const;
+
+  // Indexer scoring + top-k over `row_blocks` (sum over rows of visible blocks).
+  std::int64_t indexer_ns(std::int64_t row_blocks) const;
+  std::int64_t topk_ns(std::int64_t row_blocks) const;
+  // Compaction + ensure: queried entries, pool slots scanned, pages installed.
+  std::int64_t ensure_ns(std::int64_t lookups, std::int64_t slots, std::int64_t misses) const;
+  // Attention over `hbm_bytes` of selected KV in device memory (in-place host reads are
+  // priced separately on the PCIe link).
+  std::int64_t attention_ns(std::int64_t hbm_bytes) const;
+  // The non-QSA layers of one forward of `tokens` tokens, all of them together.
+  std::int64_t non_qsa_ns(std::int64_t tokens) const;
+
+ private:
+  HardwareProfile p_;
+  bool graphs_;
+};
+
+}  // namespace kvtier

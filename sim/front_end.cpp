@@ -1,0 +1,195 @@
+#include "sim/front_end.hpp"
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+
+#include "model/compaction.hpp"
+#include "model/config_error.hpp"
+
+namespace kvtier::sim {
+
+using traces::Forward;
+using traces::RowKind;
+
+std::int64_t row_selected_tokens(std::int64_t position, std::int64_t count, std::int64_t width) {
+  // sum over p in [position, position + count) of min(p + 1, width)
+  std::int64_t total = 0;
+  const std::int64_t lo = position + 1;
+  const std::int64_t hi = position + count;  // inclusive upper value of p + 1
+  const std::int64_t ramp_end = std::min(hi, width);
+  if (lo <= ramp_end) total += (lo + ramp_end) * (ramp_end - lo + 1) / 2;
+  const std::int64_t flat_begin = std::max(lo, width + 1);
+  if (flat_begin <= hi) total += (hi - flat_begin + 1) * width;
+  return total;
+}
+
+FrontEnd::FrontEnd(const Geometry& g, PageId num_pages, std::int64_t staging_window_tokens)
+    : g_(g), space_(num_pages), window_(staging_window_tokens) {
+  if (window_ <= 0) throw ConfigError("staging window must be positive");
+}
+
+void FrontEnd::begin(const traces::RequestBegin& b) {
+  std::vector<PageId> prefix;
+  if (b.shared_pages > 0) {
+    if (!space_.is_open(b.shared_with)) {
+      throw ConfigError("trace: request " + std::to_string(b.id) + " shares pages of request " +
+                        std::to_string(b.shared_with) + ", which is not open");
+    }
+    const auto t = space_.pages(b.shared_with);
+    if (b.shared_pages > static_cast<std::int64_t>(t.size())) {
+      throw ConfigError("trace: request " + std::to_string(b.id) + " shares " +
+                        std::to_string(b.shared_pages) + " pages, request " +
+                        std::to_string(b.shared_with) + " holds " + std::to_string(t.size()));
+    }
+    prefix.assign(t.begin(), t.begin() + b.shared_pages);
+  }
+  space_.open(b.id, prefix);
+}
+
+std::vector<PageId> FrontEnd::end(const traces::RequestEnd& e) {
+  return space_.close(e.id);
+}
+
+void FrontEnd::prepare(const Forward& f) {
+  writes_.clear();
+  max_row_pages_ = 1;
+  tokens_ = 0;
+  decode_tokens_ = 0;
+  for (const auto& row : f.rows) {
+    if (row.count <= 0) throw ConfigError("trace: a forward row has no tokens");
+    const std::int64_t end = row.position + row.count;
+    space_.grow(row.request, end, g_.page_size);
+    const auto t = space_.pages(row.request);
+    for (std::int64_t i = row.position / g_.page_size; i <= (end - 1) / g_.page_size; ++i) {
+      writes_.push_back(t[i]);
+    }
+    tokens_ += row.count;
+    if (row.kind == RowKind::decode) decode_tokens_ += row.count;
+    const std::int64_t rp =
+        row.kind == RowKind::prefill ? g_.pages_for_context(end) : g_.max_pages_per_row(end);
+    max_row_pages_ = std::max(max_row_pages_, rp);
+  }
+  std::sort(writes_.begin(), writes_.end());
+  writes_.erase(std::unique(writes_.begin(), writes_.end()), writes_.end());
+}
+
+LayerQuery FrontEnd::build(const Forward& f, int layer, int width) {
+  const std::size_t rows = f.rows.size();
+  query_.resize(writes_.size() + rows * static_cast<std::size_t>(width));
+  std::copy(writes_.begin(), writes_.end(), query_.begin());
+  LayerQuery q;
+  PageId* out = query_.data() + writes_.size();
+  const std::int64_t w_tokens = g_.select_width_tokens();
+  for (std::size_t r = 0; r < rows; ++r) {
+    const auto& row = f.rows[r];
+    const auto sel = f.selection(layer, static_cast<int>(r));
+    const auto t = space_.pages(row.request);
+    const std::int64_t last = row.position + row.count - 1;
+    const RowCompaction c =
+        compact_row(sel.data(), static_cast<int>(sel.size()), last, g_.compress_ratio, g_.page_size,
+                    t.data(), static_cast<std::int64_t>(t.size()), width, out);
+    if (c.status != CompactStatus::ok) {
+      throw ConfigError(
+          std::string("trace: selection of request ") + std::to_string(row.request) +
+          " at position " + std::to_string(row.position) +
+          (c.status == CompactStatus::unsorted ? " is not ascending" : " lies beyond its context"));
+    }
+    q.drops += c.dropped;
+    out += width;
+    if (row.kind == RowKind::decode) {
+      const auto tail = causal_tail(last, g_.compress_ratio);
+      q.selected_tokens +=
+          static_cast<std::int64_t>(sel.size()) * g_.compress_ratio + (tail.end - tail.begin);
+    } else {
+      const std::int64_t sel_tokens = row_selected_tokens(row.position, row.count, w_tokens);
+      q.selected_tokens += sel_tokens;
+      const std::int64_t cached = row.position + row.count;
+      if (std::int64_t{row.count} * w_tokens > cached) {
+        q.staged_cached_tokens += cached;
+        q.staged_windows += (cached + window_ - 1) / window_;
+        q.staged_selected_tokens += sel_tokens;
+      }
+    }
+    // visible blocks of token p: (p + 1) / ratio, summed over the row's tokens
+    q.row_blocks += (row.count * (2 * row.position + row.count + 1) / 2) / g_.compress_ratio;
+  }
+  q.pages = query_;
+  return q;
+}
+
+TraceStats scan_trace(const TraceInput& input) {
+  const Geometry& g = input.header.geometry;
+  g.validate();
+  TraceStats s;
+  // Page tables only: a PageSpace large enough never to run out gives the same page ids as
+  // any space at least as large as the peak, because allocation takes the lowest free page.
+  std::unordered_map<RequestId, std::int64_t> pages_of;
+  std::int64_t open_pages = 0;
+  auto stream = input.open();
+  traces::Record rec;
+  const int layers = g.qsa_layers();
+  while (stream->next(rec)) {
+    if (const auto* b = std::get_if<traces::RequestBegin>(&rec)) {
+      if (pages_of.count(b->id)) {
+        throw ConfigError("trace: request " + std::to_string(b->id) + " begins twice");
+      }
+      // A shared prefix is counted for both requests: an upper bound on the open pages.
+      pages_of[b->id] = b->shared_pages;
+      open_pages += b->shared_pages;
+      ++s.requests;
+    } else if (const auto* e = std::get_if<traces::RequestEnd>(&rec)) {
+      auto it = pages_of.find(e->id);
+      if (it == pages_of.end()) {
+        throw ConfigError("trace: request " + std::to_string(e->id) + " ends but never began");
+      }
+      open_pages -= it->second;
+      pages_of.erase(it);
+    } else {
+      const auto& f = std::get<Forward>(rec);
+      if (f.layers != layers) {
+        throw ConfigError("trace: a forward has selections for " + std::to_string(f.layers) +
+                          " layers, the geometry has " + std::to_string(layers) + " QSA layers");
+      }
+      if (f.offsets.size() != static_cast<std::size_t>(layers) * f.rows.size() + 1) {
+        throw ConfigError("trace: a forward's selection offsets do not match its rows");
+      }
+      ++s.forwards;
+      s.max_rows = std::max(s.max_rows, static_cast<int>(f.rows.size()));
+      int writes = 0;
+      std::int64_t max_row_pages = 1;
+      for (const auto& row : f.rows) {
+        auto it = pages_of.find(row.request);
+        if (it == pages_of.end()) {
+          throw ConfigError("trace: a forward row names request " + std::to_string(row.request) +
+                            ", which is not open");
+        }
+        const std::int64_t end = row.position + row.count;
+        const std::int64_t need = g.pages_for_context(end);
+        if (need > it->second) {
+          open_pages += need - it->second;
+          it->second = need;
+        }
+        writes += static_cast<int>((end - 1) / g.page_size - row.position / g.page_size + 1);
+        s.max_context = std::max(s.max_context, end);
+        if (row.kind == traces::RowKind::decode) {
+          s.decode_tokens += row.count;
+        } else {
+          s.prefill_tokens += row.count;
+        }
+        max_row_pages = std::max(max_row_pages, row.kind == traces::RowKind::prefill
+                                                    ? g.pages_for_context(end)
+                                                    : g.max_pages_per_row(end));
+      }
+      s.max_write_pages = std::max(s.max_write_pages, writes);
+      s.peak_pages = std::max(s.peak_pages, static_cast<PageId>(open_pages));
+      s.max_step_pages =
+          std::max(s.max_step_pages,
+                   std::int64_t{writes} + static_cast<std::int64_t>(f.rows.size()) * max_row_pages);
+    }
+  }
+  s.peak_pages = std::max<PageId>(s.peak_pages, 1);
+  return s;
+}
+
+}  // namespace kvtier::sim

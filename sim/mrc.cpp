@@ -1,0 +1,288 @@
+#include "sim/mrc.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "model/config_error.hpp"
+
+namespace kvtier::sim {
+
+StackDistance::StackDistance(PageId num_pages) : last_(num_pages, -1) {
+  fen_.assign(1024 + 1, 0);
+  owner_.assign(1024, kEmpty);
+}
+
+void StackDistance::add(std::int64_t i, std::int32_t v) {
+  for (std::int64_t k = i + 1; k < static_cast<std::int64_t>(fen_.size()); k += k & -k)
+    fen_[k] += v;
+}
+
+std::int64_t StackDistance::prefix(std::int64_t i) const {
+  std::int64_t s = 0;
+  for (std::int64_t k = i + 1; k > 0; k -= k & -k)
+    s += fen_[k];
+  return s;
+}
+
+void StackDistance::renumber() {
+  // Keep the live entries in order at times 0..live-1; room for as many again.
+  std::vector<std::int32_t> owners;
+  owners.reserve(live_);
+  for (std::int64_t i = 0; i < t_; ++i) {
+    if (owner_[i] != kEmpty) owners.push_back(owner_[i]);
+  }
+  const std::int64_t cap =
+      std::max<std::int64_t>(1024, 2 * static_cast<std::int64_t>(owners.size()));
+  owner_.assign(cap, kEmpty);
+  fen_.assign(cap + 1, 0);
+  holes_ = {};
+  for (std::size_t i = 0; i < owners.size(); ++i) {
+    owner_[i] = owners[i];
+    if (owners[i] == kHole) {
+      holes_.push(static_cast<std::int64_t>(i));
+    } else {
+      last_[owners[i]] = static_cast<std::int64_t>(i);
+    }
+  }
+  // Linear Fenwick build: every node adds itself to its parent after its children did.
+  for (std::size_t k = 1; k < fen_.size(); ++k) {
+    if (k - 1 < owners.size()) fen_[k] += 1;
+    const std::size_t up = k + (k & (~k + 1));
+    if (up < fen_.size()) fen_[up] += fen_[k];
+  }
+  t_ = static_cast<std::int64_t>(owners.size());
+}
+
+std::int64_t StackDistance::reference(PageId p) {
+  const std::int64_t lt = last_[p];
+  std::int64_t depth = 0;
+  if (lt >= 0) depth = prefix(t_ - 1) - prefix(lt) + 1;
+  // The topmost hole above p's place absorbs the push-down: for pool sizes that reach the
+  // hole but not p, the reference fills that free slot; for sizes that hold p the free slot
+  // stays free. Both hold when the hole moves to p's old place (or, for a page not in the
+  // stack, is used up).
+  if (!holes_.empty() && holes_.top() > lt) {
+    const std::int64_t h = holes_.top();
+    holes_.pop();
+    add(h, -1);
+    owner_[h] = kEmpty;
+    --live_;
+    if (lt >= 0) {
+      owner_[lt] = kHole;
+      holes_.push(lt);
+    }
+  } else if (lt >= 0) {
+    add(lt, -1);
+    owner_[lt] = kEmpty;
+    --live_;
+  }
+  if (t_ == static_cast<std::int64_t>(owner_.size())) renumber();
+  add(t_, 1);
+  owner_[t_] = p;
+  last_[p] = t_;
+  ++t_;
+  ++live_;
+  return depth;
+}
+
+void StackDistance::release(PageId p) {
+  const std::int64_t lt = last_[p];
+  if (lt < 0) return;
+  owner_[lt] = kHole;
+  holes_.push(lt);
+  last_[p] = -1;
+}
+
+std::int64_t MissCurve::misses(std::int64_t slots) const {
+  std::int64_t hits = 0;
+  const std::int64_t top =
+      std::min<std::int64_t>(slots, static_cast<std::int64_t>(hits_at_depth.size()) - 1);
+  for (std::int64_t d = 1; d <= top; ++d)
+    hits += hits_at_depth[d];
+  return lookups - hits;
+}
+
+void MissCurve::merge(const MissCurve& o) {
+  lookups += o.lookups;
+  if (hits_at_depth.size() < o.hits_at_depth.size())
+    hits_at_depth.resize(o.hits_at_depth.size(), 0);
+  for (std::size_t d = 0; d < o.hits_at_depth.size(); ++d)
+    hits_at_depth[d] += o.hits_at_depth[d];
+}
+
+MrcResult miss_ratio_curve(const TraceInput& input, const TraceStats& stats, ResidencyUnit unit,
+                           bool keep_log) {
+  const Geometry& g = input.header.geometry;
+  const int L = g.qsa_layers();
+  const int n_states = unit == ResidencyUnit::layer_page ? L : 1;
+  const PageId pages = stats.peak_pages;
+  FrontEnd fe(g, pages);
+  std::vector<StackDistance> stacks(n_states, StackDistance(pages));
+  MrcResult res;
+  res.per_layer.resize(L);
+  if (keep_log) {
+    res.log.num_pages = pages;
+    res.log.states.resize(n_states);
+  }
+  // seen[state][page]: the last step index that referenced the page (dedupe within a step)
+  std::vector<std::vector<std::int64_t>> seen(n_states, std::vector<std::int64_t>(pages, -1));
+  std::int64_t step = 0;
+  auto stream = input.open();
+  traces::Record rec;
+  while (stream->next(rec)) {
+    if (const auto* b = std::get_if<traces::RequestBegin>(&rec)) {
+      fe.begin(*b);
+    } else if (const auto* e = std::get_if<traces::RequestEnd>(&rec)) {
+      for (PageId p : fe.end(*e)) {
+        for (int s = 0; s < n_states; ++s) {
+          stacks[s].release(p);
+          if (keep_log) res.log.states[s].push_back(QueryLog::release_code(p));
+        }
+      }
+    } else {
+      const auto& f = std::get<traces::Forward>(rec);
+      fe.prepare(f);
+      const int width = static_cast<int>(fe.max_row_pages());
+      for (int l = 0; l < L; ++l) {
+        const int s = unit == ResidencyUnit::layer_page ? l : 0;
+        const LayerQuery q = fe.build(f, l, width);
+        MissCurve& c = res.per_layer[l];
+        StackDistance& st = stacks[s];
+        std::vector<std::int64_t>& sn = seen[s];
+        std::int64_t distinct = 0;
+        for (PageId p : q.pages) {
+          if (p == kNoPage || sn[p] == step) continue;
+          sn[p] = step;
+          ++distinct;
+          const std::int64_t d = st.reference(p);
+          ++c.lookups;
+          if (d > 0) {
+            if (static_cast<std::int64_t>(c.hits_at_depth.size()) <= d)
+              c.hits_at_depth.resize(d + 1, 0);
+            ++c.hits_at_depth[d];
+          }
+          if (keep_log) res.log.states[s].push_back(p);
+        }
+        if (keep_log) res.log.states[s].push_back(QueryLog::kStepEnd);
+        res.max_step_pages = std::max(res.max_step_pages, distinct);
+        ++step;
+      }
+    }
+  }
+  for (const auto& c : res.per_layer)
+    res.curve.merge(c);
+  return res;
+}
+
+namespace {
+
+std::int64_t belady_state(const std::vector<std::int32_t>& seq, PageId pages, std::int64_t slots) {
+  constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+  // next use of each reference, resetting at releases (a reused page id is a new page)
+  std::vector<std::int64_t> next_use(seq.size(), kNever);
+  {
+    std::vector<std::int64_t> next(pages, kNever);
+    for (std::int64_t i = static_cast<std::int64_t>(seq.size()) - 1; i >= 0; --i) {
+      const std::int32_t v = seq[i];
+      if (v >= 0) {
+        next_use[i] = next[v];
+        next[v] = i;
+      } else if (v != QueryLog::kStepEnd) {
+        next[-2 - v] = kNever;
+      }
+    }
+  }
+  struct Entry {
+    std::int64_t key;
+    PageId page;
+    bool operator<(const Entry& o) const {  // max-heap: furthest next use on top
+      return key < o.key || (key == o.key && page < o.page);
+    }
+  };
+  std::vector<char> resident(pages, 0);
+  std::vector<std::int64_t> key(pages, kNever);
+  std::vector<std::int64_t> pinned(pages, -1);
+  std::vector<Entry> heap;
+  std::vector<Entry> aside;
+  std::vector<std::pair<PageId, std::int64_t>> missing;
+  std::int64_t count = 0, misses = 0, step = 0;
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < seq.size(); ++i) {
+    const std::int32_t v = seq[i];
+    if (v >= 0) continue;
+    if (v != QueryLog::kStepEnd) {  // release
+      const PageId p = -2 - v;
+      if (resident[p]) {
+        resident[p] = 0;
+        --count;
+      }
+      begin = i + 1;
+      continue;
+    }
+    // one step: seq[begin, i)
+    missing.clear();
+    for (std::size_t j = begin; j < i; ++j) {
+      const PageId p = seq[j];
+      pinned[p] = step;
+      if (resident[p]) {
+        key[p] = next_use[j];
+        heap.push_back({key[p], p});
+        std::push_heap(heap.begin(), heap.end());
+      } else {
+        missing.emplace_back(p, next_use[j]);
+      }
+    }
+    if (static_cast<std::int64_t>(i - begin) > slots) {
+      throw ConfigError("belady: a step queries " + std::to_string(i - begin) +
+                        " pages, more than the " + std::to_string(slots) + " slots");
+    }
+    for (const auto& [p, nu] : missing) {
+      ++misses;
+      if (count == slots) {
+        while (true) {
+          std::pop_heap(heap.begin(), heap.end());
+          const Entry e = heap.back();
+          heap.pop_back();
+          if (!resident[e.page] || key[e.page] != e.key) continue;  // stale
+          if (pinned[e.page] == step) {
+            aside.push_back(e);
+            continue;
+          }
+          resident[e.page] = 0;
+          --count;
+          break;
+        }
+        for (const Entry& e : aside) {
+          heap.push_back(e);
+          std::push_heap(heap.begin(), heap.end());
+        }
+        aside.clear();
+      }
+      resident[p] = 1;
+      key[p] = nu;
+      heap.push_back({nu, p});
+      std::push_heap(heap.begin(), heap.end());
+      ++count;
+    }
+    if (heap.size() > static_cast<std::size_t>(4 * count + 1024)) {
+      std::erase_if(heap,
+                    [&](const Entry& e) { return !resident[e.page] || key[e.page] != e.key; });
+      std::make_heap(heap.begin(), heap.end());
+    }
+    ++step;
+    begin = i + 1;
+  }
+  return misses;
+}
+
+}  // namespace
+
+std::int64_t belady_misses(const QueryLog& log, std::int64_t slots) {
+  std::int64_t total = 0;
+  for (const auto& s : log.states)
+    total += belady_state(s, log.num_pages, slots);
+  return total;
+}
+
+}  // namespace kvtier::sim

@@ -1,0 +1,80 @@
+#pragma once
+#include <cstdint>
+#include <queue>
+#include <vector>
+
+#include "model/page_space.hpp"
+#include "model/placement.hpp"
+#include "sim/front_end.hpp"
+#include "sim/trace_source.hpp"
+
+namespace kvtier::sim {
+
+// Exact LRU stack distances in one pass (Mattson), for every pool size at once.
+//
+// Order: within a layer-step the pages are taken in the order they first appear in the
+// query (write pages, then rows), one after another. A released page leaves a hole at its
+// place in the stack: a free slot, used before any eviction (as the core does), so the next
+// reference that would push pages down past the hole fills it instead.
+//
+// Depth is counted with a Fenwick tree over reference times; times are renumbered when the
+// tree fills, so memory is O(distinct live pages), not O(trace length).
+class StackDistance {
+ public:
+  explicit StackDistance(PageId num_pages);
+  // References `p`; returns its depth before the reference (1 = most recent), 0 when the
+  // page is not in the stack (first reference, or referenced again after a release).
+  std::int64_t reference(PageId p);
+  // The page's request ended: its place becomes a hole.
+  void release(PageId p);
+  std::int64_t live() const { return live_; }
+
+ private:
+  void add(std::int64_t i, std::int32_t v);
+  std::int64_t prefix(std::int64_t i) const;  // marks in [0, i]
+  void renumber();
+
+  static constexpr std::int32_t kEmpty = -1;
+  static constexpr std::int32_t kHole = -2;
+  std::vector<std::int64_t> last_;           // [pages] time of the page's entry, or -1
+  std::vector<std::int32_t> fen_;            // Fenwick tree over times (1 per live entry)
+  std::vector<std::int32_t> owner_;          // [capacity] page, kHole or kEmpty at each time
+  std::priority_queue<std::int64_t> holes_;  // times of holes, topmost (latest) first
+  std::int64_t t_ = 0;
+  std::int64_t live_ = 0;  // entries (pages and holes) in the stack
+};
+
+// Misses of an LRU pool at every size, from the histogram of stack depths.
+struct MissCurve {
+  std::int64_t lookups = 0;                 // distinct pages per step, summed
+  std::vector<std::int64_t> hits_at_depth;  // [depth] references at that depth (index 0 unused)
+  std::int64_t misses(std::int64_t slots) const;
+  void merge(const MissCurve& o);
+};
+
+// The queries of a trace, per residency state, recorded for the Belady bound: a page id
+// (>= 0), kStepEnd after each layer-step, or release_code(p) when page p's request ended.
+struct QueryLog {
+  static constexpr std::int32_t kStepEnd = -1;
+  static constexpr std::int32_t release_code(PageId p) { return -2 - p; }
+  PageId num_pages = 0;
+  std::vector<std::vector<std::int32_t>> states;
+};
+
+struct MrcResult {
+  MissCurve curve;                   // all states together (pool of `slots` per state)
+  std::vector<MissCurve> per_layer;  // by QSA layer (layer unit: that layer's pool)
+  std::int64_t max_step_pages = 0;   // most distinct pages one layer-step queries
+  QueryLog log;                      // filled when asked for
+};
+
+// One pass over the trace with untruncated selections (no width limit), per residency unit.
+MrcResult miss_ratio_curve(const TraceInput& input, const TraceStats& stats, ResidencyUnit unit,
+                           bool keep_log);
+
+// Fewest misses any policy could have (Belady: evict the page used furthest in the future)
+// with `slots` slots per state; every page of a step must be resident at the step.
+// Requires slots >= the most distinct pages of one step (throws ConfigError otherwise).
+std::int64_t belady_misses(const QueryLog& log, std::int64_t slots);
+
+}  // namespace kvtier::sim

@@ -1,0 +1,92 @@
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/cost_model.hpp"
+#include "model/kv_dtype.hpp"
+#include "model/placement.hpp"
+#include "sim/front_end.hpp"
+#include "sim/timeline.hpp"
+#include "sim/trace_source.hpp"
+
+namespace kvtier::sim {
+
+// How the mirror pool is filled (placement mirror only).
+enum class Policy : std::uint8_t {
+  lru,       // every miss is copied into the pool (the published write-through mirror)
+  hybrid,    // a miss is read in place; only pages that come back are copied (AdmitOnReuse)
+  prefetch,  // lru, plus: layer l's selection is copied for layer l+1 on the copy stream
+};
+std::string_view to_string(Policy p);
+Policy parse_policy(std::string_view text);
+
+struct SimConfig {
+  Placement placement = Placement::mirror;
+  ResidencyUnit unit = ResidencyUnit::layer_page;
+  KvDtype dtype = KvDtype::bf16;
+  Policy policy = Policy::lru;
+  std::int64_t pool_slots = 0;      // mirror: slots per layer (layer unit) or shared slots
+  std::int64_t hybrid_window = 64;  // hybrid: reuse window in layer-steps of one state
+  std::int64_t staging_window_tokens = 131072;  // host placement prefill window
+  bool record_timeline = false;
+  bool check_memory = true;           // price the configuration with memory_budget
+  std::ostream* decisions = nullptr;  // one JSON line per install (eviction decision)
+  // Called with every demand ensure's query (state index, step stamp, entries).
+  std::function<void(int, std::int64_t, std::span<const PageId>)> on_query;
+  std::function<void(int, PageId)> on_release;   // a page released from a state's pool
+  std::function<void(std::int64_t)> on_forward;  // progress: forwards done
+};
+
+struct LayerStats {
+  std::int64_t lookups = 0;  // distinct pages queried per step, summed
+  std::int64_t hits = 0;
+  std::int64_t misses = 0;    // pages copied into the pool on demand
+  std::int64_t bypassed = 0;  // hybrid: misses read in place
+  std::int64_t evictions = 0;
+  std::int64_t drops = 0;       // pages past the select width
+  std::int64_t prefetched = 0;  // pages copied ahead for this layer
+};
+
+struct SimResult {
+  std::int64_t forwards = 0;
+  std::int64_t decode_tokens = 0;
+  std::int64_t prefill_tokens = 0;
+  TimeNs compute_end_ns = 0;  // when the last forward's compute finished
+  TimeNs makespan_ns = 0;     // when every resource was idle again
+  double decode_time_ns = 0;  // forward time attributed to decode tokens
+  double prefill_time_ns = 0;
+  std::int64_t h2d_bytes = 0;       // misses, prefetches, in-place reads, staging
+  std::int64_t d2h_bytes = 0;       // mirror stores
+  std::int64_t copy_bytes = 0;      // demand + prefetch miss copies
+  std::int64_t in_place_bytes = 0;  // zero-copy reads by attention
+  std::int64_t hbm_read_bytes = 0;
+  TimeNs busy_ns[kResources] = {};
+  std::int64_t device_bytes = 0;  // memory_budget
+  std::int64_t host_bytes = 0;
+  int select_width_min = 0;  // narrowest width any forward ran with
+  std::vector<LayerStats> layers;
+  std::vector<OpRecord> timeline;
+
+  LayerStats total() const;
+  double decode_tokens_per_s() const;
+  double prefill_tokens_per_s() const;
+  double hit_rate() const;
+};
+
+// Replays the trace through the core with `cfg` and prices it with `cost`. Every residency
+// decision is the core's (compact_row, select_width, ensure_pages with HeapVictims and
+// AdmitAll/AdmitOnReuse, translate_pages, release_page, memory_budget). Throws ConfigError /
+// CapacityError for configurations that cannot run (pool below one batch's selection,
+// trace geometry unlike the options).
+SimResult simulate(const TraceInput& input, const TraceStats& stats, const CostModel& cost,
+                   const SimConfig& cfg);
+
+// Chrome trace JSON (opens in Perfetto / chrome://tracing) of a recorded timeline.
+void write_chrome_trace(std::ostream& out, const std::vector<OpRecord>& ops, const Geometry& g);
+
+}  // namespace kvtier::sim

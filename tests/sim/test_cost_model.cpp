@@ -1,0 +1,66 @@
+#include <gtest/gtest.h>
+
+#include "model/config_error.hpp"
+#include "model/cost_model.hpp"
+#include "sim/profiles.hpp"
+
+namespace kvtier::sim {
+namespace {
+
+TEST(Profiles, EveryBuiltinProfileParsesWithASourcePerValue) {
+  ASSERT_GE(builtin_profiles().size(), 3u);
+  for (const auto& b : builtin_profiles()) {
+    const HardwareProfile p = load_profile(b.name);
+    EXPECT_EQ(p.name, b.name);
+    EXPECT_EQ(p.sources.size(), 18u) << b.name;
+    for (const auto& [field, source] : p.sources)
+      EXPECT_FALSE(source.empty()) << field;
+  }
+}
+
+TEST(Profiles, H200FiguresComeFromTheDesignMeasurements) {
+  const HardwareProfile p = load_profile("h200-pcie5");
+  EXPECT_DOUBLE_EQ(p.pcie_h2d_gbps, 54.9);
+  EXPECT_DOUBLE_EQ(p.pcie_d2h_gbps, 54.7);
+  EXPECT_DOUBLE_EQ(p.launch_us, 3.7);
+  EXPECT_DOUBLE_EQ(p.graph_launch_us, 0.55);
+}
+
+TEST(Profiles, UnknownNameAndBadFilesAreClearErrors) {
+  try {
+    load_profile("h900");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("h200-pcie5"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(hardware_profile_from_json(R"({"name":"x","params":{"hbm_gbps":{"value":1}}})"),
+               ConfigError);  // no source
+  EXPECT_THROW(
+      hardware_profile_from_json(R"({"name":"x","params":{"hbm":{"value":1,"source":"s"}}})"),
+      ConfigError);  // unknown parameter
+  EXPECT_THROW(hardware_profile_from_json(R"({"name":"x","params":{}})"), ConfigError);  // missing
+}
+
+// DESIGN.md section 4: a decode step reading its 2051-token bf16 selection in place moves
+// 4.2 MB per layer: about 82 us at 51 GB/s.
+TEST(CostModel, InPlaceDecodeReadMatchesTheDesignEstimate) {
+  const CostModel c(load_profile("h200-pcie5"));
+  const std::int64_t bytes = 2051 * 2048;
+  const double us = static_cast<double>(c.zero_copy_read_ns(bytes)) / 1e3;
+  EXPECT_NEAR(us, 84.0, 3.0);
+}
+
+TEST(CostModel, LinearInTheWorkWithAFixedPart) {
+  const CostModel c(load_profile("h200-pcie5"), /*graphs=*/false);
+  EXPECT_EQ(c.launch_ns(2), 7400);
+  EXPECT_EQ(c.h2d_copy_ns(0, 1), 0);
+  const std::int64_t one = c.h2d_copy_ns(549'000'000, 1);
+  EXPECT_EQ(one, 2900 + 10'000'000);  // 549 MB at 54.9 GB/s = 10 ms, plus one latency
+  EXPECT_EQ(c.ensure_ns(0, 0, 0), 4000);
+  EXPECT_EQ(c.ensure_ns(1000, 1000, 10) - c.ensure_ns(0, 0, 0), 500 + 50 + 200);
+  const CostModel g(load_profile("h200-pcie5"), /*graphs=*/true);
+  EXPECT_EQ(g.launch_ns(2), 1100);
+}
+
+}  // namespace
+}  // namespace kvtier::sim
