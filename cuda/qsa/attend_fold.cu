@@ -1,0 +1,275 @@
+// attend: sparse paged GQA attention split over the selected tokens, merged by fp32 LSE;
+// fold: merge passes over disjoint token windows by their LSE.
+#include <algorithm>
+
+#include "cuda/qsa/qsa_common.cuh"
+
+namespace kvtier::qsa {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kPerLane = kHeadDim / 32;  // 8 dims of a head per lane
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kNegInf = -__builtin_huge_valf();
+
+struct AttendParams {
+  const std::uint16_t* q;
+  int q_heads;
+  Rows rows;
+  const std::int32_t* tokens;
+  int width;
+  KvBanks kv;
+  PageTable table;
+  int splits;
+  float* work_acc;  // [rows][q_heads][splits][256]
+  float* work_ml;   // [rows][q_heads][splits][2]
+};
+
+template <bool kFp8>
+__device__ __forceinline__ void load_row(const KvBanks& kv, const void* base, const float* scales,
+                                         std::int64_t token, int kvh, int lane, float* out) {
+  const std::int64_t elem = (token * kv.kv_heads + kvh) * kHeadDim + lane * kPerLane;
+  if constexpr (kFp8) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const std::uint8_t*>(base) + elem);
+    const float scale = scales[token * kv.kv_heads + kvh];
+    const __nv_fp8x2_storage_t* pairs = reinterpret_cast<const __nv_fp8x2_storage_t*>(&raw);
+#pragma unroll
+    for (int j = 0; j < kPerLane / 2; ++j) {
+      const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pairs[j], __NV_E4M3)));
+      out[2 * j] = f.x * scale;
+      out[2 * j + 1] = f.y * scale;
+    }
+  } else {
+    const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(base) + elem);
+    const std::uint16_t* h = reinterpret_cast<const std::uint16_t*>(&raw);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j)
+      out[j] = detail::bf16_to_float(h[j]);
+  }
+}
+
+// grid: (splits, kv_heads, rows); block: 4 warps. The CTA owns the kGroup query heads of one KV
+// head and a contiguous slice of the row's token list; warp w takes tokens w, w + 4, ... of the
+// slice, two at a time, keeping an online softmax per head (every lane holds the same m and l,
+// and 8 dims of each head's accumulator). The warps merge in shared memory in warp order
+// (deterministic), and the CTA writes its partial (acc, m, l) for the merge kernel.
+template <int kGroup, bool kFp8>
+__global__ void __launch_bounds__(kThreads) attend_kernel(const __grid_constant__ AttendParams p) {
+  __shared__ __align__(16) float qs[kGroup][kHeadDim];
+  __shared__ __align__(16) float acc_s[kGroup][kHeadDim];
+  __shared__ float ml_s[kWarps][kGroup][2];
+  const int split = blockIdx.x, kvh = blockIdx.y, r = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float qscale = rsqrtf(static_cast<float>(kHeadDim)) * kLog2e;
+  for (int t = threadIdx.x; t < kGroup * kHeadDim; t += kThreads) {
+    const int g = t / kHeadDim, d = t % kHeadDim;
+    qs[g][d] = detail::bf16_to_float(
+                   p.q[(std::int64_t{r} * p.q_heads + kvh * kGroup + g) * kHeadDim + d]) *
+               qscale;
+  }
+  __syncthreads();
+
+  const int chunk = (p.width + p.splits - 1) / p.splits;
+  const int t0 = split * chunk, t1 = min(p.width, t0 + chunk);
+  const std::int32_t* toks = p.tokens + std::int64_t{r} * p.width;
+  const std::int32_t* pages = p.table.pages + std::int64_t{p.rows.req[r]} * p.table.stride;
+  const void* kbase = p.kv.k;
+  const void* vbase = p.kv.v;
+
+  float m[kGroup], l[kGroup], acc[kGroup][kPerLane];
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    m[g] = kNegInf;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j)
+      acc[g][j] = 0.0f;
+  }
+  for (int j0 = t0 + warp; j0 < t1; j0 += 2 * kWarps) {
+    float kf[2][kPerLane], vf[2][kPerLane];
+    bool valid[2];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int j = j0 + u * kWarps;
+      const std::int32_t tok = j < t1 ? toks[j] : -1;
+      valid[u] = tok >= 0;
+      if (valid[u]) {
+        std::int32_t page = pages[tok / p.kv.page_size];
+        if (page < 0) page = p.table.dummy;
+        const std::int64_t token = std::int64_t{page} * p.kv.page_size + tok % p.kv.page_size;
+        load_row<kFp8>(p.kv, kbase, p.kv.k_scale, token, kvh, lane, kf[u]);
+        load_row<kFp8>(p.kv, vbase, p.kv.v_scale, token, kvh, lane, vf[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      if (!valid[u]) continue;  // warp-uniform
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) {
+        const float4 qa = *reinterpret_cast<const float4*>(&qs[g][lane * kPerLane]);
+        const float4 qb = *reinterpret_cast<const float4*>(&qs[g][lane * kPerLane + 4]);
+        float s = qa.x * kf[u][0] + qa.y * kf[u][1] + qa.z * kf[u][2] + qa.w * kf[u][3] +
+                  qb.x * kf[u][4] + qb.y * kf[u][5] + qb.z * kf[u][6] + qb.w * kf[u][7];
+        s = detail::warp_sum(s);
+        const float m_new = fmaxf(m[g], s);
+        const float alpha = exp2f(m[g] - m_new);  // 0 when m was -inf
+        const float pr = exp2f(s - m_new);
+        l[g] = l[g] * alpha + pr;
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j)
+          acc[g][j] = acc[g][j] * alpha + pr * vf[u][j];
+        m[g] = m_new;
+      }
+    }
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      ml_s[warp][g][0] = m[g];
+      ml_s[warp][g][1] = l[g];
+    }
+  __syncthreads();
+  float f[kGroup];
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    float mx = kNegInf;
+    for (int w = 0; w < kWarps; ++w)
+      mx = fmaxf(mx, ml_s[w][g][0]);
+    f[g] = m[g] == kNegInf ? 0.0f : exp2f(m[g] - mx);
+  }
+  for (int w = 0; w < kWarps; ++w) {
+    if (w == warp)
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g)
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j) {
+          const float prev = w == 0 ? 0.0f : acc_s[g][lane * kPerLane + j];
+          acc_s[g][lane * kPerLane + j] = prev + acc[g][j] * f[g];
+        }
+    __syncthreads();
+  }
+  const std::int64_t row_head0 = std::int64_t{r} * p.q_heads + kvh * kGroup;
+  for (int t = threadIdx.x; t < kGroup * kHeadDim; t += kThreads) {
+    const int g = t / kHeadDim, d = t % kHeadDim;
+    p.work_acc[((row_head0 + g) * p.splits + split) * kHeadDim + d] = acc_s[g][d];
+  }
+  if (threadIdx.x < kGroup) {
+    const int g = threadIdx.x;
+    float mx = kNegInf, sum = 0.0f;
+    for (int w = 0; w < kWarps; ++w)
+      mx = fmaxf(mx, ml_s[w][g][0]);
+    for (int w = 0; w < kWarps; ++w)
+      if (ml_s[w][g][0] != kNegInf) sum += ml_s[w][g][1] * exp2f(ml_s[w][g][0] - mx);
+    p.work_ml[((row_head0 + g) * p.splits + split) * 2] = mx;
+    p.work_ml[((row_head0 + g) * p.splits + split) * 2 + 1] = sum;
+  }
+}
+
+struct MergeParams {
+  const float* work_acc;
+  const float* work_ml;
+  int splits;
+  float* o;
+  float* lse;
+};
+
+// grid: rows * q_heads; block: 256 threads, one dim each. Splits merged in order.
+__global__ void merge_kernel(const __grid_constant__ MergeParams p) {
+  const std::int64_t rh = blockIdx.x;
+  const int d = threadIdx.x;
+  const float* ml = p.work_ml + rh * p.splits * 2;
+  float mx = kNegInf;
+  for (int s = 0; s < p.splits; ++s)
+    mx = fmaxf(mx, ml[2 * s]);
+  float sum = 0.0f, acc = 0.0f;
+  if (mx != kNegInf)
+    for (int s = 0; s < p.splits; ++s) {
+      if (ml[2 * s] == kNegInf) continue;
+      const float w = exp2f(ml[2 * s] - mx);
+      sum += ml[2 * s + 1] * w;
+      acc += p.work_acc[(rh * p.splits + s) * kHeadDim + d] * w;
+    }
+  p.o[rh * kHeadDim + d] = mx == kNegInf ? 0.0f : acc / sum;
+  if (p.lse && d == 0) p.lse[rh] = mx == kNegInf ? kNegInf : mx + log2f(sum);
+}
+
+struct FoldParams {
+  float* acc_o;
+  float* acc_lse;
+  const float* o;
+  const float* lse;
+};
+
+// grid: rows * heads; block: 256, one dim each.
+__global__ void fold_kernel(const __grid_constant__ FoldParams p) {
+  const std::int64_t rh = blockIdx.x;
+  const int d = threadIdx.x;
+  const float a = p.acc_lse[rh], b = p.lse[rh];
+  const float mx = fmaxf(a, b);
+  __syncthreads();  // every thread read acc_lse before thread 0 rewrites it
+  if (mx == kNegInf) return;
+  const float wa = a == kNegInf ? 0.0f : exp2f(a - mx);
+  const float wb = b == kNegInf ? 0.0f : exp2f(b - mx);
+  const std::int64_t i = rh * kHeadDim + d;
+  p.acc_o[i] = (p.acc_o[i] * wa + p.o[i] * wb) / (wa + wb);
+  if (d == 0) p.acc_lse[rh] = mx + log2f(wa + wb);
+}
+
+__global__ void fold_reset_kernel(float* acc_o, float* acc_lse) {
+  const std::int64_t rh = blockIdx.x;
+  acc_o[rh * kHeadDim + threadIdx.x] = 0.0f;
+  if (threadIdx.x == 0) acc_lse[rh] = kNegInf;
+}
+
+}  // namespace
+
+std::int64_t attend_workspace_floats(int rows, int q_heads, int splits) {
+  return std::int64_t{rows} * q_heads * splits * (kHeadDim + 2);
+}
+
+int attend_default_splits(int rows, int kv_heads, int width) {
+  const int target = 2 * 132;  // two waves of CTAs on an H200
+  const int want = (target + rows * kv_heads - 1) / std::max(1, rows * kv_heads);
+  return std::clamp(want, 1, std::max(1, width / 64));
+}
+
+void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* tokens, int width,
+            const KvBanks& kv, const PageTable& table, int splits, float* work, float* o,
+            float* lse, cudaStream_t s) {
+  detail::require(kv.kv_heads >= 1 && q_heads % kv.kv_heads == 0, "q_heads", q_heads);
+  const int group = q_heads / kv.kv_heads;
+  detail::require(group == 12, "GQA group (compiled: 12)", group);
+  detail::require(splits >= 1 && splits <= 65535, "splits", splits);
+  detail::require(kv.page_size >= 1, "page_size", kv.page_size);
+  if (rows.count == 0) return;
+  detail::require(rows.count <= 65535, "rows", rows.count);
+  float* work_acc = work;
+  float* work_ml = work + std::int64_t{rows.count} * q_heads * splits * kHeadDim;
+  AttendParams p{q, q_heads, rows, tokens, width, kv, table, splits, work_acc, work_ml};
+  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(kv.kv_heads),
+                  static_cast<unsigned>(rows.count));
+  if (kv.fp8)
+    attend_kernel<12, true><<<grid, kThreads, 0, s>>>(p);
+  else
+    attend_kernel<12, false><<<grid, kThreads, 0, s>>>(p);
+  detail::check_launch("attend");
+  merge_kernel<<<rows.count * q_heads, kHeadDim, 0, s>>>({work_acc, work_ml, splits, o, lse});
+  detail::check_launch("attend merge");
+}
+
+void fold(float* acc_o, float* acc_lse, const float* o, const float* lse, int rows, int heads,
+          cudaStream_t s) {
+  if (rows * heads == 0) return;
+  fold_kernel<<<rows * heads, kHeadDim, 0, s>>>({acc_o, acc_lse, o, lse});
+  detail::check_launch("fold");
+}
+
+void fold_reset(float* acc_o, float* acc_lse, int rows, int heads, cudaStream_t s) {
+  if (rows * heads == 0) return;
+  fold_reset_kernel<<<rows * heads, kHeadDim, 0, s>>>(acc_o, acc_lse);
+  detail::check_launch("fold reset");
+}
+
+}  // namespace kvtier::qsa
