@@ -52,6 +52,19 @@ ResidencyView MirrorEngine::device_view(int layer) const {
           cfg_.num_slots};
 }
 
+EnsureParams MirrorEngine::ensure_params(int layer, const PageId* d_query, int n) const {
+  return EnsureParams{device_view(layer),
+                      d_query,
+                      n,
+                      step_.get(),
+                      miss_scratch_.get(),
+                      victim_scratch_.get(),
+                      copies_.get(),
+                      copy_count_.get(),
+                      result_.get(),
+                      &counters_.get()->ensure_errors};
+}
+
 void MirrorEngine::ensure_async(int layer, const PageId* d_query, int n, cudaStream_t s) {
   check_layer(layer);
   if (n > cfg_.max_query) {

@@ -63,6 +63,8 @@ class MirrorEngine {
   Counters* counters() const { return counters_.get(); }
   std::int64_t* step() const { return step_.get(); }
 
+  // The parameters ensure_async launches with (for callers that time ensure alone).
+  EnsureParams ensure_params(int layer, const PageId* d_query, int n) const;
   // ensure (the configured form) + the multi-bank copy of its misses, step from *step().
   void ensure_async(int layer, const PageId* d_query, int n, cudaStream_t s);
   void translate_async(int layer, const PageId* d_logical, int n, SlotId* d_physical,

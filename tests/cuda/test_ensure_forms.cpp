@@ -134,7 +134,7 @@ void make_case(std::uint64_t seed, int max_slots, HostState& s, std::vector<Page
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
   for (SlotId sl = 0; sl < slots; ++sl) {
-    if (std::uniform_real_distribution<double>(0, 1)(rng) > fill) continue;
+    if (sl >= pages || std::uniform_real_distribution<double>(0, 1)(rng) > fill) continue;
     const PageId pg = perm[static_cast<std::size_t>(sl)];
     s.page_of_slot[sl] = pg;
     s.slot_of_page[pg] = sl;
