@@ -1,0 +1,491 @@
+// The binary form: a file header, then frames of records (zstd or raw), then an end marker.
+// A selection is coded against the same request and layer's previous selection: the indices
+// (in the previous selection) of the ids it dropped and the ids it added, both as gaps in
+// LEB128 varints. docs/trace-format.md describes every byte.
+#include <zstd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <unordered_map>
+
+#include "traces/format_internal.hpp"
+#include "traces/validate.hpp"
+#include "traces/varint.hpp"
+
+namespace kvtier::traces::detail {
+namespace {
+
+using Selections = std::vector<std::vector<std::int32_t>>;  // [layer] previous selection
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
+
+// ---------------------------------------------------------------------------------------
+class BinaryWriter final : public TraceWriter {
+ public:
+  BinaryWriter(const std::string& path, const TraceHeader& h, int level, std::size_t frame_bytes)
+      : path_(path),
+        layers_(h.geometry.qsa_layers()),
+        validator_(h.geometry),
+        level_(level),
+        frame_bytes_(frame_bytes) {
+    f_.reset(std::fopen(path.c_str(), "wb"));
+    if (!f_) throw TraceError("cannot create '" + path + "': " + std::strerror(errno));
+    std::string head(kFileMagic, sizeof kFileMagic);
+    put_u32(head, h.version);
+    const std::string json = boost::json::serialize(header_to_json(h));
+    put_u32(head, static_cast<std::uint32_t>(json.size()));
+    head += json;
+    put(head);
+    if (level_ > 0) {
+      cctx_ = ZSTD_createCCtx();
+      ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, level_);
+      ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
+    }
+  }
+  ~BinaryWriter() override {
+    if (cctx_) ZSTD_freeCCtx(cctx_);
+  }
+
+  void write(const Record& r) override {
+    if (closed_) throw TraceError("write to closed trace '" + path_ + "'");
+    const std::string bad = validator_.check(r);
+    if (!bad.empty()) throw TraceError("record " + std::to_string(total_) + ": " + bad);
+    if (const auto* b = std::get_if<RequestBegin>(&r)) {
+      raw_.push_back(static_cast<char>(kTagBegin));
+      varint::put(raw_, b->id);
+      varint::put(raw_, static_cast<std::uint64_t>(b->prompt_tokens));
+      varint::put(raw_, b->shared_with);
+      varint::put(raw_, static_cast<std::uint64_t>(b->shared_pages));
+      prev_[b->id].assign(static_cast<std::size_t>(layers_), {});
+    } else if (const auto* e = std::get_if<RequestEnd>(&r)) {
+      raw_.push_back(static_cast<char>(kTagEnd));
+      varint::put(raw_, e->id);
+      prev_.erase(e->id);
+    } else {
+      encode_forward(std::get<Forward>(r));
+    }
+    ++total_;
+    ++frame_records_;
+    if (raw_.size() >= frame_bytes_) flush_frame();
+  }
+
+  void close() override {
+    if (closed_) return;
+    flush_frame();
+    std::string end(kEndMagic, sizeof kEndMagic);
+    put_u64(end, total_);
+    put(end);
+    if (std::fflush(f_.get()) != 0) throw TraceError("cannot write '" + path_ + "'");
+    f_.reset();
+    closed_ = true;
+  }
+
+ private:
+  void encode_forward(const Forward& f) {
+    const std::size_t rows = f.rows.size();
+    raw_.push_back(static_cast<char>(kTagForward));
+    varint::put(raw_, rows);
+    rowsel_.clear();
+    for (const ForwardRow& row : f.rows) {
+      varint::put(raw_, row.request);
+      varint::put(raw_, static_cast<std::uint64_t>(row.position));
+      varint::put(raw_, static_cast<std::uint64_t>(row.count));
+      raw_.push_back(static_cast<char>(row.kind == RowKind::decode ? 1 : 0));
+      rowsel_.push_back(&prev_.at(row.request));
+    }
+    for (int l = 0; l < layers_; ++l) {
+      for (std::size_t r = 0; r < rows; ++r) {
+        auto cur = f.selection(l, static_cast<int>(r));
+        std::vector<std::int32_t>& prev = (*rowsel_[r])[static_cast<std::size_t>(l)];
+        removed_.clear();
+        added_.clear();
+        std::size_t i = 0, j = 0;
+        while (i < prev.size() && j < cur.size()) {
+          if (prev[i] == cur[j]) {
+            ++i, ++j;
+          } else if (prev[i] < cur[j]) {
+            removed_.push_back(static_cast<std::uint32_t>(i++));
+          } else {
+            added_.push_back(cur[j++]);
+          }
+        }
+        for (; i < prev.size(); ++i)
+          removed_.push_back(static_cast<std::uint32_t>(i));
+        for (; j < cur.size(); ++j)
+          added_.push_back(cur[j]);
+        varint::put(raw_, removed_.size());
+        varint::put(raw_, added_.size());
+        std::int64_t last = -1;
+        for (std::uint32_t x : removed_) {
+          varint::put(raw_, static_cast<std::uint64_t>(x - last - 1));
+          last = x;
+        }
+        last = -1;
+        for (std::int32_t x : added_) {
+          varint::put(raw_, static_cast<std::uint64_t>(x - last - 1));
+          last = x;
+        }
+        prev.assign(cur.begin(), cur.end());
+      }
+    }
+  }
+
+  void flush_frame() {
+    if (frame_records_ == 0) return;
+    if (raw_.size() > kMaxFrameBytes) {
+      throw TraceError("record " + std::to_string(total_ - 1) + " is too large for one frame (" +
+                       std::to_string(raw_.size()) + " bytes coded)");
+    }
+    std::string head(kFrameMagic, sizeof kFrameMagic);
+    const std::string* payload = &raw_;
+    std::uint32_t codec = kCodecRaw;
+    if (cctx_) {
+      comp_.resize(ZSTD_compressBound(raw_.size()));
+      const std::size_t n =
+          ZSTD_compress2(cctx_, comp_.data(), comp_.size(), raw_.data(), raw_.size());
+      if (ZSTD_isError(n)) throw TraceError(std::string("zstd: ") + ZSTD_getErrorName(n));
+      comp_.resize(n);
+      payload = &comp_;
+      codec = kCodecZstd;
+    }
+    put_u32(head, codec);
+    put_u32(head, static_cast<std::uint32_t>(raw_.size()));
+    put_u32(head, static_cast<std::uint32_t>(payload->size()));
+    put_u32(head, frame_records_);
+    put(head);
+    put(*payload);
+    raw_.clear();
+    frame_records_ = 0;
+  }
+
+  void put(const std::string& bytes) {
+    if (std::fwrite(bytes.data(), 1, bytes.size(), f_.get()) != bytes.size()) {
+      throw TraceError("cannot write '" + path_ + "': " + std::strerror(errno));
+    }
+  }
+
+  std::string path_;
+  int layers_;
+  TraceValidator validator_;
+  int level_;
+  std::size_t frame_bytes_;
+  FilePtr f_;
+  ZSTD_CCtx* cctx_ = nullptr;
+  std::string raw_, comp_;
+  std::uint32_t frame_records_ = 0;
+  std::uint64_t total_ = 0;
+  bool closed_ = false;
+  std::unordered_map<RequestId, Selections> prev_;
+  std::vector<Selections*> rowsel_;
+  std::vector<std::uint32_t> removed_;
+  std::vector<std::int32_t> added_;
+};
+
+// ---------------------------------------------------------------------------------------
+class BinaryReader final : public TraceReader {
+ public:
+  explicit BinaryReader(const std::string& path) : path_(path), validator_(Geometry{}) {
+    f_.reset(std::fopen(path.c_str(), "rb"));
+    if (!f_) throw TraceError("cannot open '" + path + "': " + std::strerror(errno));
+    if (std::fseek(f_.get(), 0, SEEK_END) != 0) throw TraceError("cannot seek '" + path + "'");
+    file_size_ = static_cast<std::uint64_t>(std::ftell(f_.get()));
+    std::rewind(f_.get());
+    unsigned char head[16];
+    read_exact(head, 16, "the file header");
+    if (std::memcmp(head, kFileMagic, sizeof kFileMagic) != 0) {
+      fail_at(0, "not a kvtier binary trace (wrong magic)");
+    }
+    const std::uint32_t version = get_u32(head + 8);
+    if (version != kTraceFormatVersion) {
+      fail_at(8, "unsupported trace format version " + std::to_string(version) +
+                     " (this build reads version " + std::to_string(kTraceFormatVersion) + ")");
+    }
+    const std::uint32_t len = get_u32(head + 12);
+    if (len > kMaxHeaderBytes) fail_at(12, "header length " + std::to_string(len) + " too large");
+    std::string json(len, '\0');
+    read_exact(reinterpret_cast<unsigned char*>(json.data()), len, "the header JSON");
+    boost::system::error_code ec;
+    const boost::json::value v = boost::json::parse(json, ec);
+    if (ec) fail_at(16, "header JSON does not parse: " + ec.message());
+    header_ = header_from_json(v, path_ + ": header (byte offset 16)");
+    header_.version = version;
+    layers_ = header_.geometry.qsa_layers();
+    validator_ = TraceValidator(header_.geometry);
+    dctx_ = ZSTD_createDCtx();
+  }
+  ~BinaryReader() override {
+    if (dctx_) ZSTD_freeDCtx(dctx_);
+  }
+
+  const TraceHeader& header() const override { return header_; }
+  std::uint64_t records_read() const override { return index_; }
+
+  bool next(Record& out) override {
+    if (ended_) return false;
+    if (frame_left_ == 0) {
+      if (p_ != end_) fail("frame holds " + std::to_string(end_ - p_) + " bytes after its records");
+      if (!load_frame()) return false;
+    }
+    record_start_ = p_;
+    if (p_ == end_) fail("frame ends before its records do");
+    const std::uint8_t tag = *p_++;
+    if (tag == kTagBegin) {
+      RequestBegin b;
+      b.id = get();
+      b.prompt_tokens = get_i64("prompt_tokens");
+      b.shared_with = get();
+      b.shared_pages = get_i64("shared_pages");
+      stash(out);
+      out = b;
+      check(out);
+      prev_[b.id].assign(static_cast<std::size_t>(layers_), {});
+    } else if (tag == kTagEnd) {
+      RequestEnd e;
+      e.id = get();
+      stash(out);
+      out = e;
+      check(out);
+      prev_.erase(e.id);
+    } else if (tag == kTagForward) {
+      if (!std::holds_alternative<Forward>(out)) out = std::move(spare_);
+      decode_forward(std::get<Forward>(out));
+      check(out);
+    } else {
+      fail("unknown record tag " + std::to_string(tag));
+    }
+    --frame_left_;
+    ++index_;
+    return true;
+  }
+
+ private:
+  void stash(Record& out) {
+    if (auto* f = std::get_if<Forward>(&out)) spare_ = std::move(*f);
+  }
+
+  void check(const Record& r) {
+    const std::string bad = validator_.check(r);
+    if (!bad.empty()) fail(bad);
+  }
+
+  [[noreturn]] void fail_at(std::uint64_t offset, const std::string& what) const {
+    throw TraceError(path_ + ": byte offset " + std::to_string(offset) + ": " + what);
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    const auto within =
+        static_cast<std::uint64_t>((record_start_ ? record_start_ : p_) - raw_.data());
+    throw TraceError(path_ + ": record " + std::to_string(index_) + " (frame at byte offset " +
+                     std::to_string(frame_offset_) + ", byte " + std::to_string(within) +
+                     " of its decoded payload): " + what);
+  }
+
+  void read_exact(unsigned char* dst, std::size_t n, const char* what) {
+    const std::uint64_t at = pos_;
+    if (std::fread(dst, 1, n, f_.get()) != n) {
+      fail_at(at, std::string("truncated: the file ends inside ") + what + " (" +
+                      std::to_string(file_size_) + " bytes in all)");
+    }
+    pos_ += n;
+  }
+
+  bool load_frame() {
+    frame_offset_ = pos_;
+    record_start_ = nullptr;
+    if (pos_ == file_size_) {
+      fail_at(pos_, "truncated: the file ends after record " + std::to_string(index_) +
+                        " without the end marker");
+    }
+    unsigned char magic[4];
+    read_exact(magic, 4, "a frame header");
+    if (std::memcmp(magic, kEndMagic, 4) == 0) {
+      unsigned char n[8];
+      read_exact(n, 8, "the end marker");
+      const std::uint64_t total = get_u64(n);
+      if (total != index_) {
+        fail_at(frame_offset_, "end marker counts " + std::to_string(total) + " records but " +
+                                   std::to_string(index_) + " were read");
+      }
+      if (pos_ != file_size_) {
+        fail_at(pos_, std::to_string(file_size_ - pos_) + " bytes after the end marker");
+      }
+      ended_ = true;
+      return false;
+    }
+    if (std::memcmp(magic, kFrameMagic, 4) != 0) fail_at(frame_offset_, "bad frame magic");
+    unsigned char h[16];
+    read_exact(h, 16, "a frame header");
+    const std::uint32_t codec = get_u32(h), raw_size = get_u32(h + 4), stored = get_u32(h + 8),
+                        records = get_u32(h + 12);
+    if (codec != kCodecRaw && codec != kCodecZstd) {
+      fail_at(frame_offset_, "unknown frame codec " + std::to_string(codec));
+    }
+    if (raw_size > kMaxFrameBytes || records == 0 || records > raw_size) {
+      fail_at(frame_offset_, "corrupt frame header (" + std::to_string(records) + " records in " +
+                                 std::to_string(raw_size) + " bytes)");
+    }
+    if (stored > file_size_ - pos_) {
+      fail_at(frame_offset_, "truncated: frame of " + std::to_string(stored) +
+                                 " bytes but the file has " + std::to_string(file_size_ - pos_) +
+                                 " left");
+    }
+    if (codec == kCodecRaw) {
+      if (stored != raw_size) fail_at(frame_offset_, "raw frame sizes disagree");
+      raw_.resize(raw_size);
+      read_exact(raw_.data(), raw_size, "a frame");
+    } else {
+      stored_.resize(stored);
+      read_exact(stored_.data(), stored, "a frame");
+      const unsigned long long content = ZSTD_getFrameContentSize(stored_.data(), stored);
+      if (content != raw_size) {
+        fail_at(frame_offset_, "corrupt zstd frame (content size does not match the header)");
+      }
+      raw_.resize(raw_size);
+      const std::size_t n =
+          ZSTD_decompressDCtx(dctx_, raw_.data(), raw_.size(), stored_.data(), stored);
+      if (ZSTD_isError(n) || n != raw_size) {
+        fail_at(frame_offset_, std::string("corrupt zstd frame: ") +
+                                   (ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short output"));
+      }
+    }
+    p_ = raw_.data();
+    end_ = p_ + raw_.size();
+    frame_left_ = records;
+    return true;
+  }
+
+  std::uint64_t get() {
+    std::uint64_t v;
+    if (!varint::get(p_, end_, v)) fail("corrupt or truncated varint");
+    return v;
+  }
+  std::int64_t get_i64(const char* what) {
+    const std::uint64_t v = get();
+    if (v > static_cast<std::uint64_t>(INT64_MAX)) fail(std::string(what) + " out of range");
+    return static_cast<std::int64_t>(v);
+  }
+  std::uint64_t get_bounded(std::uint64_t limit, const char* what) {
+    const std::uint64_t v = get();
+    if (v > limit) fail(std::string("corrupt ") + what + " (" + std::to_string(v) + ")");
+    return v;
+  }
+
+  void decode_forward(Forward& f) {
+    const auto left = static_cast<std::uint64_t>(end_ - p_);
+    // Each row takes at least 4 bytes and each selection 2: bounds before any allocation.
+    const std::size_t rows = get_bounded(left / 4, "row count");
+    if (rows * static_cast<std::uint64_t>(layers_) * 2 > left) fail("truncated forward");
+    f.rows.resize(rows);
+    f.layers = layers_;
+    rowsel_.resize(rows);
+    for (std::size_t r = 0; r < rows; ++r) {
+      ForwardRow& row = f.rows[r];
+      row.request = get();
+      row.position = get_i64("position");
+      row.count = static_cast<std::int32_t>(get_bounded(INT32_MAX, "row count of tokens"));
+      if (p_ == end_) fail("truncated forward row");
+      const std::uint8_t kind = *p_++;
+      if (kind > 1) fail("bad row kind " + std::to_string(kind));
+      row.kind = kind == 1 ? RowKind::decode : RowKind::prefill;
+      auto it = prev_.find(row.request);
+      if (it == prev_.end()) {
+        fail("row refers to request " + std::to_string(row.request) + ", which is not open");
+      }
+      rowsel_[r] = &it->second;
+    }
+    f.offsets.resize(rows * static_cast<std::size_t>(layers_) + 1);
+    f.offsets[0] = 0;
+    std::size_t n = 0;
+    for (int l = 0; l < layers_; ++l) {
+      for (std::size_t r = 0; r < rows; ++r) {
+        std::vector<std::int32_t>& prev = (*rowsel_[r])[static_cast<std::size_t>(l)];
+        const std::size_t np = prev.size();
+        const std::size_t nrem = get_bounded(np, "count of removed ids");
+        const std::size_t nadd =
+            get_bounded(static_cast<std::uint64_t>(end_ - p_), "count of added ids");
+        removed_.resize(nrem + 1);
+        std::uint64_t idx = ~std::uint64_t{0};
+        for (std::size_t i = 0; i < nrem; ++i) {
+          idx += get_bounded(np, "removed-index gap") + 1;  // bounded: no wrap-around
+          if (idx >= np) fail("removed index beyond the previous selection");
+          removed_[i] = static_cast<std::uint32_t>(idx);
+        }
+        removed_[nrem] = static_cast<std::uint32_t>(np);  // sentinel
+        added_.resize(nadd);
+        std::uint64_t id = ~std::uint64_t{0};
+        for (std::size_t i = 0; i < nadd; ++i) {
+          id += get_bounded(INT32_MAX, "added-id gap") + 1;
+          if (id > static_cast<std::uint64_t>(INT32_MAX)) fail("block id out of range");
+          added_[i] = static_cast<std::int32_t>(id);
+        }
+        const std::size_t count = np - nrem + nadd;
+        f.ids.resize(n + count);
+        std::int32_t* o = f.ids.data() + n;
+        const std::int32_t* pp = prev.data();
+        const std::int32_t* a = added_.data();
+        const std::int32_t* aend = a + nadd;
+        std::size_t i = 0;
+        for (std::size_t k = 0; k <= nrem; ++k) {
+          const std::size_t stop = removed_[k];
+          while (i < stop) {
+            if (a == aend) {
+              std::memcpy(o, pp + i, (stop - i) * sizeof(std::int32_t));
+              o += stop - i;
+              i = stop;
+              break;
+            }
+            if (*a < pp[i]) {
+              *o++ = *a++;
+            } else {
+              *o++ = pp[i++];
+            }
+          }
+          i = stop + 1;
+        }
+        while (a != aend)
+          *o++ = *a++;
+        prev.assign(f.ids.data() + n, f.ids.data() + n + count);
+        n += count;
+        f.offsets[static_cast<std::size_t>(l) * rows + r + 1] = static_cast<std::int64_t>(n);
+      }
+    }
+  }
+
+  std::string path_;
+  FilePtr f_;
+  std::uint64_t file_size_ = 0;
+  std::uint64_t pos_ = 0;
+  std::uint64_t frame_offset_ = 0;
+  TraceHeader header_;
+  int layers_ = 0;
+  TraceValidator validator_;
+  ZSTD_DCtx* dctx_ = nullptr;
+  std::vector<unsigned char> stored_, raw_;
+  const std::uint8_t* p_ = nullptr;
+  const std::uint8_t* end_ = nullptr;
+  const std::uint8_t* record_start_ = nullptr;
+  std::uint32_t frame_left_ = 0;
+  std::uint64_t index_ = 0;
+  bool ended_ = false;
+  std::unordered_map<RequestId, Selections> prev_;
+  std::vector<Selections*> rowsel_;
+  std::vector<std::uint32_t> removed_;
+  std::vector<std::int32_t> added_;
+  Forward spare_;
+};
+
+}  // namespace
+
+std::unique_ptr<TraceReader> open_binary_reader(const std::string& path) {
+  return std::make_unique<BinaryReader>(path);
+}
+
+std::unique_ptr<TraceWriter> create_binary_writer(const std::string& path, const TraceHeader& h,
+                                                  int zstd_level, std::size_t frame_bytes) {
+  return std::make_unique<BinaryWriter>(path, h, zstd_level, frame_bytes);
+}
+
+}  // namespace kvtier::traces::detail

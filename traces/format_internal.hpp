@@ -1,0 +1,51 @@
+#pragma once
+// Shared between the binary and JSON-lines forms; not part of the public interface.
+#include <boost/json.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "traces/trace_io.hpp"
+
+namespace kvtier::traces::detail {
+
+// Binary layout constants (docs/trace-format.md has the full description).
+inline constexpr char kFileMagic[8] = {'K', 'V', 'T', 'R', 'A', 'C', 'E', '1'};
+inline constexpr char kFrameMagic[4] = {'K', 'V', 'T', 'F'};
+inline constexpr char kEndMagic[4] = {'K', 'V', 'T', 'E'};
+inline constexpr std::uint32_t kCodecRaw = 0;
+inline constexpr std::uint32_t kCodecZstd = 1;
+inline constexpr std::uint32_t kMaxHeaderBytes = 1u << 20;
+inline constexpr std::uint32_t kMaxFrameBytes = 256u << 20;  // decompressed payload
+inline constexpr std::uint8_t kTagBegin = 1;
+inline constexpr std::uint8_t kTagEnd = 2;
+inline constexpr std::uint8_t kTagForward = 3;
+
+// The header as one JSON object: {"kvtier_trace": version, "geometry": {...}, "producer",
+// "created"}. The parser throws TraceError (prefixed by `where`) on anything malformed.
+boost::json::object header_to_json(const TraceHeader& h);
+TraceHeader header_from_json(const boost::json::value& v, const std::string& where);
+
+std::unique_ptr<TraceReader> open_binary_reader(const std::string& path);
+std::unique_ptr<TraceReader> open_jsonl_reader(const std::string& path);
+std::unique_ptr<TraceWriter> create_binary_writer(const std::string& path, const TraceHeader& h,
+                                                  int zstd_level, std::size_t frame_bytes);
+std::unique_ptr<TraceWriter> create_jsonl_writer(const std::string& path, const TraceHeader& h);
+
+inline void put_u32(std::string& out, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+inline void put_u64(std::string& out, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i)
+    out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+inline std::uint32_t get_u32(const unsigned char* p) {
+  return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8 |
+         static_cast<std::uint32_t>(p[2]) << 16 | static_cast<std::uint32_t>(p[3]) << 24;
+}
+inline std::uint64_t get_u64(const unsigned char* p) {
+  return static_cast<std::uint64_t>(get_u32(p)) | static_cast<std::uint64_t>(get_u32(p + 4)) << 32;
+}
+
+}  // namespace kvtier::traces::detail

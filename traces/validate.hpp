@@ -1,0 +1,34 @@
+#pragma once
+#include <cstdint>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "traces/trace_record.hpp"
+
+namespace kvtier::traces {
+
+// Checks that a record stream is consistent with its geometry. Readers and writers both run
+// it, so no invalid trace is ever written and none is ever handed to a simulator:
+//  - a request is begun once before any row or end refers to it, and ended at most once;
+//  - a forward has one selection per QSA layer and row (offsets well formed), at most one
+//    row per request, count >= 1, count == 1 for decode rows, position >= 0;
+//  - each selection is strictly ascending and within the row's visible blocks:
+//    0 <= id < (position + count) / compress_ratio; a decode row selects at most block_topk.
+// Memory: the set of open requests.
+class TraceValidator {
+ public:
+  explicit TraceValidator(const Geometry& g);
+  // Returns an empty string when the record is valid, else what is wrong with it.
+  std::string check(const Record& r);
+
+ private:
+  std::string check_forward(const Forward& f);
+  int layers_;
+  int ratio_;
+  int topk_;
+  std::unordered_set<RequestId> open_;
+  std::vector<RequestId> seen_;  // scratch: the rows' requests
+};
+
+}  // namespace kvtier::traces
