@@ -1,1 +1,306 @@
-// filled below
+#include "sim/planner.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <boost/json.hpp>
+#include <cmath>
+#include <mutex>
+#include <thread>
+
+#include "model/config_error.hpp"
+
+namespace kvtier::sim {
+
+PointSummary summarize(const SimResult& r) {
+  PointSummary s;
+  s.decode_tps = r.decode_tokens_per_s();
+  s.prefill_tps = r.prefill_tokens_per_s();
+  s.hit_rate = r.hit_rate();
+  const LayerStats t = r.total();
+  s.misses = t.misses;
+  s.drops = t.drops;
+  s.h2d_bytes = r.h2d_bytes;
+  s.d2h_bytes = r.d2h_bytes;
+  s.h2d_util = r.makespan_ns > 0 ? static_cast<double>(r.busy_ns[static_cast<int>(Resource::h2d)]) /
+                                       static_cast<double>(r.makespan_ns)
+                                 : 0.0;
+  for (const auto& l : r.layers) {
+    s.layer_hit_rate.push_back(
+        l.lookups > 0 ? static_cast<double>(l.hits) / static_cast<double>(l.lookups) : 1.0);
+  }
+  return s;
+}
+
+namespace {
+
+// Runs jobs[0..n) on `threads` threads; each job writes only its own result slot.
+void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& job,
+                  const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
+  std::atomic<std::size_t> next{0}, done{0};
+  std::mutex err_mu;
+  std::exception_ptr err;
+  auto worker = [&] {
+    for (std::size_t i = next++; i < n; i = next++) {
+      try {
+        job(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(err_mu);
+        if (!err) err = std::current_exception();
+      }
+      ++done;
+    }
+  };
+  std::vector<std::thread> pool;
+  const int t = std::max(1, std::min<int>(threads, static_cast<int>(n)));
+  for (int i = 1; i < t; ++i)
+    pool.emplace_back(worker);
+  // The calling thread works too and reports progress between jobs.
+  for (std::size_t i = next++; i < n; i = next++) {
+    try {
+      job(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(err_mu);
+      if (!err) err = std::current_exception();
+    }
+    ++done;
+    if (progress) progress(done, n);
+  }
+  for (auto& th : pool)
+    th.join();
+  if (progress) progress(n, n);
+  if (err) std::rethrow_exception(err);
+}
+
+std::vector<std::int64_t> auto_sizes(std::int64_t lo, std::int64_t hi, int points) {
+  std::vector<std::int64_t> s;
+  if (hi <= lo || points <= 1) return {std::max(lo, hi)};
+  for (int i = 0; i < points; ++i) {
+    const double f = static_cast<double>(i) / (points - 1);
+    s.push_back(static_cast<std::int64_t>(std::llround(std::exp(
+        std::log(static_cast<double>(lo)) * (1 - f) + std::log(static_cast<double>(hi)) * f))));
+  }
+  s.front() = lo;
+  s.back() = hi;
+  std::sort(s.begin(), s.end());
+  s.erase(std::unique(s.begin(), s.end()), s.end());
+  return s;
+}
+
+}  // namespace
+
+PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig& cfg) {
+  PlanResult res;
+  res.trace = input.name;
+  res.profile = cost.profile().name;
+  res.dtype = cfg.dtype;
+  res.policy = cfg.policy;
+  res.within = cfg.within;
+  res.chosen = cfg.chosen;
+  if (cfg.within <= 0 || cfg.chosen <= 0) throw ConfigError("--within must be positive");
+  res.stats = scan_trace(input);
+  const TraceStats& st = res.stats;
+  if (st.forwards == 0) throw ConfigError("trace '" + input.name + "' has no forwards");
+  const int threads = cfg.threads > 0
+                          ? cfg.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const bool want_mirror = std::find(cfg.placements.begin(), cfg.placements.end(),
+                                     Placement::mirror) != cfg.placements.end();
+  res.has_device = std::find(cfg.placements.begin(), cfg.placements.end(), Placement::device) !=
+                   cfg.placements.end();
+  res.has_host = std::find(cfg.placements.begin(), cfg.placements.end(), Placement::host) !=
+                 cfg.placements.end();
+
+  // One-pass curves first (one per unit, in parallel): they also give the smallest pool.
+  std::vector<MrcResult> mrc(want_mirror ? cfg.units.size() : 0);
+  parallel_for(
+      mrc.size(), threads,
+      [&](std::size_t i) { mrc[i] = miss_ratio_curve(input, st, cfg.units[i], cfg.belady); },
+      nullptr);
+  res.min_slots = std::int64_t{st.max_rows} + st.max_write_pages;
+  for (const auto& m : mrc)
+    res.min_slots = std::max(res.min_slots, m.max_step_pages);
+
+  // Jobs: device, host, then (unit, size) mirror simulations and Belady counts.
+  struct Job {
+    Placement placement;
+    int unit = 0;
+    std::size_t size = 0;
+    bool belady = false;
+  };
+  std::vector<Job> jobs;
+  if (res.has_device) jobs.push_back({Placement::device});
+  if (res.has_host) jobs.push_back({Placement::host});
+  for (std::size_t u = 0; u < mrc.size(); ++u) {
+    UnitSweep us;
+    us.unit = cfg.units[u];
+    us.lookups = mrc[u].curve.lookups;
+    if (cfg.sizes.empty()) {
+      // Up to everything resident and no row truncated by the fixed select width.
+      const std::int64_t hi =
+          std::max({res.min_slots, std::int64_t{st.peak_pages}, st.max_step_pages});
+      us.sizes = auto_sizes(res.min_slots, hi, cfg.points);
+    } else {
+      us.sizes = cfg.sizes;
+      for (std::int64_t s : us.sizes) {
+        if (s < res.min_slots) {
+          throw ConfigError("pool of " + std::to_string(s) +
+                            " slots cannot hold one batch's selection: the minimum is " +
+                            std::to_string(res.min_slots) + " slots");
+        }
+      }
+    }
+    for (std::int64_t s : us.sizes)
+      us.lru_misses.push_back(mrc[u].curve.misses(s));
+    us.points.resize(us.sizes.size());
+    if (cfg.belady) us.belady_misses.resize(us.sizes.size());
+    for (std::size_t i = 0; i < us.sizes.size(); ++i) {
+      jobs.push_back({Placement::mirror, static_cast<int>(u), i, false});
+      if (cfg.belady) jobs.push_back({Placement::mirror, static_cast<int>(u), i, true});
+    }
+    res.units.push_back(std::move(us));
+  }
+  parallel_for(
+      jobs.size(), threads,
+      [&](std::size_t j) {
+        const Job& job = jobs[j];
+        if (job.belady) {
+          UnitSweep& us = res.units[job.unit];
+          us.belady_misses[job.size] = belady_misses(mrc[job.unit].log, us.sizes[job.size]);
+          return;
+        }
+        SimConfig c;
+        c.placement = job.placement;
+        c.dtype = cfg.dtype;
+        if (job.placement == Placement::mirror) {
+          UnitSweep& us = res.units[job.unit];
+          c.unit = us.unit;
+          c.policy = cfg.policy;
+          c.pool_slots = us.sizes[job.size];
+          c.check_memory = false;  // the sweep reports sizes beyond the card too
+          us.points[job.size] = summarize(simulate(input, st, cost, c));
+        } else {
+          c.check_memory = false;
+          (job.placement == Placement::device ? res.device : res.host) =
+              summarize(simulate(input, st, cost, c));
+        }
+      },
+      cfg.progress);
+
+  // Cliff and thresholds against all-resident speed (the device placement when it ran, else
+  // the largest mirror pool).
+  for (UnitSweep& us : res.units) {
+    const double ref = res.has_device ? res.device.decode_tps : us.points.back().decode_tps;
+    double steepest = -1;
+    for (std::size_t i = 1; i < us.sizes.size(); ++i) {
+      const double drop = (us.points[i].decode_tps - us.points[i - 1].decode_tps) /
+                          static_cast<double>(us.sizes[i] - us.sizes[i - 1]);
+      if (drop > steepest) {
+        steepest = drop;
+        us.cliff_slots = us.sizes[i];
+      }
+    }
+    for (std::size_t i = 0; i < us.sizes.size(); ++i) {
+      if (us.within_slots == 0 && us.points[i].decode_tps >= ref * (1 - cfg.within)) {
+        us.within_slots = us.sizes[i];
+      }
+      if (us.chosen_slots == 0 && us.points[i].decode_tps >= ref * (1 - cfg.chosen)) {
+        us.chosen_slots = us.sizes[i];
+      }
+    }
+  }
+
+  // Recommendation: the fastest decode placement, and for mirror the unit and pool size.
+  std::string rec;
+  double best = 0;
+  if (res.has_device) {
+    best = res.device.decode_tps;
+    rec = "device (every page in GPU memory) is the speed reference";
+  }
+  const UnitSweep* best_unit = nullptr;
+  for (const UnitSweep& us : res.units) {
+    if (best_unit == nullptr ||
+        (us.within_slots != 0 &&
+         (best_unit->within_slots == 0 || us.within_slots < best_unit->within_slots))) {
+      best_unit = &us;
+    }
+  }
+  if (best_unit != nullptr) {
+    if (best_unit->within_slots != 0) {
+      rec = "mirror, residency unit " + std::string(to_string(best_unit->unit)) + ", pool of " +
+            std::to_string(best_unit->within_slots) + " slots: within " +
+            std::to_string(static_cast<int>(std::lround(cfg.within * 100))) +
+            " % of all-resident decode speed (cliff below " +
+            std::to_string(best_unit->cliff_slots) + " slots)";
+    } else {
+      rec = "mirror never comes within " +
+            std::to_string(static_cast<int>(std::lround(cfg.within * 100))) +
+            " % of all-resident speed on these sizes";
+    }
+  }
+  if (res.has_host && res.host.decode_tps > best && !res.has_device) {
+    rec = "host (in place): fastest decode of the placements asked";
+  }
+  res.recommendation = rec;
+  return res;
+}
+
+namespace {
+
+namespace json = boost::json;
+
+json::object point_json(const PointSummary& p) {
+  json::array layers;
+  for (double h : p.layer_hit_rate)
+    layers.push_back(h);
+  return {{"decode_tokens_per_s", p.decode_tps},
+          {"prefill_tokens_per_s", p.prefill_tps},
+          {"hit_rate", p.hit_rate},
+          {"misses", p.misses},
+          {"drops", p.drops},
+          {"h2d_bytes", p.h2d_bytes},
+          {"d2h_bytes", p.d2h_bytes},
+          {"h2d_utilisation", p.h2d_util},
+          {"layer_hit_rate", std::move(layers)}};
+}
+
+}  // namespace
+
+std::string plan_to_json(const PlanResult& r) {
+  json::object o;
+  o["trace"] = r.trace;
+  o["profile"] = r.profile;
+  o["dtype"] = std::string(to_string(r.dtype));
+  o["policy"] = std::string(to_string(r.policy));
+  o["within"] = r.within;
+  o["chosen"] = r.chosen;
+  o["stats"] = {
+      {"forwards", r.stats.forwards},           {"requests", r.stats.requests},
+      {"decode_tokens", r.stats.decode_tokens}, {"prefill_tokens", r.stats.prefill_tokens},
+      {"peak_pages", r.stats.peak_pages},       {"max_rows", r.stats.max_rows},
+      {"max_context", r.stats.max_context}};
+  o["min_slots"] = r.min_slots;
+  if (r.has_device) o["device"] = point_json(r.device);
+  if (r.has_host) o["host"] = point_json(r.host);
+  json::array units;
+  for (const UnitSweep& us : r.units) {
+    json::array pts;
+    for (std::size_t i = 0; i < us.sizes.size(); ++i) {
+      json::object p = point_json(us.points[i]);
+      p["slots"] = us.sizes[i];
+      p["lru_misses_mrc"] = us.lru_misses[i];
+      if (!us.belady_misses.empty()) p["belady_misses"] = us.belady_misses[i];
+      pts.push_back(std::move(p));
+    }
+    units.push_back({{"unit", std::string(to_string(us.unit))},
+                     {"lookups", us.lookups},
+                     {"cliff_slots", us.cliff_slots},
+                     {"within_slots", us.within_slots},
+                     {"chosen_slots", us.chosen_slots},
+                     {"points", std::move(pts)}});
+  }
+  o["mirror"] = std::move(units);
+  o["recommendation"] = r.recommendation;
+  return json::serialize(o);
+}
+
+}  // namespace kvtier::sim

@@ -1,0 +1,136 @@
+// `kvtier plan`: the capacity planner. Replays a trace once per configuration through the
+// simulator, computes the exact LRU miss-ratio curve in one pass and the Belady bound, and
+// says how big the GPU pool must be (see docs/planner.md).
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/command.hpp"
+#include "cli/options.hpp"
+#include "cli/progress.hpp"
+#include "cli/table.hpp"
+#include "model/config_error.hpp"
+#include "sim/planner.hpp"
+#include "sim/profiles.hpp"
+
+namespace kvtier::cli {
+namespace {
+
+std::vector<std::int64_t> parse_sizes(const std::string& text) {
+  std::vector<std::int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      std::size_t used = 0;
+      const long long v = std::stoll(item, &used);
+      if (used != item.size() || v <= 0) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw ConfigError("--sizes: expected positive integers separated by commas, got '" + item +
+                        "'");
+    }
+  }
+  return out;
+}
+
+int run_plan(const std::vector<std::string>& args) {
+  po::options_description desc("options");
+  desc.add_options()("help,h", "show this help")("trace", po::value<std::string>(),
+                                                 "trace file (default: the bundled sample)")(
+      "profile", po::value<std::string>()->default_value("h200-pcie5"),
+      "hardware profile name or .json file")(
+      "placement", po::value<std::string>()->default_value("all"), "device, mirror, host or all")(
+      "unit", po::value<std::string>()->default_value("both"), "layer, all-layers or both")(
+      "dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp8")(
+      "policy", po::value<std::string>()->default_value("lru"),
+      "mirror policy: lru, hybrid, prefetch")(
+      "sizes", po::value<std::string>(),
+      "pool sizes in slots, comma separated (default: automatic)")(
+      "points", po::value<int>()->default_value(10), "automatic sizes to try")(
+      "within", po::value<double>()->default_value(5.0), "percent of all-resident speed")(
+      "chosen", po::value<double>()->default_value(10.0), "a second percent to report")(
+      "no-belady", "skip the Belady bound")("threads", po::value<int>()->default_value(0),
+                                            "threads (0: every core)")(
+      "html", po::value<std::string>(), "write the HTML report to this file")(
+      "json", "print every figure as JSON");
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm, "kvtier plan [--trace FILE] [--profile NAME] [options]"))
+    return 0;
+
+  std::string path = vm.count("trace") ? vm["trace"].as<std::string>() : sim::default_trace_path();
+  if (path.empty()) throw ConfigError("no bundled sample trace in this build: give --trace FILE");
+  const sim::TraceInput input = sim::file_trace(path);
+  const CostModel cost(sim::load_profile(vm["profile"].as<std::string>()));
+
+  sim::PlanConfig cfg;
+  const std::string pl = vm["placement"].as<std::string>();
+  if (pl != "all") cfg.placements = {parse_placement(pl, "--placement")};
+  const std::string un = vm["unit"].as<std::string>();
+  if (un != "both") cfg.units = {parse_residency_unit(un, "--unit")};
+  cfg.dtype = parse_kv_dtype(vm["dtype"].as<std::string>(), "--dtype");
+  cfg.policy = sim::parse_policy(vm["policy"].as<std::string>());
+  if (vm.count("sizes")) cfg.sizes = parse_sizes(vm["sizes"].as<std::string>());
+  cfg.points = vm["points"].as<int>();
+  if (cfg.points < 1) throw ConfigError("--points must be at least 1");
+  cfg.within = vm["within"].as<double>() / 100.0;
+  cfg.chosen = vm["chosen"].as<double>() / 100.0;
+  cfg.belady = vm.count("no-belady") == 0;
+  cfg.threads = vm["threads"].as<int>();
+  Progress progress("kvtier plan", 1, "sims");
+  cfg.progress = [&](std::uint64_t done, std::uint64_t total) {
+    (void)total;
+    progress.update(done);
+  };
+  const sim::PlanResult r = sim::plan(input, cost, cfg);
+  progress.finish();
+
+  if (vm.count("html")) {
+    const std::string file = vm["html"].as<std::string>();
+    std::ofstream out(file);
+    if (!out) throw ConfigError("cannot write '" + file + "'");
+    out << sim::plan_to_html(r);
+  }
+  if (vm.count("json")) {
+    std::cout << sim::plan_to_json(r) << "\n";
+    return 0;
+  }
+  std::printf("trace %s: %lld forwards, %lld requests, %lld decode + %lld prefill tokens\n",
+              r.trace.c_str(), static_cast<long long>(r.stats.forwards),
+              static_cast<long long>(r.stats.requests),
+              static_cast<long long>(r.stats.decode_tokens),
+              static_cast<long long>(r.stats.prefill_tokens));
+  std::printf("profile %s, %s; smallest pool %lld slots\n\n", r.profile.c_str(),
+              std::string(to_string(r.dtype)).c_str(), static_cast<long long>(r.min_slots));
+  Table t({"placement", "unit", "slots", "decode tok/s", "prefill tok/s", "hit rate", "LRU misses",
+           "Belady", "drops"});
+  auto add = [&](const std::string& p, const std::string& u, const std::string& s,
+                 const sim::PointSummary& x, const std::string& lru, const std::string& opt) {
+    t.add({p, u, s, fmt_fixed(x.decode_tps, 1), fmt_fixed(x.prefill_tps, 1),
+           fmt_fixed(x.hit_rate * 100, 2) + "%", lru, opt, fmt_int(x.drops)});
+  };
+  if (r.has_device) add("device", "-", "-", r.device, "-", "-");
+  if (r.has_host) add("host", "-", "-", r.host, "-", "-");
+  for (const auto& us : r.units) {
+    for (std::size_t i = 0; i < us.sizes.size(); ++i) {
+      add("mirror", std::string(to_string(us.unit)), fmt_int(us.sizes[i]), us.points[i],
+          fmt_int(us.lru_misses[i]), us.belady_misses.empty() ? "-" : fmt_int(us.belady_misses[i]));
+    }
+  }
+  t.print();
+  for (const auto& us : r.units) {
+    std::printf(
+        "\nmirror %s: cliff at %lld slots; within %.0f%%: %lld slots; within %.0f%%: %lld slots",
+        std::string(to_string(us.unit)).c_str(), static_cast<long long>(us.cliff_slots),
+        r.within * 100, static_cast<long long>(us.within_slots), r.chosen * 100,
+        static_cast<long long>(us.chosen_slots));
+  }
+  std::printf("\n\nrecommendation: %s\n", r.recommendation.c_str());
+  return 0;
+}
+
+const CommandRegistrar reg{
+    {"plan", "size the GPU pool for a trace: MRC, Belady bound, tokens/s", run_plan}};
+
+}  // namespace
+}  // namespace kvtier::cli

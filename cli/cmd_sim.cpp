@@ -1,0 +1,145 @@
+// `kvtier sim`: one simulated configuration: tokens/s, hit rate per layer, bytes each way,
+// PCIe utilisation, drops; optionally a Chrome-trace timeline and every eviction decision.
+#include <boost/json.hpp>
+#include <fstream>
+#include <iostream>
+
+#include "cli/command.hpp"
+#include "cli/options.hpp"
+#include "cli/progress.hpp"
+#include "cli/table.hpp"
+#include "model/config_error.hpp"
+#include "sim/planner.hpp"
+#include "sim/profiles.hpp"
+#include "sim/replay.hpp"
+
+namespace kvtier::cli {
+namespace {
+
+int run_sim(const std::vector<std::string>& args) {
+  po::options_description desc("options");
+  desc.add_options()("help,h", "show this help")("trace", po::value<std::string>(),
+                                                 "trace file (default: the bundled sample)")(
+      "profile", po::value<std::string>()->default_value("h200-pcie5"),
+      "hardware profile name or .json file")(
+      "placement", po::value<std::string>()->default_value("mirror"), "device, mirror or host")(
+      "unit", po::value<std::string>()->default_value("layer"), "layer or all-layers")(
+      "dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp8")(
+      "policy", po::value<std::string>()->default_value("lru"), "lru, hybrid or prefetch")(
+      "slots", po::value<long long>()->default_value(0),
+      "mirror pool slots (per layer with --unit layer)")(
+      "no-graphs", "price kernel launches as plain stream launches")(
+      "timeline", po::value<std::string>(), "write a Chrome trace (Perfetto) of every op")(
+      "decisions", po::value<std::string>(), "write every install/eviction as JSON lines")(
+      "json", "print the figures as JSON");
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm, "kvtier sim [--trace FILE] --slots N [options]")) return 0;
+  std::string path = vm.count("trace") ? vm["trace"].as<std::string>() : sim::default_trace_path();
+  if (path.empty()) throw ConfigError("no bundled sample trace in this build: give --trace FILE");
+  const sim::TraceInput input = sim::file_trace(path);
+  const CostModel cost(sim::load_profile(vm["profile"].as<std::string>()),
+                       vm.count("no-graphs") == 0);
+  sim::SimConfig c;
+  c.placement = parse_placement(vm["placement"].as<std::string>(), "--placement");
+  c.unit = parse_residency_unit(vm["unit"].as<std::string>(), "--unit");
+  c.dtype = parse_kv_dtype(vm["dtype"].as<std::string>(), "--dtype");
+  c.policy = sim::parse_policy(vm["policy"].as<std::string>());
+  c.pool_slots = vm["slots"].as<long long>();
+  c.record_timeline = vm.count("timeline") != 0;
+  std::ofstream decisions;
+  if (vm.count("decisions")) {
+    decisions.open(vm["decisions"].as<std::string>());
+    if (!decisions) throw ConfigError("cannot write '" + vm["decisions"].as<std::string>() + "'");
+    c.decisions = &decisions;
+  }
+  const sim::TraceStats st = sim::scan_trace(input);
+  Progress progress("kvtier sim", static_cast<std::uint64_t>(st.forwards), "forwards");
+  c.on_forward = [&](std::int64_t done) { progress.update(static_cast<std::uint64_t>(done)); };
+  const sim::SimResult r = sim::simulate(input, st, cost, c);
+  progress.finish();
+  if (vm.count("timeline")) {
+    std::ofstream out(vm["timeline"].as<std::string>());
+    if (!out) throw ConfigError("cannot write '" + vm["timeline"].as<std::string>() + "'");
+    sim::write_chrome_trace(out, r.timeline, input.header.geometry);
+  }
+  const sim::PointSummary s = sim::summarize(r);
+  const double span = static_cast<double>(std::max<std::int64_t>(1, r.makespan_ns));
+  const double d2h_util =
+      static_cast<double>(r.busy_ns[static_cast<int>(sim::Resource::d2h)]) / span;
+  const sim::LayerStats t = r.total();
+  if (vm.count("json")) {
+    boost::json::array layers;
+    for (std::size_t l = 0; l < r.layers.size(); ++l) {
+      const auto& x = r.layers[l];
+      layers.push_back({{"layer", input.header.geometry.qsa_layer_ids[l]},
+                        {"lookups", x.lookups},
+                        {"hits", x.hits},
+                        {"misses", x.misses},
+                        {"bypassed", x.bypassed},
+                        {"evictions", x.evictions},
+                        {"drops", x.drops},
+                        {"prefetched", x.prefetched}});
+    }
+    boost::json::object o{{"trace", input.name},
+                          {"profile", cost.profile().name},
+                          {"placement", std::string(to_string(c.placement))},
+                          {"unit", std::string(to_string(c.unit))},
+                          {"dtype", std::string(to_string(c.dtype))},
+                          {"policy", std::string(to_string(c.policy))},
+                          {"slots", c.pool_slots},
+                          {"forwards", r.forwards},
+                          {"decode_tokens_per_s", s.decode_tps},
+                          {"prefill_tokens_per_s", s.prefill_tps},
+                          {"hit_rate", s.hit_rate},
+                          {"drops", t.drops},
+                          {"h2d_bytes", r.h2d_bytes},
+                          {"d2h_bytes", r.d2h_bytes},
+                          {"copy_bytes", r.copy_bytes},
+                          {"in_place_bytes", r.in_place_bytes},
+                          {"h2d_utilisation", s.h2d_util},
+                          {"d2h_utilisation", d2h_util},
+                          {"makespan_ns", r.makespan_ns},
+                          {"device_bytes", r.device_bytes},
+                          {"host_bytes", r.host_bytes},
+                          {"layers", std::move(layers)}};
+    std::cout << boost::json::serialize(o) << "\n";
+    return 0;
+  }
+  std::printf("%s on %s: %s, unit %s, %s, policy %s, %lld slots\n\n", input.name.c_str(),
+              cost.profile().name.c_str(), std::string(to_string(c.placement)).c_str(),
+              std::string(to_string(c.unit)).c_str(), std::string(to_string(c.dtype)).c_str(),
+              std::string(to_string(c.policy)).c_str(), static_cast<long long>(c.pool_slots));
+  Table sum({"figure", "value"});
+  sum.add({"forwards", fmt_int(r.forwards)});
+  sum.add({"decode tokens/s", fmt_fixed(s.decode_tps, 1)});
+  sum.add({"prefill tokens/s", fmt_fixed(s.prefill_tps, 1)});
+  sum.add({"hit rate", fmt_fixed(s.hit_rate * 100, 2) + "%"});
+  sum.add({"dropped pages", fmt_int(t.drops)});
+  sum.add({"host -> device", fmt_bytes(static_cast<double>(r.h2d_bytes))});
+  sum.add({"device -> host", fmt_bytes(static_cast<double>(r.d2h_bytes))});
+  sum.add({"PCIe H2D utilisation", fmt_fixed(s.h2d_util * 100, 1) + "%"});
+  sum.add({"PCIe D2H utilisation", fmt_fixed(d2h_util * 100, 1) + "%"});
+  sum.add({"device memory", fmt_bytes(static_cast<double>(r.device_bytes))});
+  sum.add({"host memory", fmt_bytes(static_cast<double>(r.host_bytes))});
+  sum.print();
+  std::printf("\n");
+  Table lt({"layer", "lookups", "hits", "hit rate", "misses", "bypassed", "evictions", "drops"});
+  for (std::size_t l = 0; l < r.layers.size(); ++l) {
+    const auto& x = r.layers[l];
+    lt.add(
+        {fmt_int(input.header.geometry.qsa_layer_ids[l]), fmt_int(x.lookups), fmt_int(x.hits),
+         fmt_fixed(x.lookups ? 100.0 * static_cast<double>(x.hits) / static_cast<double>(x.lookups)
+                             : 100.0,
+                   2) +
+             "%",
+         fmt_int(x.misses), fmt_int(x.bypassed), fmt_int(x.evictions), fmt_int(x.drops)});
+  }
+  lt.print();
+  return 0;
+}
+
+const CommandRegistrar reg{
+    {"sim", "simulate one configuration of the host tier on a trace", run_sim}};
+
+}  // namespace
+}  // namespace kvtier::cli

@@ -1,0 +1,76 @@
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/cost_model.hpp"
+#include "sim/mrc.hpp"
+#include "sim/replay.hpp"
+
+namespace kvtier::sim {
+
+struct PlanConfig {
+  std::vector<Placement> placements = {Placement::device, Placement::mirror, Placement::host};
+  std::vector<ResidencyUnit> units = {ResidencyUnit::layer_page, ResidencyUnit::all_layers_page};
+  KvDtype dtype = KvDtype::bf16;
+  Policy policy = Policy::lru;      // for the mirror sweep
+  std::vector<std::int64_t> sizes;  // pool slots; empty: `points` sizes from the smallest
+                                    // that fits the batch selection to everything resident
+  int points = 10;
+  double within = 0.05;  // "smallest pool within this fraction of all-resident speed"
+  double chosen = 0.10;  // a second, user-chosen fraction
+  bool belady = true;
+  int threads = 0;  // 0: every core
+  std::function<void(std::uint64_t done, std::uint64_t total)> progress;
+};
+
+// One summary of a simulation, as the planner reports it.
+struct PointSummary {
+  double decode_tps = 0;
+  double prefill_tps = 0;
+  double hit_rate = 0;
+  std::int64_t misses = 0;
+  std::int64_t drops = 0;
+  std::int64_t h2d_bytes = 0;
+  std::int64_t d2h_bytes = 0;
+  double h2d_util = 0;
+  std::vector<double> layer_hit_rate;
+};
+PointSummary summarize(const SimResult& r);
+
+struct UnitSweep {
+  ResidencyUnit unit;
+  std::vector<std::int64_t> sizes;
+  std::vector<std::int64_t> lru_misses;     // one-pass MRC at each size
+  std::vector<std::int64_t> belady_misses;  // OPT at each size (empty when not asked)
+  std::vector<PointSummary> points;         // simulated mirror at each size
+  std::int64_t lookups = 0;
+  std::int64_t cliff_slots = 0;   // size below which decode tokens/s falls fastest
+  std::int64_t within_slots = 0;  // smallest size within `within` of all-resident speed (0: none)
+  std::int64_t chosen_slots = 0;  // same for `chosen`
+};
+
+struct PlanResult {
+  std::string trace;
+  std::string profile;
+  KvDtype dtype = KvDtype::bf16;
+  Policy policy = Policy::lru;
+  double within = 0.05, chosen = 0.10;
+  TraceStats stats;
+  std::int64_t min_slots = 0;  // smallest pool that holds one batch's selection
+  bool has_device = false, has_host = false;
+  PointSummary device, host;  // when asked
+  std::vector<UnitSweep> units;
+  std::string recommendation;
+};
+
+// Throws ConfigError for bad options (an explicit size below the minimum says the minimum).
+PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig& cfg);
+
+// Every figure as JSON; the same inputs give the same bytes.
+std::string plan_to_json(const PlanResult& r);
+// A self-contained HTML page with SVG charts.
+std::string plan_to_html(const PlanResult& r);
+
+}  // namespace kvtier::sim
