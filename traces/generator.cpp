@@ -125,11 +125,13 @@ struct Step {
       return;
     }
     const auto newest = static_cast<std::int32_t>(n - 1);
-    // Specials: sinks and the newest block.
-    for (std::int32_t b = 0; b < p.sinks_likely && b < newest; ++b) {
+    // Specials: sinks and the newest block (never more than the budget).
+    const bool with_newest = st.rng.uniform() < p.newest_p;
+    const std::size_t special_cap = static_cast<std::size_t>(topk) - (with_newest ? 1 : 0);
+    for (std::int32_t b = 0; b < p.sinks_likely && b < newest && st.sel.size() < special_cap;
+         ++b) {
       if (b < p.sinks_always || st.rng.uniform() < p.sinks_likely_p) st.sel.push_back(b);
     }
-    const bool with_newest = st.rng.uniform() < p.newest_p;
     auto special = [&](std::int32_t b) { return b < p.sinks_likely || b == newest; };
     const std::int64_t lo = std::min<std::int64_t>(p.sinks_likely, newest);
     const auto available = static_cast<std::size_t>(newest - lo);  // non-special blocks
