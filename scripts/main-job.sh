@@ -5,4 +5,4 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh"
-exec "${KVTIER_BUILD_DIR:-$root/build}/kvtier" demo "$@"
+exec "${KVTIER_BUILD_DIR:-$root/build}/kvtier" plan "$@"
