@@ -32,7 +32,8 @@ __device__ __forceinline__ void load_row(const KvBanks& kv, const void* base, co
                                          std::int64_t token, int kvh, int lane, float* out) {
   const std::int64_t elem = (token * kv.kv_heads + kvh) * kHeadDim + lane * kPerLane;
   if constexpr (kFp8) {
-    const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const std::uint8_t*>(base) + elem);
+    const uint2 raw =
+        *reinterpret_cast<const uint2*>(static_cast<const std::uint8_t*>(base) + elem);
     const float scale = scales[token * kv.kv_heads + kvh];
     const __nv_fp8x2_storage_t* pairs = reinterpret_cast<const __nv_fp8x2_storage_t*>(&raw);
 #pragma unroll
@@ -42,7 +43,8 @@ __device__ __forceinline__ void load_row(const KvBanks& kv, const void* base, co
       out[2 * j + 1] = f.y * scale;
     }
   } else {
-    const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(base) + elem);
+    const uint4 raw =
+        *reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(base) + elem);
     const std::uint16_t* h = reinterpret_cast<const std::uint16_t*>(&raw);
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j)

@@ -57,7 +57,8 @@ __global__ void __launch_bounds__(kThreads) index_kernel(const __grid_constant__
       const std::int64_t b = b0 + t % kTileBlocks;
       const int r = r0 + i;
       if (b >= visible(p, r)) continue;
-      const std::uint16_t* k = p.slab + (std::int64_t{p.rows.req[r]} * p.slab_stride + b) * kIndexDim;
+      const std::uint16_t* k =
+          p.slab + (std::int64_t{p.rows.req[r]} * p.slab_stride + b) * kIndexDim;
       float score = 0.0f;
       for (int h = 0; h < p.heads; ++h) {
         const std::uint16_t* q = p.iq + (std::int64_t{r} * p.heads + h) * kIndexDim;
@@ -120,8 +121,7 @@ __global__ void __launch_bounds__(kThreads) index_kernel(const __grid_constant__
   for (int j = 0; j < kTileBlocks / 16; ++j) {
     for (int e = 0; e < sum[j].num_elements; ++e)
       sum[j].x[e] *= inv_sqrt;
-    wmma::store_matrix_sync(out + warp * 16 * kLdOut + j * 16, sum[j], kLdOut,
-                            wmma::mem_row_major);
+    wmma::store_matrix_sync(out + warp * 16 * kLdOut + j * 16, sum[j], kLdOut, wmma::mem_row_major);
   }
   __syncthreads();
   for (int t = threadIdx.x; t < nr * kTileBlocks; t += kThreads) {
@@ -142,7 +142,8 @@ void index_scores(const std::uint16_t* iq, int heads, Rows rows, const std::uint
   if (rows.count == 0 || max_blocks <= 0) return;
   const dim3 grid(static_cast<unsigned>((max_blocks + kTileBlocks - 1) / kTileBlocks),
                   static_cast<unsigned>((rows.count + kTileRows - 1) / kTileRows));
-  index_kernel<<<grid, kThreads, 0, s>>>({iq, heads, rows, slab, slab_stride, logits, logit_stride});
+  index_kernel<<<grid, kThreads, 0, s>>>(
+      {iq, heads, rows, slab, slab_stride, logits, logit_stride});
   detail::check_launch("index_scores");
 }
 

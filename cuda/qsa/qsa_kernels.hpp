@@ -81,9 +81,9 @@ struct Forward {
 // fp32 at slot pos % 4), norm, RoPE at the group's first position -> slab bf16
 // [requests][slab_stride][128] row pos / 4. Then updates the ring with this forward's open
 // group members (a second launch, so no row reads a slot being written).
-void compress(const std::uint16_t* raw_keys, Rows rows, const Forward& fwd, const float* norm_weight,
-              float eps, const Rope& rope, float* ring, std::uint16_t* slab,
-              std::int64_t slab_stride, cudaStream_t s);
+void compress(const std::uint16_t* raw_keys, Rows rows, const Forward& fwd,
+              const float* norm_weight, float eps, const Rope& rope, float* ring,
+              std::uint16_t* slab, std::int64_t slab_stride, cudaStream_t s);
 
 // Index logits of each row: logits[r][b] = sum_h relu(q_h . k_b) / sqrt(128) for blocks
 // b < (pos + 1) / 4, fp32, in a [rows][logit_stride] workspace (entries beyond are not

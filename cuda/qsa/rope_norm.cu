@@ -9,8 +9,8 @@ namespace kvtier::qsa {
 
 Rope make_rope(int rope_dims, double theta, bool yarn, double yarn_factor,
                double yarn_original_max) {
-  detail::require(rope_dims > 0 && rope_dims % 2 == 0 && rope_dims / 2 <= kMaxRopeHalf,
-                  "rope_dims", rope_dims);
+  detail::require(rope_dims > 0 && rope_dims % 2 == 0 && rope_dims / 2 <= kMaxRopeHalf, "rope_dims",
+                  rope_dims);
   Rope r;
   r.rope_dims = rope_dims;
   const int half = rope_dims / 2;
@@ -28,8 +28,8 @@ Rope make_rope(int rope_dims, double theta, bool yarn, double yarn_factor,
   for (int i = 0; i < half; ++i) {
     const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
     const double extrapolation = 1.0 - ramp;
-    r.inv_freq[i] = r.inv_freq[i] / yarn_factor * (1.0 - extrapolation) +
-                    r.inv_freq[i] * extrapolation;
+    r.inv_freq[i] =
+        r.inv_freq[i] / yarn_factor * (1.0 - extrapolation) + r.inv_freq[i] * extrapolation;
   }
   r.attention_factor = 0.1 * std::log(yarn_factor) + 1.0;
   return r;
@@ -100,8 +100,7 @@ __global__ void index_query_kernel(const __grid_constant__ IndexQueryParams p) {
       const int i = d < half ? d : d - half;
       float c, s;
       detail::rope_cs(p.rope, i, pos, c, s);
-      y[j] = d < half ? buf[h][i] * c - buf[h][i + half] * s
-                      : buf[h][i + half] * c + buf[h][i] * s;
+      y[j] = d < half ? buf[h][i] * c - buf[h][i + half] * s : buf[h][i + half] * c + buf[h][i] * s;
     }
   }
 #pragma unroll

@@ -9,8 +9,8 @@ namespace kvtier::qsa {
 namespace {
 
 constexpr int kThreads = 1024;
-constexpr int kBins = 2048;   // 11-bit digits: passes of 11, 11 and 10 bits
-constexpr int kItems = 16;    // contiguous items per thread in the ordered final pass
+constexpr int kBins = 2048;  // 11-bit digits: passes of 11, 11 and 10 bits
+constexpr int kItems = 16;   // contiguous items per thread in the ordered final pass
 
 // Order-preserving map fp32 -> uint32 (larger float, larger key); NaN counts as -inf.
 __device__ __forceinline__ unsigned order_key(float f) {
@@ -40,8 +40,8 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(const __grid_constant__ 
   __shared__ unsigned found_digit;
   __shared__ int found_above;
   const int r = blockIdx.x, tid = threadIdx.x;
-  const std::int64_t n = p.n_valid ? std::int64_t{p.n_valid[r]}
-                                   : (std::int64_t{p.rows.pos[r]} + 1) / p.ratio;
+  const std::int64_t n =
+      p.n_valid ? std::int64_t{p.n_valid[r]} : (std::int64_t{p.rows.pos[r]} + 1) / p.ratio;
   std::int32_t* out = p.out + std::int64_t{r} * p.k;
   const float* x = p.logits + std::int64_t{r} * p.stride;
   if (n <= p.k) {

@@ -1,0 +1,286 @@
+// QSA kernel figures on the GPU: time (median of CUDA-event timings after warm-up) and bytes or
+// FLOPs over time against the ceilings (HBM 4.3 TB/s, bf16 tensor ~790 TFLOP/s, zero-copy
+// 51 GB/s). Prints a table; never fails on speed. Random data (never zeros).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/qsa/qsa_kernels.hpp"
+#include "tests/qsa/qsa_gpu_runner.hpp"
+
+namespace {
+
+using kvtier::qsa::testing::Buf;
+namespace q = kvtier::qsa;
+
+double median_us(const std::function<void()>& f, int reps = 30) {
+  cudaEvent_t a, b;
+  QSA_CHECK(cudaEventCreate(&a));
+  QSA_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i)
+    f();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    QSA_CHECK(cudaEventRecord(a));
+    f();
+    QSA_CHECK(cudaEventRecord(b));
+    QSA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    QSA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1e3);
+  }
+  QSA_CHECK(cudaGetLastError());
+  std::sort(t.begin(), t.end());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return t[t.size() / 2];
+}
+
+template <class T>
+void fill_random(Buf<T>& b, std::uint32_t seed, std::function<T(std::mt19937&)> gen) {
+  std::mt19937 rng(seed);
+  std::vector<T> v(b.size());
+  for (auto& x : v)
+    x = gen(rng);
+  b.upload(v);
+}
+
+std::uint16_t rand_bf16(std::mt19937& r) {
+  std::normal_distribution<float> n(0.0f, 0.5f);
+  return kvtier::qsa_ref::bf16_bits(n(r));
+}
+
+struct Row {
+  std::string what, size;
+  double us;
+  std::string rate, target;
+};
+std::vector<Row> g_rows;
+
+void print_table() {
+  std::printf("\n%-34s %-26s %10s  %-30s %s\n", "kernel", "size", "time_us", "rate", "target");
+  for (const Row& r : g_rows)
+    std::printf("%-34s %-26s %10.2f  %-30s %s\n", r.what.c_str(), r.size.c_str(), r.us,
+                r.rate.c_str(), r.target.c_str());
+}
+
+std::string gbs(double bytes, double us, double ceiling_gbs) {
+  const double g = bytes / us / 1e3;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.0f GB/s (%.0f%% of %.0f)", g, 100 * g / ceiling_gbs,
+                ceiling_gbs);
+  return buf;
+}
+
+// Decode attend: `rows` rows, each 2051 random distinct tokens of a 64k-token context whose
+// pages sit in a pool of `context` tokens per row (device or mapped host memory).
+void bench_attend(int rows, bool fp8, bool host) {
+  const int width = 2051, heads = 24, kv_heads = 2, ps = 64, context = 65536;
+  const int pages = context / ps;
+  const std::int64_t phys = std::int64_t{rows} * pages + 1;
+  const std::int64_t elems = phys * ps * kv_heads * q::kHeadDim;
+  Buf<std::uint8_t> k(static_cast<std::size_t>(elems * (fp8 ? 1 : 2)), host),
+      v(static_cast<std::size_t>(elems * (fp8 ? 1 : 2)), host);
+  Buf<float> ks, vs;
+  fill_random<std::uint8_t>(k, 1, [](std::mt19937& r) { return std::uint8_t(r() % 0x70); });
+  fill_random<std::uint8_t>(v, 2, [](std::mt19937& r) { return std::uint8_t(r() % 0x70); });
+  if (fp8) {
+    ks = Buf<float>(static_cast<std::size_t>(phys * ps * kv_heads), host);
+    vs = Buf<float>(static_cast<std::size_t>(phys * ps * kv_heads), host);
+    fill_random<float>(ks, 3, [](std::mt19937&) { return 0.01f; });
+    fill_random<float>(vs, 4, [](std::mt19937&) { return 0.01f; });
+  }
+  std::vector<std::int32_t> table(static_cast<std::size_t>(rows) * pages), toks, req(rows),
+      pos(rows);
+  std::mt19937 rng(7);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<std::int32_t> perm(pages);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int p = 0; p < pages; ++p)
+      table[std::size_t(r) * pages + p] = r * pages + perm[p];
+    std::vector<std::int32_t> all(context);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng);
+    all.resize(width);
+    std::sort(all.begin(), all.end());
+    toks.insert(toks.end(), all.begin(), all.end());
+    req[r] = r;
+    pos[r] = context - 1;
+  }
+  Buf<std::int32_t> dt(table.size()), dtok(toks.size()), dreq(rows), dpos(rows);
+  dt.upload(table);
+  dtok.upload(toks);
+  dreq.upload(req);
+  dpos.upload(pos);
+  Buf<std::uint16_t> dq(std::size_t(rows) * heads * q::kHeadDim);
+  fill_random<std::uint16_t>(dq, 5, rand_bf16);
+  const int splits = q::attend_default_splits(rows, kv_heads, width);
+  Buf<float> work(static_cast<std::size_t>(q::attend_workspace_floats(rows, heads, splits)));
+  Buf<float> o(std::size_t(rows) * heads * q::kHeadDim), lse(std::size_t(rows) * heads);
+  const q::KvBanks kv{k.get(), v.get(), ks.get(), vs.get(), fp8, ps, kv_heads};
+  const q::PageTable pt{dt.get(), pages, static_cast<std::int32_t>(phys - 1)};
+  const q::Rows rr{dreq.get(), dpos.get(), rows};
+  const double us = median_us([&] {
+    q::attend(dq.get(), heads, rr, dtok.get(), width, kv, pt, splits, work.get(), o.get(),
+              lse.get(), nullptr);
+  });
+  const double token_bytes = kv_heads * q::kHeadDim * (fp8 ? 1.0 : 2.0) * 2 + (fp8 ? 16 : 0);
+  const double bytes = double(rows) * width * token_bytes;
+  char size[64];
+  std::snprintf(size, sizeof size, "%d row%s x 2051 tok, %s", rows, rows > 1 ? "s" : "",
+                fp8 ? "fp8" : "bf16");
+  g_rows.push_back({std::string("attend decode ") + (host ? "host in place" : "HBM"), size, us,
+                    gbs(bytes, us, host ? 51.0 : 4300.0),
+                    host ? (fp8 ? "" : "<= 90 us") : (rows >= 16 && !fp8 ? ">= 50% HBM" : "")});
+}
+
+// Index scoring of the last `rows` rows of a prefill of `context` tokens (one request).
+void bench_index(int context, int rows) {
+  const int heads = 4;
+  const std::int64_t blocks = context / 4;
+  Buf<std::uint16_t> iq(std::size_t(rows) * heads * q::kIndexDim),
+      slab(static_cast<std::size_t>(blocks) * q::kIndexDim);
+  fill_random<std::uint16_t>(iq, 11, rand_bf16);
+  fill_random<std::uint16_t>(slab, 12, rand_bf16);
+  std::vector<std::int32_t> req(rows, 0), pos(rows);
+  std::iota(pos.begin(), pos.end(), context - rows);
+  Buf<std::int32_t> dreq(rows), dpos(rows);
+  dreq.upload(req);
+  dpos.upload(pos);
+  Buf<float> logits(static_cast<std::size_t>(rows) * blocks);
+  const q::Rows rr{dreq.get(), dpos.get(), rows};
+  const double us = median_us(
+      [&] {
+        q::index_scores(iq.get(), heads, rr, slab.get(), blocks, logits.get(), blocks, blocks,
+                        nullptr);
+      },
+      10);
+  double flops = 0;
+  for (int p : pos)
+    flops += double((p + 1) / 4) * heads * q::kIndexDim * 2;
+  char rate[96], size[64];
+  std::snprintf(rate, sizeof rate, "%.1f TFLOP/s (%.0f%% of 790)", flops / us / 1e6,
+                100 * flops / us / 1e6 / 790);
+  std::snprintf(size, sizeof size, "%d rows at %dk ctx", rows, context / 1024);
+  g_rows.push_back({"index scoring (prefill chunk)", size, us, rate, ">= 40% of bf16 peak"});
+}
+
+void bench_topk(int rows, int n, int k) {
+  Buf<float> x(std::size_t(rows) * n);
+  fill_random<float>(
+      x, 21, [](std::mt19937& r) { return std::normal_distribution<float>(0.0f, 1.0f)(r); });
+  std::vector<std::int32_t> nv(rows, n);
+  Buf<std::int32_t> dn(rows), out(std::size_t(rows) * k), dreq(rows), dpos(rows);
+  dn.upload(nv);
+  const double us = median_us([&] {
+    q::topk(x.get(), n, dn.get(), q::Rows{dreq.get(), dpos.get(), rows}, 4, k, out.get(), nullptr);
+  });
+  char size[64];
+  std::snprintf(size, sizeof size, "%d of %d, %d row%s", k, n, rows, rows > 1 ? "s" : "");
+  g_rows.push_back({"topk", size, us, gbs(double(rows) * n * 4, us, 4300.0),
+                    rows == 1 && n == 262144 ? "<= 50 us" : ""});
+}
+
+// The small per-row kernels of one decode forward of `rows` rows (launch-bound).
+void bench_small(int rows) {
+  const int heads = 24, kv_heads = 2, ps = 64, pages = 64;
+  std::vector<std::int32_t> req(rows), pos(rows), table(std::size_t(rows) * pages), fwd_rb(rows),
+      fwd_rc(rows, 1), fwd_pb(rows);
+  for (int r = 0; r < rows; ++r) {
+    req[r] = r;
+    pos[r] = 4000 + 4 * r + 3;  // every row closes a group
+    fwd_rb[r] = r;
+    fwd_pb[r] = pos[r];
+    for (int p = 0; p < pages; ++p)
+      table[std::size_t(r) * pages + p] = r * pages + p;
+  }
+  Buf<std::int32_t> dreq(rows), dpos(rows), dt(table.size()), rb(rows), rc(rows), pb(rows);
+  dreq.upload(req);
+  dpos.upload(pos);
+  dt.upload(table);
+  rb.upload(fwd_rb);
+  rc.upload(fwd_rc);
+  pb.upload(fwd_pb);
+  const q::Rows rr{dreq.get(), dpos.get(), rows};
+  const q::Rope rope = q::make_rope(64, 1e7, false);
+  Buf<std::uint16_t> qb(std::size_t(rows) * heads * q::kHeadDim), k(std::size_t(rows) * 512),
+      v(std::size_t(rows) * 512), ik(std::size_t(rows) * 128), iq(std::size_t(rows) * 512),
+      iqo(std::size_t(rows) * 512), slab(std::size_t(rows) * 1100 * 128);
+  for (Buf<std::uint16_t>* b : {&qb, &k, &v, &ik, &iq})
+    fill_random<std::uint16_t>(*b, 31, rand_bf16);
+  Buf<float> w(256), ring(std::size_t(rows) * 4 * 128);
+  fill_random<float>(w, 32, [](std::mt19937&) { return 0.05f; });
+  fill_random<float>(ring, 33, [](std::mt19937&) { return 0.3f; });
+  const std::int64_t elems = std::int64_t{rows} * pages * ps * kv_heads * q::kHeadDim;
+  Buf<std::uint8_t> kb(static_cast<std::size_t>(elems * 2)),
+      vb(static_cast<std::size_t>(elems * 2));
+  const q::KvBanks kv{kb.get(), vb.get(), nullptr, nullptr, false, ps, kv_heads};
+  const q::PageTable pt{dt.get(), pages, 0};
+  char size[32];
+  std::snprintf(size, sizeof size, "%d rows", rows);
+  g_rows.push_back({"rope q (24 heads)", size, median_us([&] {
+                      q::rope_inplace(qb.get(), heads, q::kHeadDim, rr, rope, nullptr);
+                    }),
+                    "", ""});
+  g_rows.push_back({"index queries norm+rope", size, median_us([&] {
+                      q::index_queries(iq.get(), w.get(), 4, 1e-6f, rr, rope, iqo.get(), nullptr);
+                    }),
+                    "", ""});
+  g_rows.push_back({"store K/V bf16", size, median_us([&] {
+                      q::store_kv(k.get(), v.get(), rr, kv, pt, q::KvBanks{}, q::PageTable{},
+                                  nullptr);
+                    }),
+                    "", ""});
+  g_rows.push_back({"compress (+ring)", size, median_us([&] {
+                      q::compress(ik.get(), rr, q::Forward{rb.get(), rc.get(), pb.get(), rows},
+                                  w.get(), 1e-6f, rope, ring.get(), slab.get(), 1100, nullptr);
+                    }),
+                    "", ""});
+  Buf<std::int32_t> blocks(std::size_t(rows) * 512), toks(std::size_t(rows) * 2051);
+  fill_random<std::int32_t>(blocks, 34, [](std::mt19937& r) { return std::int32_t(r() % 900); });
+  g_rows.push_back(
+      {"expand", size,
+       median_us([&] { q::expand(blocks.get(), 512, rr, 4, toks.get(), 2051, nullptr); }), "", ""});
+  Buf<float> ao(std::size_t(rows) * heads * 256), al(std::size_t(rows) * heads),
+      po(std::size_t(rows) * heads * 256), pl(std::size_t(rows) * heads);
+  fill_random<float>(po, 35, [](std::mt19937& r) { return float(r() % 100) / 50.0f; });
+  fill_random<float>(pl, 36, [](std::mt19937& r) { return float(r() % 100) / 10.0f; });
+  q::fold_reset(ao.get(), al.get(), rows, heads, nullptr);
+  g_rows.push_back({"fold", size, median_us([&] {
+                      q::fold(ao.get(), al.get(), po.get(), pl.get(), rows, heads, nullptr);
+                    }),
+                    "", ""});
+}
+
+}  // namespace
+
+int main() {
+  if (!kvtier::qsa::testing::have_device()) {
+    std::printf("bench_qsa: no CUDA device, nothing measured\n");
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  QSA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  for (int rows : {1, 16, 64})
+    bench_attend(rows, false, false);
+  bench_attend(16, true, false);
+  bench_attend(1, false, true);
+  bench_attend(1, true, true);
+  bench_topk(1, 262144, 512);
+  bench_topk(16, 262144, 512);
+  bench_topk(64, 16384, 512);
+  bench_index(131072, 4096);
+  bench_index(32768, 4096);
+  bench_small(16);
+  print_table();
+  return 0;
+}

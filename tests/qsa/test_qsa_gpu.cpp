@@ -1,0 +1,406 @@
+// GPU tests of the QSA kernels against the CPU reference (label gpu; skipped without a device).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <set>
+
+#include "tests/qsa/qsa_gpu_runner.hpp"
+
+namespace kvtier::qsa::testing {
+namespace {
+
+using qsa_ref::Mat;
+using qsa_ref::Vec;
+
+#define REQUIRE_GPU() \
+  if (!have_device()) GTEST_SKIP() << "no CUDA device"
+
+qsa_ref::Dims gpu_dims(int block_topk, bool yarn = false) {
+  qsa_ref::Dims d;  // the compiled geometry: 24 / 2 / 256, indexer 4 x 128, rope 64
+  d.block_topk = block_topk;
+  d.yarn = yarn;
+  return d;
+}
+
+double rel(const Mat& a, const Mat& b) {
+  return (a - b).norm() / std::max(b.norm(), 1e-30);
+}
+
+Mat row_of(const std::vector<float>& v, int row, int rows_per, int cols) {
+  Mat m(rows_per, cols);
+  for (int i = 0; i < rows_per * cols; ++i)
+    m.data()[i] = v[static_cast<std::size_t>(row) * rows_per * cols + i];
+  return m;
+}
+
+std::vector<std::int32_t> row_ints(const std::vector<std::int32_t>& v, int row, int width) {
+  return {v.begin() + std::int64_t{row} * width, v.begin() + std::int64_t{row + 1} * width};
+}
+
+struct Case {
+  bool fp8;
+  bool yarn;
+};
+
+class QsaLayerGpu : public ::testing::TestWithParam<Case> {};
+
+// Every step against the reference: RoPE, store (fp8 codes bit-exact from the GPU's own bf16
+// K), slab, selections (equal as sets except within rounding of the k-th score), attention
+// over the GPU's selection (fp32 path), and the whole layer against the reference layer.
+TEST_P(QsaLayerGpu, MatchesReference) {
+  REQUIRE_GPU();
+  const Case cs = GetParam();
+  const qsa_ref::Dims d = gpu_dims(16, cs.yarn);
+  const int n = 203;
+  const std::uint64_t seed = 1234;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  qsa_ref::LayerInput in = qsa_ref::random_input(n, d, seed);
+  LayerConfig cfg;
+  cfg.dims = d;
+  cfg.fp8 = cs.fp8;
+  GpuLayer g(in, cfg);
+  g.run_chunks({});
+  const qsa_ref::Storage st = cs.fp8 ? qsa_ref::Storage::fp8 : qsa_ref::Storage::bf16;
+  const qsa_ref::LayerOutput ref = qsa_ref::qsa_layer(in, d, st);
+
+  const Mat q_gpu = GpuLayer::bf16_mat(g.q_.download(), n);
+  EXPECT_LT(rel(q_gpu, ref.q_rot), 5e-3);
+  const Mat k_rot_gpu = GpuLayer::bf16_mat(g.k_in_.download(), n);
+  const Mat k_gpu = g.stored(false), v_gpu = g.stored(true);
+  EXPECT_FALSE(k_gpu.hasNaN() || v_gpu.hasNaN());
+  EXPECT_LT(rel(k_gpu, ref.k_stored), cs.fp8 ? 5e-2 : 5e-3);
+  EXPECT_LT(rel(v_gpu, ref.v_stored), cs.fp8 ? 5e-2 : 1e-12);
+  if (cs.fp8) {
+    // The stored codes and scales are exactly the reference quantisation of the GPU's K.
+    Mat k_expect = k_rot_gpu;
+    std::vector<float> x(d.head_dim);
+    std::vector<std::uint8_t> c(d.head_dim);
+    for (int t = 0; t < n; ++t)
+      for (int h = 0; h < d.kv_heads; ++h) {
+        for (int i = 0; i < d.head_dim; ++i)
+          x[i] = static_cast<float>(k_rot_gpu(t, h * d.head_dim + i));
+        const float s = qsa_ref::fp8_quantize(x.data(), d.head_dim, c.data());
+        for (int i = 0; i < d.head_dim; ++i)
+          k_expect(t, h * d.head_dim + i) = qsa_ref::fp8_e4m3_decode(c[i]) * s;
+      }
+    EXPECT_EQ((k_gpu - k_expect).cwiseAbs().maxCoeff(), 0.0);
+  }
+  const Mat slab_gpu = GpuLayer::bf16_mat(g.slab_.download(), n / d.ratio);
+  EXPECT_LT(rel(slab_gpu, ref.slab), 5e-3);
+
+  const std::vector<std::int32_t> blocks = g.blocks_.download();
+  const std::vector<std::int32_t> tokens = g.tokens_.download();
+  const std::vector<float> o = g.o_.download(), lse = g.lse_.download();
+  int exact_rows = 0, compared = 0;
+  for (int t = 0; t < n; ++t) {
+    const std::vector<std::int32_t> gb = row_ints(blocks, t, g.k());
+    const std::vector<float>& sc = ref.scores[t];
+    // Selection: any block in one set and not the other scores within rounding of the k-th.
+    std::vector<float> sorted = sc;
+    std::sort(sorted.begin(), sorted.end(), std::greater<>());
+    const double kth =
+        sorted.empty() ? 0.0 : sorted[std::min<std::size_t>(g.k(), sorted.size()) - 1];
+    std::set<std::int32_t> a(gb.begin(), gb.end()), b(ref.blocks[t].begin(), ref.blocks[t].end());
+    for (std::int32_t x : a) {
+      if (!b.count(x)) {
+        EXPECT_NEAR(sc[x], kth, 2e-2 * std::max(1.0, std::fabs(kth))) << t;
+      }
+    }
+    for (std::int32_t x : b) {
+      if (!a.count(x)) {
+        EXPECT_NEAR(sc[x], kth, 2e-2 * std::max(1.0, std::fabs(kth))) << t;
+      }
+    }
+    EXPECT_EQ(a.size(), b.size());
+    EXPECT_TRUE(std::is_sorted(
+        gb.begin(), gb.begin() + static_cast<long>(std::count_if(gb.begin(), gb.end(),
+                                                                 [](int v) { return v >= 0; }))));
+    EXPECT_EQ(row_ints(tokens, t, g.width()), qsa_ref::expand_tokens(gb, t, d.ratio, g.width()));
+    // Attention over the GPU's own selection and stored bytes: fp32 against fp64.
+    const Mat qt = Eigen::Map<const Mat>(q_gpu.row(t).data(), d.q_heads, d.head_dim);
+    const qsa_ref::AttnOut ra =
+        qsa_ref::attend(qt, k_gpu, v_gpu, row_ints(tokens, t, g.width()), d);
+    const Mat ot = row_of(o, t, d.q_heads, d.head_dim);
+    ASSERT_FALSE(ot.hasNaN()) << t;
+    EXPECT_LT(rel(ot, ra.o), 2e-5) << t;
+    for (int h = 0; h < d.q_heads; ++h)
+      EXPECT_NEAR(lse[std::size_t(t) * d.q_heads + h], ra.lse[h], 2e-4) << t;
+    // Whole layer against the reference layer, where the selections agree.
+    if (a == b) {
+      ++exact_rows;
+      const double e = rel(ot, ref.o[t]);
+      EXPECT_LT(e, cs.fp8 ? 6e-2 : 1.5e-2) << t;
+      ++compared;
+    }
+  }
+  EXPECT_GE(exact_rows, n * 9 / 10);
+  RecordProperty("rows_equal_selection", exact_rows);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, QsaLayerGpu,
+                         ::testing::Values(Case{false, false}, Case{true, false},
+                                           Case{false, true}),
+                         [](const ::testing::TestParamInfo<Case>& p) {
+                           return std::string(p.param.fp8 ? "fp8" : "bf16") +
+                                  (p.param.yarn ? "_yarn" : "");
+                         });
+
+// DESIGN.md: with a context of at most budget + 3 tokens every block is chosen and QSA equals
+// dense causal attention computed by the reference.
+TEST(QsaGpu, ContextWithinBudgetPlus3IsDenseCausal) {
+  REQUIRE_GPU();
+  const qsa_ref::Dims d = gpu_dims(16);
+  const int n = d.select_width();  // 67
+  qsa_ref::LayerInput in = qsa_ref::random_input(n, d, 99);
+  LayerConfig cfg;
+  cfg.dims = d;
+  GpuLayer g(in, cfg);
+  g.run_chunks({});
+  const qsa_ref::LayerOutput ref = qsa_ref::qsa_layer(in, d, qsa_ref::Storage::bf16);
+  const std::vector<std::int32_t> blocks = g.blocks_.download();
+  const std::vector<float> o = g.o_.download();
+  for (int t = 0; t < n; ++t) {
+    const std::vector<std::int32_t> gb = row_ints(blocks, t, g.k());
+    for (int i = 0; i < g.k(); ++i)
+      EXPECT_EQ(gb[i], i < (t + 1) / d.ratio ? i : -1) << t;
+    const Mat qt = Eigen::Map<const Mat>(ref.q_rot.row(t).data(), d.q_heads, d.head_dim);
+    const qsa_ref::AttnOut dense = qsa_ref::dense_causal(qt, ref.k_stored, ref.v_stored, t, d);
+    EXPECT_LT(rel(row_of(o, t, d.q_heads, d.head_dim), dense.o), 1e-2) << t;
+  }
+}
+
+// Chunked prefill cut at 1001 / 4096 / 4097 tokens: same selections and output bits as one-shot.
+TEST(QsaGpu, ChunkedPrefillIsBitIdentical) {
+  REQUIRE_GPU();
+  const qsa_ref::Dims d = gpu_dims(64);
+  const int n = 4203;
+  qsa_ref::LayerInput in = qsa_ref::random_input(n, d, 5);
+  LayerConfig cfg;
+  cfg.dims = d;
+  cfg.page_size = 64;
+  GpuLayer one(in, cfg);
+  one.run_chunks({});
+  const auto blocks = one.blocks_.download();
+  const auto o = one.o_.download();
+  const auto lse = one.lse_.download();
+  const auto slab = one.slab_.download();
+  for (const std::vector<int>& cuts :
+       {std::vector<int>{1001}, std::vector<int>{4096}, std::vector<int>{4097},
+        std::vector<int>{1001, 4096, 4097}}) {
+    GpuLayer c(in, cfg);
+    c.run_chunks(cuts);
+    EXPECT_EQ(c.slab_.download(), slab) << cuts.size();
+    EXPECT_EQ(c.blocks_.download(), blocks) << cuts.size();
+    EXPECT_EQ(std::memcmp(c.o_.download().data(), o.data(), o.size() * 4), 0) << cuts.size();
+    EXPECT_EQ(std::memcmp(c.lse_.download().data(), lse.data(), lse.size() * 4), 0);
+  }
+}
+
+// A forward captured in a CUDA graph and replayed equals the eager forward, bit for bit.
+TEST(QsaGpu, GraphReplayEqualsEager) {
+  REQUIRE_GPU();
+  const qsa_ref::Dims d = gpu_dims(32);
+  const int n = 310;
+  qsa_ref::LayerInput in = qsa_ref::random_input(n, d, 17);
+  LayerConfig cfg;
+  cfg.dims = d;
+  GpuLayer eager(in, cfg), graphed(in, cfg);
+  eager.run_chunks({300, 305});
+  graphed.run_chunks({}, 300);  // prefill 0..299 eagerly; then 300..304 and 305..309 as graphs
+  cudaStream_t s;
+  QSA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (int b : {300, 305}) {
+    graphed.prepare(b, 5);
+    cudaGraph_t graph;
+    QSA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    graphed.forward(b, 5, s);
+    QSA_CHECK(cudaStreamEndCapture(s, &graph));
+    cudaGraphExec_t exec;
+    QSA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    QSA_CHECK(cudaGraphLaunch(exec, s));
+    QSA_CHECK(cudaStreamSynchronize(s));
+    QSA_CHECK(cudaGraphExecDestroy(exec));
+    QSA_CHECK(cudaGraphDestroy(graph));
+  }
+  QSA_CHECK(cudaStreamDestroy(s));
+  EXPECT_EQ(graphed.blocks_.download(), eager.blocks_.download());
+  EXPECT_EQ(graphed.tokens_.download(), eager.tokens_.download());
+  const auto a = graphed.o_.download(), b = eager.o_.download();
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+  const auto la = graphed.lse_.download(), lb = eager.lse_.download();
+  EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * 4), 0);
+}
+
+// Device pool, mirror slots (other physical ids) and the host bank read in place give the same
+// output bits for the same selections.
+TEST(QsaGpu, PlacementsAreBitIdentical) {
+  REQUIRE_GPU();
+  for (bool fp8 : {false, true}) {
+    const qsa_ref::Dims d = gpu_dims(16);
+    const int n = 257;
+    qsa_ref::LayerInput in = qsa_ref::random_input(n, d, 23);
+    LayerConfig dev;
+    dev.dims = d;
+    dev.fp8 = fp8;
+    LayerConfig mirror = dev;
+    mirror.page_offset = 7;
+    LayerConfig host = dev;
+    host.host_banks = true;
+    GpuLayer a(in, dev), b(in, mirror), c(in, host);
+    a.run_chunks({});
+    b.run_chunks({});
+    c.run_chunks({});
+    const auto oa = a.o_.download();
+    for (GpuLayer* x : {&b, &c}) {
+      EXPECT_EQ(x->blocks_.download(), a.blocks_.download()) << fp8;
+      const auto ox = x->o_.download();
+      EXPECT_EQ(std::memcmp(ox.data(), oa.data(), oa.size() * 4), 0) << fp8;
+    }
+  }
+}
+
+// Windows folded by LSE equal one pass within fp32 rounding, for 2 to 40 windows.
+TEST(QsaGpu, FoldedWindowsEqualOnePass) {
+  REQUIRE_GPU();
+  const qsa_ref::Dims d = gpu_dims(128);
+  const int n = 700;
+  qsa_ref::LayerInput in = qsa_ref::random_input(n, d, 31);
+  LayerConfig cfg;
+  cfg.dims = d;
+  GpuLayer g(in, cfg);
+  g.run_chunks({});
+  const int rows = 8, first = n - rows, W = g.width();
+  const std::vector<std::int32_t> tokens = g.tokens_.download();
+  const std::vector<float> o_all = g.o_.download(), lse_all = g.lse_.download();
+  const std::size_t ho = std::size_t(d.q_heads) * d.head_dim;
+  const Rows r{g.req_.get() + first, g.pos_.get() + first, rows};
+  const std::uint16_t* q = g.q_.get() + std::int64_t{first} * d.q_heads * d.head_dim;
+  Buf<std::int32_t> win(std::size_t(rows) * W);
+  Buf<float> acc_o(rows * ho), acc_lse(std::size_t(rows) * d.q_heads), po(rows * ho),
+      plse(std::size_t(rows) * d.q_heads);
+  for (int windows : {2, 3, 7, 40}) {
+    fold_reset(acc_o.get(), acc_lse.get(), rows, d.q_heads, nullptr);
+    for (int w = 0; w < windows; ++w) {
+      // Window w: positions [w * n / windows, (w + 1) * n / windows) of each row's list.
+      std::vector<std::int32_t> t(std::size_t(rows) * W, -1);
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < W; ++j) {
+          const std::int32_t p = tokens[std::size_t(first + i) * W + j];
+          if (p >= w * n / windows && p < (w + 1) * n / windows) t[std::size_t(i) * W + j] = p;
+        }
+      win.upload(t);
+      attend(q, d.q_heads, r, win.get(), W, g.banks(), g.table(), cfg.splits, g.work_.get(),
+             po.get(), plse.get(), nullptr);
+      fold(acc_o.get(), acc_lse.get(), po.get(), plse.get(), rows, d.q_heads, nullptr);
+    }
+    QSA_CHECK(cudaDeviceSynchronize());
+    const auto ao = acc_o.download(), al = acc_lse.download();
+    for (int i = 0; i < rows; ++i) {
+      const Mat a = row_of(ao, i, d.q_heads, d.head_dim);
+      const Mat b = row_of(o_all, first + i, d.q_heads, d.head_dim);
+      ASSERT_FALSE(a.hasNaN());
+      EXPECT_LT(rel(a, b), 1e-5) << windows;
+      for (int h = 0; h < d.q_heads; ++h)
+        EXPECT_NEAR(al[std::size_t(i) * d.q_heads + h],
+                    lse_all[std::size_t(first + i) * d.q_heads + h], 1e-4);
+    }
+  }
+}
+
+// top-k equals the reference set on random, tied, ragged, -inf and NaN inputs.
+TEST(QsaGpu, TopkEqualsReference) {
+  REQUIRE_GPU();
+  const int k = 512;
+  const std::vector<int> n_valid = {0,    1,     511,    512,    513,    1000,
+                                    5000, 70001, 262144, 262144, 262144, 3000};
+  const int rows = static_cast<int>(n_valid.size());
+  const std::int64_t stride = 262144;
+  std::mt19937 rng(2024);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::uniform_int_distribution<int> small(0, 3);
+  std::vector<float> x(std::size_t(rows) * stride);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < stride; ++i) {
+      float v = normal(rng);
+      if (r == 8) v = static_cast<float>(small(rng));                   // heavy ties
+      if (r == 9) v = 1.0f;                                             // all equal
+      if (r == 10) v = small(rng) == 0 ? v : ninf;                      // mostly -inf
+      if (r == 11) v = small(rng) == 0 ? std::nanf("") : std::fabs(v);  // NaN, +-0
+      if (r == 11 && small(rng) == 1) v = -0.0f;
+      x[std::size_t(r) * stride + i] = v;
+    }
+  Buf<float> dx(x.size());
+  dx.upload(x);
+  Buf<std::int32_t> dn(n_valid.size()), dout(std::size_t(rows) * k), dpos(rows), dreq(rows);
+  dn.upload(n_valid);
+  topk(dx.get(), stride, dn.get(), Rows{dreq.get(), dpos.get(), rows}, 4, k, dout.get(), nullptr);
+  QSA_CHECK(cudaDeviceSynchronize());
+  const auto out = dout.download();
+  for (int r = 0; r < rows; ++r) {
+    std::vector<float> row(x.begin() + std::int64_t{r} * stride,
+                           x.begin() + std::int64_t{r + 1} * stride);
+    // -0 and +0 are equal scores; the reference's sort keeps them tied, so do the GPU's keys.
+    for (float& v : row)
+      if (v == 0.0f) v = 0.0f;
+    EXPECT_EQ(row_ints(out, r, k), qsa_ref::topk_blocks(row, n_valid[r], k)) << "row " << r;
+  }
+}
+
+// The store writes the mirror with exactly the pool's bytes (codes and scales), never
+// re-quantised, and leaves -1 pages untouched.
+TEST(QsaGpu, StoreMirrorWriteThroughIsBitIdentical) {
+  REQUIRE_GPU();
+  for (bool fp8 : {false, true}) {
+    const qsa_ref::Dims d = gpu_dims(16);
+    const int n = 50, ps = 7, pages = (n + ps - 1) / ps;
+    qsa_ref::LayerInput in = qsa_ref::random_input(n, d, 41);
+    const std::size_t elems = std::size_t(pages + 1) * ps * d.kv_heads * d.head_dim;
+    const std::size_t bytes = elems * (fp8 ? 1 : 2), scales = std::size_t(pages + 1) * ps * 2;
+    Buf<std::uint8_t> pk(bytes), pv(bytes), mk(bytes, true), mv(bytes, true);
+    Buf<float> pks(scales), pvs(scales), mks(scales, true), mvs(scales, true);
+    std::vector<std::int32_t> pool_t(pages), mirror_t(pages);
+    for (int p = 0; p < pages; ++p) {
+      pool_t[p] = (p * 3) % pages;
+      mirror_t[p] = p;
+    }
+    Buf<std::int32_t> dpt(pages), dmt(pages), req(n), pos(n);
+    dpt.upload(pool_t);
+    dmt.upload(mirror_t);
+    std::vector<std::int32_t> z(n, 0), ps_(n);
+    std::iota(ps_.begin(), ps_.end(), 0);
+    req.upload(z);
+    pos.upload(ps_);
+    Buf<std::uint16_t> k(in.k.size()), v(in.v.size());
+    k.upload(to_bf16(in.k));
+    v.upload(to_bf16(in.v));
+    const KvBanks pool{pk.get(), pv.get(), pks.get(), pvs.get(), fp8, ps, d.kv_heads};
+    const KvBanks mirror{mk.get(), mv.get(), mks.get(), mvs.get(), fp8, ps, d.kv_heads};
+    store_kv(k.get(), v.get(), Rows{req.get(), pos.get(), n}, pool, {dpt.get(), pages, pages},
+             mirror, {dmt.get(), pages, pages}, nullptr);
+    QSA_CHECK(cudaDeviceSynchronize());
+    const auto a = pk.download(), b = mk.download();
+    const auto as = pks.download(), bs = mks.download();
+    const std::size_t tb = std::size_t(d.kv_heads) * d.head_dim * (fp8 ? 1 : 2);
+    for (int t = 0; t < n; ++t) {
+      const std::size_t at = std::size_t(pool_t[t / ps]) * ps + t % ps;
+      const std::size_t bt = std::size_t(t);
+      EXPECT_EQ(std::memcmp(&a[at * tb], &b[bt * tb], tb), 0) << t;
+      if (fp8) {
+        EXPECT_EQ(std::memcmp(&as[at * 2], &bs[bt * 2], 8), 0) << t;
+      } else {
+        std::uint16_t first;
+        std::memcpy(&first, &a[at * tb], 2);
+        EXPECT_EQ(first, qsa_ref::bf16_bits(static_cast<float>(in.k(t, 0))));
+      }
+    }
+    // The spare page (never in a table) still holds the poison: nothing wrote it.
+    EXPECT_EQ(b[std::size_t(pages) * ps * tb], 0xff);
+  }
+}
+
+}  // namespace
+}  // namespace kvtier::qsa::testing
