@@ -24,6 +24,39 @@ std::int64_t row_selected_tokens(std::int64_t position, std::int64_t count, std:
   return total;
 }
 
+namespace {
+
+// The core's compact_row with the page size as a compile-time constant for the usual powers
+// of two: the same inline function, so the same result, but the compiler turns its per-block
+// `position / page_size` (a 64-bit division, most of the replay's time when profiled) into a
+// shift. Other page sizes take the generic call.
+template <int kPage>
+RowCompaction compact_fixed(const std::int32_t* blocks, int n, std::int64_t pos, int ratio,
+                            const PageId* table, std::int64_t table_len, int width, PageId* out) {
+  return compact_row(blocks, n, pos, ratio, kPage, table, table_len, width, out);
+}
+
+RowCompaction compact_dispatch(const std::int32_t* blocks, int n, std::int64_t pos, int ratio,
+                               int page_size, const PageId* table, std::int64_t table_len,
+                               int width, PageId* out) {
+  switch (page_size) {
+    case 16:
+      return compact_fixed<16>(blocks, n, pos, ratio, table, table_len, width, out);
+    case 32:
+      return compact_fixed<32>(blocks, n, pos, ratio, table, table_len, width, out);
+    case 64:
+      return compact_fixed<64>(blocks, n, pos, ratio, table, table_len, width, out);
+    case 128:
+      return compact_fixed<128>(blocks, n, pos, ratio, table, table_len, width, out);
+    case 256:
+      return compact_fixed<256>(blocks, n, pos, ratio, table, table_len, width, out);
+    default:
+      return compact_row(blocks, n, pos, ratio, page_size, table, table_len, width, out);
+  }
+}
+
+}  // namespace
+
 FrontEnd::FrontEnd(const Geometry& g, PageId num_pages, std::int64_t staging_window_tokens)
     : g_(g), space_(num_pages), window_(staging_window_tokens) {
   if (window_ <= 0) throw ConfigError("staging window must be positive");
@@ -87,8 +120,8 @@ LayerQuery FrontEnd::build(const Forward& f, int layer, int width) {
     const auto t = space_.pages(row.request);
     const std::int64_t last = row.position + row.count - 1;
     const RowCompaction c =
-        compact_row(sel.data(), static_cast<int>(sel.size()), last, g_.compress_ratio, g_.page_size,
-                    t.data(), static_cast<std::int64_t>(t.size()), width, out);
+        compact_dispatch(sel.data(), static_cast<int>(sel.size()), last, g_.compress_ratio,
+                         g_.page_size, t.data(), static_cast<std::int64_t>(t.size()), width, out);
     if (c.status != CompactStatus::ok) {
       throw ConfigError(
           std::string("trace: selection of request ") + std::to_string(row.request) +

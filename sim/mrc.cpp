@@ -32,8 +32,10 @@ void StackDistance::renumber() {
   for (std::int64_t i = 0; i < t_; ++i) {
     if (owner_[i] != kEmpty) owners.push_back(owner_[i]);
   }
+  // Room for three times as many again: a renumber (O(capacity)) every >= 3 x live
+  // references, memory still O(live entries).
   const std::int64_t cap =
-      std::max<std::int64_t>(1024, 2 * static_cast<std::int64_t>(owners.size()));
+      std::max<std::int64_t>(1024, 4 * static_cast<std::int64_t>(owners.size()));
   owner_.assign(cap, kEmpty);
   fen_.assign(cap + 1, 0);
   holes_ = {};
@@ -57,7 +59,9 @@ void StackDistance::renumber() {
 std::int64_t StackDistance::reference(PageId p) {
   const std::int64_t lt = last_[p];
   std::int64_t depth = 0;
-  if (lt >= 0) depth = prefix(t_ - 1) - prefix(lt) + 1;
+  // Every entry (page or hole) holds one mark at a time below t_, so the marks in
+  // (lt, t_) are live_ minus those in [0, lt]: one Fenwick query instead of two.
+  if (lt >= 0) depth = live_ - prefix(lt) + 1;
   // The topmost hole above p's place absorbs the push-down: for pool sizes that reach the
   // hole but not p, the reference fills that free slot; for sizes that hold p the free slot
   // stays free. Both hold when the hole moves to p's old place (or, for a page not in the
@@ -84,6 +88,12 @@ std::int64_t StackDistance::reference(PageId p) {
   ++t_;
   ++live_;
   return depth;
+}
+
+std::int64_t StackDistance::memory_bytes() const {
+  return static_cast<std::int64_t>(
+      last_.capacity() * sizeof(std::int64_t) + fen_.capacity() * sizeof(std::int32_t) +
+      owner_.capacity() * sizeof(std::int32_t) + holes_.size() * sizeof(std::int64_t));
 }
 
 void StackDistance::release(PageId p) {
@@ -168,6 +178,14 @@ MrcResult miss_ratio_curve(const TraceInput& input, const TraceStats& stats, Res
         res.max_step_pages = std::max(res.max_step_pages, distinct);
         ++step;
       }
+      std::int64_t bytes = 0;
+      for (int s = 0; s < n_states; ++s) {
+        bytes += stacks[s].memory_bytes() +
+                 static_cast<std::int64_t>(seen[s].capacity() * sizeof(std::int64_t));
+      }
+      for (const auto& c : res.per_layer)
+        bytes += static_cast<std::int64_t>(c.hits_at_depth.capacity() * sizeof(std::int64_t));
+      res.peak_bytes = std::max(res.peak_bytes, bytes);
     }
   }
   for (const auto& c : res.per_layer)

@@ -28,6 +28,8 @@ class StackDistance {
   // The page's request ended: its place becomes a hole.
   void release(PageId p);
   std::int64_t live() const { return live_; }
+  // Bytes held now: O(pages + live entries), independent of the trace length.
+  std::int64_t memory_bytes() const;
 
  private:
   void add(std::int64_t i, std::int32_t v);
@@ -65,6 +67,7 @@ struct MrcResult {
   MissCurve curve;                   // all states together (pool of `slots` per state)
   std::vector<MissCurve> per_layer;  // by QSA layer (layer unit: that layer's pool)
   std::int64_t max_step_pages = 0;   // most distinct pages one layer-step queries
+  std::int64_t peak_bytes = 0;       // stacks + per-step dedupe arrays, largest seen
   QueryLog log;                      // filled when asked for
 };
 
