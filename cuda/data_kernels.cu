@@ -298,3 +298,41 @@ void launch_read(const ReadParams& p, cudaStream_t stream) {
 }
 
 }  // namespace kvtier::cuda
+
+namespace kvtier::cuda {
+namespace {
+__global__ void fill_kernel(const __grid_constant__ FillParams p) {
+  // 32-bit words; every bank kind's token bytes are a multiple of 4.
+  std::int64_t words[4];
+  std::int64_t total_per_token = 0;
+  const int kinds = p.layout.banks_per_layer;
+  for (int k = 0; k < kinds; ++k) {
+    words[k] = p.layout.token_bytes(PageLayout::kind_of(k)) / 4;
+    total_per_token += words[k];
+  }
+  const std::int64_t total = std::int64_t{p.n} * total_per_token;
+  for (std::int64_t v = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; v < total;
+       v += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t i = v / total_per_token;
+    std::int64_t w = v - i * total_per_token;
+    int k = 0;
+    while (k + 1 < kinds && w >= words[k]) {
+      w -= words[k];
+      ++k;
+    }
+    reinterpret_cast<std::uint32_t*>(p.dst[k])[i * words[k] + w] =
+        token_word(p.positions[i], p.layer, k, w);
+  }
+}
+}  // namespace
+
+void launch_fill(const FillParams& p, cudaStream_t stream) {
+  if (p.n <= 0) return;
+  const std::int64_t items =
+      std::int64_t{p.n} * (p.layout.layer_page_bytes() / p.layout.page_size / 4);
+  const std::int64_t want = (items + kThreads - 1) / kThreads;
+  const int grid = static_cast<int>(want < grid_for_device() ? want : grid_for_device());
+  fill_kernel<<<grid, kThreads, 0, stream>>>(p);
+  KVT_CUDA_CHECK(cudaGetLastError());
+}
+}  // namespace kvtier::cuda

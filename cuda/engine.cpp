@@ -33,6 +33,15 @@ MirrorEngine::MirrorEngine(const MirrorConfig& c, const ProgressFn& progress)
   step_ = DeviceArray<std::int64_t>(1);
   query_ = DeviceArray<PageId>(q);
   one_slot_ = DeviceArray<SlotId>(1);
+  if (c.form == EnsureForm::multi_block) {
+    const int chunks = multi_block_chunks(c.num_slots);
+    multi_candidates_ = DeviceArray<SlotId>(static_cast<std::size_t>(chunks) * kMultiChunk);
+    multi_ints_ = DeviceArray<int>(static_cast<std::size_t>(3 * chunks + 1 + 4));
+    int* ints = multi_ints_.get();
+    multi_ = MultiBlockScratch{multi_candidates_.get(), ints, ints + chunks, ints + 2 * chunks,
+                               ints + 3 * chunks + 1};
+    KVT_CUDA_CHECK(cudaMemset(ints, 0, multi_ints_.bytes()));
+  }
   KVT_CUDA_CHECK(cudaMemset(copy_count_.get(), 0, copy_count_.bytes()));
   KVT_CUDA_CHECK(cudaMemset(counters_.get(), 0, counters_.bytes()));
   KVT_CUDA_CHECK(cudaMemset(step_.get(), 0, step_.bytes()));
@@ -65,23 +74,22 @@ EnsureParams MirrorEngine::ensure_params(int layer, const PageId* d_query, int n
                       &counters_.get()->ensure_errors};
 }
 
-void MirrorEngine::ensure_async(int layer, const PageId* d_query, int n, cudaStream_t s) {
+void MirrorEngine::ensure_only_async(int layer, const PageId* d_query, int n, cudaStream_t s) {
   check_layer(layer);
   if (n > cfg_.max_query) {
     throw ConfigError("mirror engine: query of " + std::to_string(n) +
                       " entries exceeds max_query " + std::to_string(cfg_.max_query));
   }
-  EnsureParams ep{device_view(layer),
-                  d_query,
-                  n,
-                  step_.get(),
-                  miss_scratch_.get(),
-                  victim_scratch_.get(),
-                  copies_.get(),
-                  copy_count_.get(),
-                  result_.get(),
-                  &counters_.get()->ensure_errors};
-  launch_ensure(ep, cfg_.form, s);
+  const EnsureParams ep = ensure_params(layer, d_query, n);
+  if (cfg_.form == EnsureForm::multi_block) {
+    launch_ensure_multi(ep, multi_, s);
+  } else {
+    launch_ensure(ep, cfg_.form, s);
+  }
+}
+
+void MirrorEngine::ensure_async(int layer, const PageId* d_query, int n, cudaStream_t s) {
+  ensure_only_async(layer, d_query, n, s);
   const bool per_layer = cfg_.unit == ResidencyUnit::layer_page;
   CopyParams cp{copies_.get(),
                 copy_count_.get(),

@@ -65,6 +65,8 @@ class MirrorEngine {
 
   // The parameters ensure_async launches with (for callers that time ensure alone).
   EnsureParams ensure_params(int layer, const PageId* d_query, int n) const;
+  // ensure alone (the configured form), step from *step().
+  void ensure_only_async(int layer, const PageId* d_query, int n, cudaStream_t s);
   // ensure (the configured form) + the multi-bank copy of its misses, step from *step().
   void ensure_async(int layer, const PageId* d_query, int n, cudaStream_t s);
   void translate_async(int layer, const PageId* d_logical, int n, SlotId* d_physical,
@@ -110,6 +112,10 @@ class MirrorEngine {
     DeviceArray<std::int64_t> last_use;
   };
   std::vector<State> states_;
+  // multi-block form: candidates, per-chunk counts and offsets, shared counters
+  DeviceArray<SlotId> multi_candidates_;
+  DeviceArray<int> multi_ints_;
+  MultiBlockScratch multi_{};
   DeviceArray<PageId> miss_scratch_;
   DeviceArray<SlotId> victim_scratch_;
   DeviceArray<CopyOp> copies_;

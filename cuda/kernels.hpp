@@ -56,8 +56,31 @@ struct EnsureParams {
 enum class EnsureForm : std::uint8_t {
   core_thread,  // ensure_pages<ScanVictims, AdmitAll> compiled for the device, one thread
   block,        // one block of 1024 threads; the same decisions (see residency_kernels.cu)
+  multi_block,  // marking in one block, victims by per-block partial top-m over slot chunks
+                // on many SMs, merged in one block (launch_ensure_multi)
 };
+// core_thread and block; multi_block needs its scratch (launch_ensure_multi).
 void launch_ensure(const EnsureParams& p, EnsureForm form, cudaStream_t stream);
+
+// Scratch of the multi-block form for one state of num_slots slots (device memory).
+struct MultiBlockScratch {
+  SlotId* candidates;    // [multi_block_chunks(num_slots) * kMultiChunk]
+  int* chunk_counts;     // [chunks] candidates kept per chunk
+  int* chunk_evictable;  // [chunks]
+  int* chunk_offsets;    // [chunks + 1]
+  int* shared;           // [4]: misses, status, lookups, hits (between the kernels)
+};
+inline constexpr int kMultiChunk = 4096;  // slots per block of the partial top-m
+inline int multi_block_chunks(SlotId num_slots) {
+  return num_slots <= 0
+             ? 1
+             : static_cast<int>((std::int64_t{num_slots} + kMultiChunk - 1) / kMultiChunk);
+}
+// Three launches, fixed grids (capturable): mark hits and collect misses (one block);
+// each block sorts its chunk of slots by (last_use, slot) and keeps its m best evictable
+// ones; one block merges the kept candidates (a stable sort of at most 4096; beyond that
+// it falls back to the core's ScanVictims in one thread) and installs.
+void launch_ensure_multi(const EnsureParams& p, const MultiBlockScratch& s, cudaStream_t stream);
 
 // Multi-bank copy of every miss of one ensure: for copy i < *count, for every bank of the
 // layers [first_layer, first_layer + layers), host bank page copies[i].page -> pool slot
@@ -150,4 +173,32 @@ namespace kvtier::cuda {
 // *step = value, or *step += 1: lets a captured graph advance its own step counter.
 void launch_set_step(std::int64_t* step, std::int64_t value, cudaStream_t stream);
 void launch_advance_step(std::int64_t* step, cudaStream_t stream);
+}  // namespace kvtier::cuda
+
+namespace kvtier::cuda {
+// The core's release_page for each of n distinct pages (a request ended), page-parallel.
+void launch_release(ResidencyView st, const PageId* pages, int n, cudaStream_t stream);
+// acc[0] += hits, acc[1] += misses, acc[2] += evictions of *r (per-step statistics kept on
+// the device, so the replay never synchronises inside a step).
+void launch_accumulate(const EnsureResult* r, long long* acc, cudaStream_t stream);
+
+// Deterministic pseudo-random K/V (and fp8 scale) bytes of n tokens of one layer: 32-bit
+// word w of bank kind k of the token at position positions[i] is token_word(pos, layer, k,
+// w); dst[k] is [n, token_bytes(k)]. Stands in for the model computing K/V.
+KVT_HD inline std::uint32_t token_word(std::int64_t pos, int layer, int kind, std::int64_t w) {
+  unsigned long long z = static_cast<unsigned long long>(pos) * 0x9E3779B97F4A7C15ull +
+                         static_cast<unsigned long long>(layer * 4 + kind) * 0xD1B54A32D192ED03ull +
+                         static_cast<unsigned long long>(w) * 0x8CB92BA72F3D8DD7ull;
+  z = (z ^ (z >> 32)) * 0xD6E8FEB86659FD93ull;
+  z = (z ^ (z >> 32)) * 0xD6E8FEB86659FD93ull;
+  return static_cast<std::uint32_t>(z ^ (z >> 32));
+}
+struct FillParams {
+  const std::int64_t* positions;  // [n]
+  std::byte* dst[4];
+  PageLayout layout;
+  int layer;
+  int n;
+};
+void launch_fill(const FillParams& p, cudaStream_t stream);
 }  // namespace kvtier::cuda

@@ -185,15 +185,41 @@ std::vector<BenchFigure> run_residency_bench(const BenchOptions& o) {
                  "GB/s", ">= 46 GB/s (<= 90 us)",
                  std::to_string(t).substr(0, 7) + " us for " +
                      std::to_string(static_cast<long long>(bytes)) + " B"});
+    // The same reads from device memory: the launch and latency floor of this kernel, so
+    // that t - floor is the part PCIe adds.
+    DevicePool dpool(one, pages);
+    int it2 = 0;
+    const double t_hbm = median_us(o.repeats, s, [&] {
+      ReadParams rp{d_pos.get() + std::int64_t{2051} * (it2++ % variants),
+                    d_table.get(),
+                    d_len.get(),
+                    dpool.device_bank_table(),
+                    nullptr,
+                    missing.get(),
+                    sum.get(),
+                    one,
+                    0,
+                    1,
+                    2051,
+                    pages,
+                    pages,
+                    pages};
+      launch_read(rp, s);
+    });
+    f.push_back({"  same read from device memory (kernel floor: launch + latency)", t_hbm, "us", "",
+                 "PCIe share: " + std::to_string(t - t_hbm).substr(0, 6) +
+                     " us = " + std::to_string(gbps(bytes, t - t_hbm)).substr(0, 6) + " GB/s"});
   }
 
   // --- compaction + ensure + translate, batch 1, 100k slots: all hits, and 72 misses
-  {
+  for (EnsureForm form : {EnsureForm::block, EnsureForm::multi_block}) {
+    std::mt19937_64 rng2(20261130);  // the same selections for both forms
     const PageLayout tiny = PageLayout::make(1, 64, 1, 8, false);  // residency cost only
     const SlotId slots = 100000;
     const PageId pages = 400000;
     const int width = 513, nq = 1 + width;
-    MirrorConfig cfg{tiny, ResidencyUnit::layer_page, pages, slots, nq, EnsureForm::block};
+    MirrorConfig cfg{tiny, ResidencyUnit::layer_page, pages, slots, nq, form};
+    const std::string form_name = form == EnsureForm::block ? "one-block" : "multi-block";
     MirrorEngine e(cfg);
     // A full pool: slot s holds page s, used at a random earlier step.
     std::vector<SlotId> sop(static_cast<std::size_t>(pages), kNoSlot);
@@ -202,7 +228,7 @@ std::vector<BenchFigure> run_residency_bench(const BenchOptions& o) {
     for (SlotId i = 0; i < slots; ++i) {
       sop[i] = i;
       pos_[i] = i;
-      lu[i] = std::uniform_int_distribution<std::int64_t>(0, 999)(rng);
+      lu[i] = std::uniform_int_distribution<std::int64_t>(0, 999)(rng2);
     }
     const ResidencyView v = e.device_view(0);
     KVT_CUDA_CHECK(cudaMemcpy(v.slot_of_page, sop.data(), sop.size() * 4, cudaMemcpyHostToDevice));
@@ -219,14 +245,14 @@ std::vector<BenchFigure> run_residency_bench(const BenchOptions& o) {
       std::vector<PageId> tables;
       std::vector<std::int64_t> rowpos, lens;
       PageId fresh = slots;
-      const auto hot = random_blocks(rng, ctx);  // one hot selection: all hits after warm-up
+      const auto hot = random_blocks(rng2, ctx);  // one hot selection: all hits after warm-up
       for (int i = 0; i < iters; ++i) {
         blocks.insert(blocks.end(), hot.begin(), hot.end());
         std::vector<PageId> table(static_cast<std::size_t>(slots));
         std::iota(table.begin(), table.end(), 0);
         if (with_misses) {
           std::vector<std::int32_t> pick(hot.begin(), hot.end());
-          std::shuffle(pick.begin(), pick.end(), rng);
+          std::shuffle(pick.begin(), pick.end(), rng2);
           int done = 0;
           for (auto b : pick) {
             const std::int64_t idx = std::int64_t{b} * 4 / 64;
@@ -268,8 +294,7 @@ std::vector<BenchFigure> run_residency_bench(const BenchOptions& o) {
                          64};
         launch_compact(cp, s);
         launch_advance_step(e.step(), s);
-        launch_ensure(e.ensure_params(0, query.get() + std::int64_t{i} * nq, nq), EnsureForm::block,
-                      s);
+        e.ensure_only_async(0, query.get() + std::int64_t{i} * nq, nq, s);
         e.translate_async(0, query.get() + std::int64_t{i} * nq + 1, width,
                           phys.get() + std::int64_t{i} * width, s);
       };
@@ -306,8 +331,8 @@ std::vector<BenchFigure> run_residency_bench(const BenchOptions& o) {
                ? "compaction + ensure + translate, 72 misses, batch 1, 100k slots copy excluded"
                : "compaction + ensure + translate, all hits, batch 1, 100k slots",
            t / iters, "us/layer", with_misses ? "<= 25 us" : "<= 8 us",
-           "graph of " + std::to_string(iters) + " layer-steps; last: " + std::to_string(r.hits) +
-               " hits, " + std::to_string(r.misses) + " misses"});
+           form_name + " ensure; graph of " + std::to_string(iters) + " layer-steps; last: " +
+               std::to_string(r.hits) + " hits, " + std::to_string(r.misses) + " misses"});
     }
   }
   // --- mirror store overhead: a decode step of 12 layers, each storing one token per row

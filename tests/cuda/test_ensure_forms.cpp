@@ -84,7 +84,18 @@ Outcome run_device(const HostState& s0, const std::vector<PageId>& query, std::i
                  count.get(),
                  result.get(),
                  errors.get()};
-  launch_ensure(p, form, nullptr);
+  const SlotId slots = static_cast<SlotId>(s0.page_of_slot.size());
+  const int chunks = multi_block_chunks(slots);
+  DeviceArray<SlotId> cand(static_cast<std::size_t>(chunks) * kMultiChunk);
+  DeviceArray<int> ints(static_cast<std::size_t>(3 * chunks + 1 + 4));
+  KVT_CUDA_CHECK(cudaMemset(ints.get(), 0, ints.bytes()));
+  const MultiBlockScratch ms{cand.get(), ints.get(), ints.get() + chunks, ints.get() + 2 * chunks,
+                             ints.get() + 3 * chunks + 1};
+  if (form == EnsureForm::multi_block) {
+    launch_ensure_multi(p, ms, nullptr);
+  } else {
+    launch_ensure(p, form, nullptr);
+  }
   KVT_CUDA_CHECK(cudaDeviceSynchronize());
   download(sp, o.state.slot_of_page);
   download(ps, o.state.page_of_slot);
@@ -176,6 +187,7 @@ TEST(EnsureForms, DeviceFormsMakeTheCoresDecisions) {
     const Outcome core = run_core(s, query, step);
     expect_same(core, run_device(s, query, step, EnsureForm::core_thread), "core_thread");
     expect_same(core, run_device(s, query, step, EnsureForm::block), "block");
+    expect_same(core, run_device(s, query, step, EnsureForm::multi_block), "multi_block");
   }));
 }
 
@@ -188,11 +200,51 @@ TEST(EnsureForms, BlockFormOnLargePools) {
     std::int64_t step = 0;
     make_case(seed * 7919, 40000, s, query, step);
     const Outcome core = run_core(s, query, step);
-    const Outcome dev = run_device(s, query, step, EnsureForm::block);
     SCOPED_TRACE("seed " + std::to_string(seed * 7919));
-    EXPECT_TRUE(same_result(core.result, dev.result));
-    EXPECT_EQ(core.copies, dev.copies);
-    EXPECT_TRUE(core.state == dev.state);
+    for (EnsureForm form : {EnsureForm::block, EnsureForm::multi_block}) {
+      const Outcome dev = run_device(s, query, step, form);
+      EXPECT_TRUE(same_result(core.result, dev.result));
+      EXPECT_EQ(core.copies, dev.copies);
+      EXPECT_TRUE(core.state == dev.state);
+    }
+  }
+}
+
+// 100k slots (25 chunks of the multi-block form), few misses: the merge path, with narrow
+// last_use ranges (many ties across chunks) and wide ones.
+TEST(EnsureForms, ManyChunksFewMisses) {
+  KVT_REQUIRE_GPU();
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    std::mt19937_64 rng(seed);
+    const SlotId slots = 100000;
+    const PageId pages = 300000;
+    HostState s;
+    s.slot_of_page.assign(pages, kNoSlot);
+    s.page_of_slot.assign(slots, kNoPage);
+    s.last_use.assign(slots, kFreeSlotStep);
+    const std::int64_t span = seed % 2 ? 4 : (1ll << 36);
+    const std::int64_t step = span + 1;
+    for (SlotId i = 0; i < slots; ++i) {
+      if (seed % 3 == 0 && i % 7 == 0) continue;  // some free slots
+      s.page_of_slot[i] = i;
+      s.slot_of_page[i] = i;
+      s.last_use[i] = std::uniform_int_distribution<std::int64_t>(0, span)(rng);
+    }
+    std::vector<PageId> query;
+    for (int i = 0; i < 72 * static_cast<int>(seed); ++i)
+      query.push_back(std::uniform_int_distribution<PageId>(slots, pages - 1)(rng));
+    for (int i = 0; i < 441; ++i)
+      query.push_back(std::uniform_int_distribution<PageId>(0, slots - 1)(rng));
+    std::shuffle(query.begin(), query.end(), rng);
+    const Outcome core = run_core(s, query, step);
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    ASSERT_EQ(core.result.status, EnsureStatus::ok);
+    for (EnsureForm form : {EnsureForm::block, EnsureForm::multi_block}) {
+      const Outcome dev = run_device(s, query, step, form);
+      EXPECT_TRUE(same_result(core.result, dev.result));
+      EXPECT_EQ(core.copies, dev.copies);
+      EXPECT_TRUE(core.state == dev.state);
+    }
   }
 }
 

@@ -1,0 +1,194 @@
+// `kvtier run --trace FILE --placement device|mirror|host [--pool-pages N]`: replays a
+// selection trace on the GPU with real page data (cuda/trace_replay.hpp) and reports per
+// forward GPU time, hits, misses, bytes each way, drops and the checksum of every selected
+// token's K/V, as a table or JSON.
+#include <boost/json.hpp>
+#include <fstream>
+#include <iostream>
+
+#include "cli/command.hpp"
+#include "cli/options.hpp"
+#include "cli/progress.hpp"
+#include "cli/table.hpp"
+#include "model/config_error.hpp"
+#include "model/kv_dtype.hpp"
+#include "model/placement.hpp"
+#if defined(KVTIER_WITH_CUDA)
+#include "cuda/host_bank.hpp"
+#include "cuda/trace_replay.hpp"
+#include "sim/trace_source.hpp"
+#endif
+
+namespace kvtier::cli {
+namespace {
+
+#if defined(KVTIER_WITH_CUDA)
+std::string hex64(unsigned long long v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", v);
+  return buf;
+}
+
+boost::json::object step_json(const cuda::ReplayStep& s) {
+  return {{"forward", s.forward},
+          {"rows", s.rows},
+          {"width", s.width},
+          {"tokens", s.tokens},
+          {"decode_tokens", s.decode_tokens},
+          {"gpu_us", s.gpu_us},
+          {"hits", s.hits},
+          {"misses", s.misses},
+          {"evictions", s.evictions},
+          {"drops", s.drops},
+          {"missing", s.missing},
+          {"selected_tokens", s.selected_tokens},
+          {"h2d_bytes", s.h2d_bytes},
+          {"d2h_bytes", s.d2h_bytes}};
+}
+#endif
+
+int run_run(const std::vector<std::string>& args) {
+  po::options_description desc("options");
+  desc.add_options()("help,h", "show this help")("trace", po::value<std::string>(),
+                                                 "selection trace (binary or JSON lines)")(
+      "placement", po::value<std::string>()->default_value("mirror"), "device, mirror or host")(
+      "pool-pages", po::value<long long>()->default_value(0), "mirror: GPU slots per QSA layer")(
+      "kv-dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp8")(
+      "ensure-form", po::value<std::string>()->default_value("block"),
+      "device ensure kernel: block, multi-block or core-thread")(
+      "write-through", "device placement: also store every token to a host bank")(
+      "verify",
+      "check every layer-step against the core on the CPU (compacted query, copy list) and "
+      "the checksum against a CPU reference (synchronises: slow)")(
+      "decisions", po::value<std::string>(),
+      "with --verify: every install as JSON lines (the simulator's format)")(
+      "forwards", po::value<long long>()->default_value(-1), "replay at most N forwards")(
+      "steps", po::value<int>()->default_value(20), "forwards listed in the table (first N)")(
+      "json", "print JSON (totals and every forward) instead of a table");
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm,
+                     "kvtier run --trace FILE --placement device|mirror|host [--pool-pages N] "
+                     "[--kv-dtype bf16|fp8] [--json]"))
+    return 0;
+  if (!vm.count("trace")) throw ConfigError("run: --trace FILE is required");
+#if defined(KVTIER_WITH_CUDA)
+  cuda::ReplayConfig c;
+  c.placement = parse_placement(vm["placement"].as<std::string>(), "--placement");
+  c.dtype = parse_kv_dtype(vm["kv-dtype"].as<std::string>(), "--kv-dtype");
+  c.pool_pages = vm["pool-pages"].as<long long>();
+  const std::string form = vm["ensure-form"].as<std::string>();
+  if (form == "block") {
+    c.form = cuda::EnsureForm::block;
+  } else if (form == "multi-block") {
+    c.form = cuda::EnsureForm::multi_block;
+  } else if (form == "core-thread") {
+    c.form = cuda::EnsureForm::core_thread;
+  } else {
+    throw ConfigError("--ensure-form: expected block, multi-block or core-thread, got '" + form +
+                      "'");
+  }
+  c.write_through = vm.count("write-through") > 0;
+  c.verify = vm.count("verify") > 0;
+  c.max_forwards = vm["forwards"].as<long long>();
+  std::ofstream decisions;
+  if (vm.count("decisions")) {
+    if (!c.verify) throw ConfigError("--decisions needs --verify");
+    decisions.open(vm["decisions"].as<std::string>());
+    if (!decisions) throw ConfigError("cannot write '" + vm["decisions"].as<std::string>() + "'");
+    c.decisions = &decisions;
+  }
+  if (cuda::device_count() == 0)
+    throw ConfigError("run: no CUDA device (cudaGetDeviceCount found none)");
+  const sim::TraceInput input = sim::file_trace(vm["trace"].as<std::string>());
+  std::unique_ptr<Progress> progress;
+  c.on_forward = [&](std::int64_t done, std::int64_t total) {
+    if (!progress)
+      progress = std::make_unique<Progress>("run", static_cast<std::uint64_t>(total), "forwards");
+    progress->update(static_cast<std::uint64_t>(done));
+  };
+  const cuda::ReplayResult r = cuda::replay_trace(input, c);
+  if (progress) progress->finish();
+  const cuda::ReplayStep& t = r.total;
+  const double us_per_forward = t.forward > 0 ? t.gpu_us / static_cast<double>(t.forward) : 0.0;
+  const double hit_rate = t.hits + t.misses > 0
+                              ? static_cast<double>(t.hits) / static_cast<double>(t.hits + t.misses)
+                              : 1.0;
+  if (vm.count("json")) {
+    boost::json::array steps;
+    for (const auto& s : r.steps)
+      steps.push_back(step_json(s));
+    boost::json::object o{{"trace", input.name},
+                          {"placement", r.placement},
+                          {"kv_dtype", r.dtype},
+                          {"pool_pages", r.pool_pages},
+                          {"num_pages", r.num_pages},
+                          {"qsa_layers", r.layers},
+                          {"device_bytes", r.device_bytes},
+                          {"host_bytes", r.host_bytes},
+                          {"checksum", hex64(r.checksum)},
+                          {"gpu_us_per_forward", us_per_forward},
+                          {"hit_rate", hit_rate},
+                          {"total", step_json(t)},
+                          {"steps", steps}};
+    if (r.verified) {
+      o["expected_checksum"] = hex64(r.expected_checksum);
+      o["query_mismatches"] = r.query_mismatches;
+      o["decision_mismatches"] = r.decision_mismatches;
+      o["first_mismatch"] = r.first_mismatch;
+    }
+    std::cout << boost::json::serialize(o) << "\n";
+  } else {
+    Table st({"forward", "rows", "tokens", "width", "gpu us", "hits", "misses", "drops",
+              "H2D bytes", "D2H bytes"});
+    const int show = vm["steps"].as<int>();
+    for (std::size_t i = 0; i < r.steps.size() && static_cast<int>(i) < show; ++i) {
+      const auto& s = r.steps[i];
+      st.add({fmt_int(s.forward), fmt_int(s.rows), fmt_int(s.tokens), fmt_int(s.width),
+              fmt_fixed(s.gpu_us, 1), fmt_int(s.hits), fmt_int(s.misses), fmt_int(s.drops),
+              fmt_int(s.h2d_bytes), fmt_int(s.d2h_bytes)});
+    }
+    st.print();
+    std::printf("\n");
+    Table tt({"figure", "value"});
+    tt.add({"trace", input.name});
+    tt.add({"placement", r.placement + (c.write_through ? " (+ write-through store)" : "")});
+    tt.add({"kv dtype", r.dtype});
+    tt.add({"pool pages per layer", r.pool_pages > 0 ? fmt_int(r.pool_pages) : "-"});
+    tt.add({"logical pages", fmt_int(r.num_pages)});
+    tt.add({"forwards", fmt_int(t.forward)});
+    tt.add({"GPU time, total", fmt_fixed(t.gpu_us / 1000.0, 3) + " ms"});
+    tt.add({"GPU time per forward", fmt_fixed(us_per_forward, 2) + " us"});
+    tt.add({"hits / misses / evictions",
+            fmt_int(t.hits) + " / " + fmt_int(t.misses) + " / " + fmt_int(t.evictions)});
+    tt.add({"hit rate", fmt_fixed(100.0 * hit_rate, 2) + " %"});
+    tt.add({"drops (pages past the width)", fmt_int(t.drops)});
+    tt.add({"selected tokens read", fmt_int(t.selected_tokens)});
+    tt.add({"non-resident reads", fmt_int(t.missing)});
+    tt.add({"host -> device", fmt_bytes(static_cast<double>(t.h2d_bytes))});
+    tt.add({"device -> host", fmt_bytes(static_cast<double>(t.d2h_bytes))});
+    tt.add({"checksum", hex64(r.checksum)});
+    if (r.verified) {
+      tt.add({"expected checksum (CPU)", hex64(r.expected_checksum)});
+      tt.add({"query / decision mismatches",
+              fmt_int(r.query_mismatches) + " / " + fmt_int(r.decision_mismatches)});
+      if (!r.first_mismatch.empty()) tt.add({"first mismatch", r.first_mismatch});
+    }
+    tt.print();
+  }
+  if (r.verified && (r.query_mismatches != 0 || r.decision_mismatches != 0 ||
+                     (t.missing == 0 && r.checksum != r.expected_checksum))) {
+    std::fprintf(stderr, "kvtier run: verification failed: %s\n",
+                 r.first_mismatch.empty() ? "checksum differs" : r.first_mismatch.c_str());
+    return 2;
+  }
+  return 0;
+#else
+  throw ConfigError("run: this kvtier was built without the CUDA backend");
+#endif
+}
+
+const CommandRegistrar reg{
+    {"run", "replay a selection trace on the GPU with real page data", run_run}};
+
+}  // namespace
+}  // namespace kvtier::cli

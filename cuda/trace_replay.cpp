@@ -1,0 +1,523 @@
+#include "cuda/trace_replay.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/engine.hpp"
+#include "cuda/host_bank.hpp"
+#include "model/capacity_error.hpp"
+#include "model/compaction.hpp"
+#include "model/config_error.hpp"
+#include "model/ensure.hpp"
+#include "model/residency_state.hpp"
+#include "model/select_width.hpp"
+#include "model/victims_heap.hpp"
+#include "sim/front_end.hpp"
+
+namespace kvtier::cuda {
+
+unsigned long long token_checksum(const PageLayout& layout, int layer, std::int64_t pos) {
+  // launch_read folds words of W bytes (W from the layout; 16-byte words as two 8-byte
+  // terms), indexed over the layer's banks K, V[, K scale, V scale] concatenated.
+  std::int64_t g = layout.token_bytes(BankKind::k);
+  if (layout.fp8()) g |= layout.token_bytes(BankKind::k_scale);
+  int w = 1;
+  for (int c : {16, 8, 4, 2}) {
+    if (g % c == 0) {
+      w = c;
+      break;
+    }
+  }
+  const int term_bytes = w >= 8 ? 8 : w;
+  std::vector<unsigned char> bytes;
+  for (int k = 0; k < layout.banks_per_layer; ++k) {
+    const std::int64_t words = layout.token_bytes(PageLayout::kind_of(k)) / 4;
+    for (std::int64_t i = 0; i < words; ++i) {
+      const std::uint32_t v = token_word(pos, layer, k, i);
+      for (int b = 0; b < 4; ++b)
+        bytes.push_back(static_cast<unsigned char>(v >> (8 * b)));
+    }
+  }
+  unsigned long long sum = 0;
+  const std::size_t terms = bytes.size() / static_cast<std::size_t>(term_bytes);
+  for (std::size_t j = 0; j < terms; ++j) {
+    unsigned long long word = 0;
+    std::memcpy(&word, bytes.data() + j * static_cast<std::size_t>(term_bytes),
+                static_cast<std::size_t>(term_bytes));  // little-endian, zero-extended
+    sum += checksum_term(word, pos, static_cast<std::int64_t>(j));
+  }
+  return sum;
+}
+
+namespace {
+
+template <class T>
+void fit(DeviceArray<T>& a, std::size_t n) {
+  if (a.size() < n || a.get() == nullptr) a = DeviceArray<T>(std::max<std::size_t>(n, 1) * 2);
+}
+
+template <class T>
+void upload(DeviceArray<T>& d, const std::vector<T>& v, cudaStream_t s) {
+  fit(d, v.size());
+  if (!v.empty())
+    KVT_CUDA_CHECK(
+        cudaMemcpyAsync(d.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, s));
+}
+
+// Step counters the device accumulates: hits, misses, evictions, then int counters.
+struct DeviceCounters {
+  long long ensure[3];
+  int dropped;
+  int bad_rows;
+  int missing;
+  int bad_stores;
+};
+
+struct CpuPool {
+  ResidencyState state;
+  HeapVictims victims;
+  CpuPool(PageId pages, SlotId slots) : state(pages, slots), victims(slots) {}
+};
+
+std::string describe_copies(const std::vector<CopyOp>& a, const std::vector<CopyOp>& b) {
+  std::size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i])
+    ++i;
+  auto op = [](const std::vector<CopyOp>& v, std::size_t k) {
+    if (k >= v.size()) return std::string("(none)");
+    return "page " + std::to_string(v[k].page) + " -> slot " + std::to_string(v[k].slot) +
+           " (evicts " + std::to_string(v[k].evicted) + ")";
+  };
+  return "copy " + std::to_string(i) + ": gpu " + op(a, i) + ", core " + op(b, i) + " (" +
+         std::to_string(a.size()) + " vs " + std::to_string(b.size()) + " copies)";
+}
+
+}  // namespace
+
+ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg) {
+  const Geometry& g = input.header.geometry;
+  g.validate();
+  const bool mirror = cfg.placement == Placement::mirror;
+  const bool host = cfg.placement == Placement::host;
+  const bool device = cfg.placement == Placement::device;
+  if (mirror && cfg.pool_pages <= 0) throw ConfigError("placement mirror needs --pool-pages N");
+  if (cfg.write_through && !device)
+    throw ConfigError("write-through applies to placement device only");
+  if (cfg.pool_pages > INT32_MAX - 1) throw ConfigError("pool pages beyond 2^31 - 2");
+  if (device_count() == 0) throw std::runtime_error("no CUDA device found");
+
+  const sim::TraceStats stats = sim::scan_trace(input);
+  const int L = g.qsa_layers();
+  const PageId num_pages = stats.peak_pages;
+  const PageLayout layout =
+      PageLayout::make(L, g.page_size, g.kv_heads, g.head_dim, cfg.dtype == KvDtype::fp8);
+  for (int k = 0; k < layout.banks_per_layer; ++k) {
+    if (layout.token_bytes(PageLayout::kind_of(k)) % 4 != 0)
+      throw ConfigError("run: token bytes per bank must be a multiple of 4");
+  }
+  const std::int64_t token_bytes = layout.layer_page_bytes() / layout.page_size;  // one layer
+  const auto slots = static_cast<SlotId>(cfg.pool_pages);
+
+  ReplayResult res;
+  res.placement = std::string(to_string(cfg.placement));
+  res.dtype = std::string(to_string(cfg.dtype));
+  res.pool_pages = mirror ? cfg.pool_pages : 0;
+  res.num_pages = num_pages;
+  res.layers = L;
+  res.verified = cfg.verify;
+
+  // --- memory: mirror engine, or pool (device), or host bank (host, write-through)
+  std::unique_ptr<MirrorEngine> engine;
+  std::unique_ptr<DevicePool> pool;
+  std::unique_ptr<HostBank> bank;
+  if (mirror) {
+    MirrorConfig mc{layout,
+                    ResidencyUnit::layer_page,
+                    num_pages,
+                    slots,
+                    static_cast<int>(std::max<std::int64_t>(1, stats.max_step_pages)),
+                    cfg.form};
+    engine = std::make_unique<MirrorEngine>(mc);
+    res.device_bytes = engine->pool().total_bytes();
+    res.host_bytes = engine->host().total_bytes();
+  } else {
+    if (device) {
+      pool = std::make_unique<DevicePool>(layout, num_pages);
+      res.device_bytes = pool->total_bytes();
+    }
+    if (host || cfg.write_through) {
+      bank = std::make_unique<HostBank>(layout, num_pages);
+      res.host_bytes = bank->total_bytes();
+    }
+  }
+  std::vector<CpuPool> cpu;
+  if (mirror && cfg.verify) {
+    for (int l = 0; l < L; ++l)
+      cpu.emplace_back(num_pages, slots);
+  }
+
+  cudaStream_t s;
+  KVT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t ev_a, ev_b;
+  KVT_CUDA_CHECK(cudaEventCreate(&ev_a));
+  KVT_CUDA_CHECK(cudaEventCreate(&ev_b));
+  DeviceArray<DeviceCounters> d_counters(1);
+  DeviceArray<unsigned long long> d_checksum(1);
+  KVT_CUDA_CHECK(cudaMemset(d_checksum.get(), 0, sizeof(unsigned long long)));
+  DeviceArray<std::int32_t> d_blocks;
+  DeviceArray<std::int64_t> d_rowpos, d_tablelen, d_store_pos, d_read_pos;
+  DeviceArray<PageId> d_tables, d_query, d_store_pages, d_freed;
+  DeviceArray<std::int32_t> d_store_tokens;
+  DeviceArray<SlotId> d_physical;
+  DeviceArray<std::byte> d_src[4];
+
+  sim::FrontEnd fe(g, num_pages);
+  const std::int64_t total_forwards =
+      cfg.max_forwards >= 0 ? std::min(cfg.max_forwards, stats.forwards) : stats.forwards;
+  auto stream = input.open();
+  traces::Record rec;
+  std::int64_t fi = 0;
+  // host staging
+  std::vector<std::int32_t> blocks;
+  std::vector<std::int64_t> rowpos, tablelen, store_pos, read_pos;
+  std::vector<PageId> tables, qinit, store_pages;
+  std::vector<std::int32_t> store_tokens;
+  std::vector<CopyOp> gpu_copies, cpu_copies;
+  std::vector<PageId> cpu_miss;
+  std::vector<SlotId> cpu_victims;
+  std::vector<PageId> gpu_query;
+
+  while (fi < total_forwards && stream->next(rec)) {
+    if (const auto* b = std::get_if<traces::RequestBegin>(&rec)) {
+      fe.begin(*b);
+      continue;
+    }
+    if (const auto* e = std::get_if<traces::RequestEnd>(&rec)) {
+      const std::vector<PageId> freed = fe.end(*e);
+      if (mirror && !freed.empty()) {
+        upload(d_freed, freed, s);
+        for (int l = 0; l < L; ++l)
+          launch_release(engine->device_view(l), d_freed.get(), static_cast<int>(freed.size()), s);
+        for (auto& p : cpu)
+          for (PageId page : freed)
+            release_page(p.state.view(), page, p.victims);
+        KVT_CUDA_CHECK(cudaStreamSynchronize(s));  // d_freed is reused
+      }
+      continue;
+    }
+    const auto& f = std::get<traces::Forward>(rec);
+    fe.prepare(f);
+    const int rows = static_cast<int>(f.rows.size());
+    int width = static_cast<int>(std::min<std::int64_t>(fe.max_row_pages(), INT32_MAX / 4));
+    if (mirror)
+      width = select_width(cfg.pool_pages, rows, fe.write_pages(), fe.max_row_pages()).width;
+    ReplayStep st;
+    st.forward = fi;
+    st.rows = rows;
+    st.width = width;
+    st.tokens = fe.tokens();
+    st.decode_tokens = fe.decode_tokens();
+
+    // --- stage the forward: page tables, selections, store entries, read positions
+    int stride = 1;
+    for (const auto& row : f.rows)
+      stride = std::max(stride, static_cast<int>(fe.table(row.request).size()));
+    int nb = 0;
+    for (int l = 0; l < L; ++l)
+      for (int r = 0; r < rows; ++r)
+        nb = std::max(nb, static_cast<int>(f.selection(l, r).size()));
+    tables.assign(static_cast<std::size_t>(rows) * stride, kNoPage);
+    tablelen.assign(static_cast<std::size_t>(rows), 0);
+    rowpos.assign(static_cast<std::size_t>(rows), 0);
+    blocks.assign(static_cast<std::size_t>(L) * rows * nb, -1);
+    store_pos.clear();
+    store_pages.clear();
+    store_tokens.clear();
+    for (int r = 0; r < rows; ++r) {
+      const auto& row = f.rows[r];
+      const auto t = fe.table(row.request);
+      std::copy(t.begin(), t.end(), tables.begin() + std::int64_t{r} * stride);
+      tablelen[r] = static_cast<std::int64_t>(t.size());
+      rowpos[r] = row.position + row.count - 1;
+      for (std::int64_t p = row.position; p < row.position + row.count; ++p) {
+        store_pos.push_back(p);
+        store_pages.push_back(t[static_cast<std::size_t>(p / g.page_size)]);
+        store_tokens.push_back(static_cast<std::int32_t>(p % g.page_size));
+      }
+      for (int l = 0; l < L; ++l) {
+        const auto sel = f.selection(l, r);
+        std::copy(sel.begin(), sel.end(), blocks.begin() + (std::int64_t{l} * rows + r) * nb);
+      }
+    }
+    // Read positions: the tokens of the selected blocks and the causal tail of the row's
+    // last token, on the first `width` distinct pages (what compaction keeps).
+    int max_tokens = 1;
+    std::vector<std::vector<std::int64_t>> per(static_cast<std::size_t>(L) * rows);
+    for (int l = 0; l < L; ++l) {
+      for (int r = 0; r < rows; ++r) {
+        auto& v = per[static_cast<std::size_t>(l) * rows + r];
+        const std::int64_t last = rowpos[r];
+        const TokenRange tail = causal_tail(last, g.compress_ratio);
+        std::int64_t prev_page = -1;
+        int pages_kept = 0;
+        auto add = [&](std::int64_t p) {
+          const std::int64_t pg = p / g.page_size;
+          if (pg != prev_page) {
+            if (pages_kept == width) return false;
+            ++pages_kept;
+            prev_page = pg;
+          }
+          v.push_back(p);
+          return true;
+        };
+        bool open = true;
+        for (std::int32_t b : f.selection(l, r)) {
+          for (int i = 0; open && i < g.compress_ratio; ++i) {
+            const std::int64_t p = std::int64_t{b} * g.compress_ratio + i;
+            if (p > last || p >= tail.begin) break;
+            open = add(p);
+          }
+        }
+        for (std::int64_t p = tail.begin; open && p < tail.end && p <= last; ++p)
+          open = add(p);
+        max_tokens = std::max(max_tokens, static_cast<int>(v.size()));
+        st.selected_tokens += static_cast<std::int64_t>(v.size());
+      }
+    }
+    read_pos.assign(static_cast<std::size_t>(L) * rows * max_tokens, -1);
+    for (std::size_t k = 0; k < per.size(); ++k)
+      std::copy(per[k].begin(), per[k].end(),
+                read_pos.begin() + static_cast<std::int64_t>(k) * max_tokens);
+    const int writes = fe.write_pages();
+    const int qlen = writes + rows * width;
+    std::vector<PageId> wp;
+    {
+      // the write pages as the core sees them: the first `writes` entries of any layer's query
+      const sim::LayerQuery q0 = fe.build(f, 0, width);
+      wp.assign(q0.pages.begin(), q0.pages.begin() + writes);
+    }
+    qinit.assign(static_cast<std::size_t>(L) * qlen, kNoPage);
+    for (int l = 0; l < L; ++l)
+      std::copy(wp.begin(), wp.end(), qinit.begin() + std::int64_t{l} * qlen);
+
+    upload(d_tables, tables, s);
+    upload(d_tablelen, tablelen, s);
+    upload(d_rowpos, rowpos, s);
+    upload(d_blocks, blocks, s);
+    upload(d_query, qinit, s);
+    upload(d_store_pos, store_pos, s);
+    upload(d_store_pages, store_pages, s);
+    upload(d_store_tokens, store_tokens, s);
+    upload(d_read_pos, read_pos, s);
+    fit(d_physical, static_cast<std::size_t>(rows) * width);
+    const int n_store = static_cast<int>(store_pos.size());
+    for (int k = 0; k < layout.banks_per_layer; ++k)
+      fit(d_src[k], static_cast<std::size_t>(n_store * layout.token_bytes(PageLayout::kind_of(k))));
+    KVT_CUDA_CHECK(cudaMemsetAsync(d_counters.get(), 0, sizeof(DeviceCounters), s));
+    if (engine) engine->reset_counters_async(s);
+    KVT_CUDA_CHECK(cudaStreamSynchronize(s));
+
+    // --- the forward on the GPU
+    DeviceCounters* dc = d_counters.get();
+    KVT_CUDA_CHECK(cudaEventRecord(ev_a, s));
+    for (int l = 0; l < L; ++l) {
+      FillParams fp{};
+      fp.positions = d_store_pos.get();
+      for (int k = 0; k < layout.banks_per_layer; ++k)
+        fp.dst[k] = d_src[k].get();
+      fp.layout = layout;
+      fp.layer = l;
+      fp.n = n_store;
+      launch_fill(fp, s);
+      const std::byte* src[4] = {d_src[0].get(), d_src[1].get(), d_src[2].get(), d_src[3].get()};
+      if (mirror) {
+        engine->store_async(l, d_store_pages.get(), d_store_tokens.get(), src, n_store, s);
+      } else {
+        StoreParams sp{};
+        sp.pages = d_store_pages.get();
+        sp.tokens = d_store_tokens.get();
+        for (int k = 0; k < layout.banks_per_layer; ++k) {
+          const int bk = l * layout.banks_per_layer + k;
+          sp.src[k] = src[k];
+          sp.host[k] = bank ? bank->device(bk) : nullptr;
+          sp.pool[k] = pool ? pool->bank(bk) : nullptr;
+        }
+        sp.slot_of_page = nullptr;
+        sp.bad = &dc->bad_stores;
+        sp.layout = layout;
+        sp.num_pages = num_pages;
+        sp.n = n_store;
+        launch_store(sp, s);
+      }
+      PageId* q = d_query.get() + std::int64_t{l} * qlen;
+      CompactParams cp{d_blocks.get() + std::int64_t{l} * rows * nb,
+                       d_rowpos.get(),
+                       d_tables.get(),
+                       d_tablelen.get(),
+                       q + writes,
+                       &dc->dropped,
+                       &dc->bad_rows,
+                       rows,
+                       nb,
+                       stride,
+                       width,
+                       g.compress_ratio,
+                       g.page_size};
+      launch_compact(cp, s);
+      ReadParams rp{};
+      rp.positions = d_read_pos.get() + std::int64_t{l} * rows * max_tokens;
+      rp.tables = d_tables.get();
+      rp.table_len = d_tablelen.get();
+      rp.missing = &dc->missing;
+      rp.checksum = d_checksum.get();
+      rp.layout = layout;
+      rp.layer = l;
+      rp.rows = rows;
+      rp.max_tokens = max_tokens;
+      rp.table_stride = stride;
+      rp.num_pages = num_pages;
+      if (mirror) {
+        const std::int64_t step = (fi * L + l) * 2 + 1;  // the simulator's stamps
+        launch_set_step(engine->step(), step, s);
+        engine->ensure_async(l, q, qlen, s);
+        launch_accumulate(engine->result(), dc->ensure, s);
+        engine->translate_async(l, q + writes, rows * width, d_physical.get(), s);
+        rp.banks = engine->pool().device_bank_table();
+        rp.slot_of_page = engine->device_view(l).slot_of_page;
+        rp.dummy = dummy_slot(slots);
+        if (cfg.verify) {
+          // --- the core on the CPU, as the simulator runs it
+          KVT_CUDA_CHECK(cudaStreamSynchronize(s));
+          const sim::LayerQuery cq = fe.build(f, l, width);
+          gpu_query.resize(static_cast<std::size_t>(qlen));
+          KVT_CUDA_CHECK(cudaMemcpy(gpu_query.data(), q, gpu_query.size() * sizeof(PageId),
+                                    cudaMemcpyDeviceToHost));
+          if (!std::equal(gpu_query.begin(), gpu_query.end(), cq.pages.begin(), cq.pages.end())) {
+            if (res.query_mismatches++ == 0)
+              res.first_mismatch = "forward " + std::to_string(fi) + " layer " + std::to_string(l) +
+                                   ": compacted query differs";
+          }
+          CpuPool& cpool = cpu[static_cast<std::size_t>(l)];
+          const auto n = cq.pages.size();
+          cpu_miss.resize(n + 1);
+          cpu_victims.resize(n + 1);
+          cpu_copies.resize(n + 1);
+          const EnsureResult cr = ensure_pages(
+              cpool.state.view(), cq.pages.data(), static_cast<int>(n), step, cpool.victims,
+              EnsureScratch{cpu_miss.data(), cpu_victims.data(), nullptr}, cpu_copies.data());
+          cpu_copies.resize(cr.status == EnsureStatus::ok ? static_cast<std::size_t>(cr.misses)
+                                                          : 0);
+          int count = 0;
+          KVT_CUDA_CHECK(
+              cudaMemcpy(&count, engine->copy_count(), sizeof count, cudaMemcpyDeviceToHost));
+          gpu_copies.resize(static_cast<std::size_t>(count));
+          if (count > 0)
+            KVT_CUDA_CHECK(cudaMemcpy(gpu_copies.data(), engine->copies(),
+                                      gpu_copies.size() * sizeof(CopyOp), cudaMemcpyDeviceToHost));
+          if (gpu_copies != cpu_copies) {
+            if (res.decision_mismatches++ == 0 && res.first_mismatch.empty())
+              res.first_mismatch = "forward " + std::to_string(fi) + " layer " + std::to_string(l) +
+                                   ": " + describe_copies(gpu_copies, cpu_copies);
+          }
+          if (cfg.decisions != nullptr) {
+            char buf[192];
+            for (const CopyOp& op : gpu_copies) {
+              const int len = std::snprintf(
+                  buf, sizeof buf,
+                  "{\"forward\":%lld,\"state\":%d,\"step\":%lld,\"kind\":\"demand\",\"page\":%d,"
+                  "\"slot\":%d,\"evicted\":%d}\n",
+                  static_cast<long long>(fi), l, static_cast<long long>(step), op.page, op.slot,
+                  op.evicted);
+              cfg.decisions->write(buf, len);
+            }
+          }
+        }
+      } else if (device) {
+        rp.banks = pool->device_bank_table();
+        rp.slot_of_page = nullptr;
+        rp.dummy = num_pages;
+      } else {
+        rp.banks = bank->device_bank_table();
+        rp.slot_of_page = nullptr;
+        rp.dummy = dummy_page(num_pages);
+      }
+      launch_read(rp, s);
+    }
+    KVT_CUDA_CHECK(cudaEventRecord(ev_b, s));
+    KVT_CUDA_CHECK(cudaEventSynchronize(ev_b));
+    float ms = 0;
+    KVT_CUDA_CHECK(cudaEventElapsedTime(&ms, ev_a, ev_b));
+    st.gpu_us = static_cast<double>(ms) * 1000.0;
+    DeviceCounters c{};
+    KVT_CUDA_CHECK(cudaMemcpy(&c, dc, sizeof c, cudaMemcpyDeviceToHost));
+    if (engine) {
+      const MirrorEngine::Counters ec = engine->read_counters();
+      if (ec.ensure_errors != 0) {
+        EnsureResult r;
+        KVT_CUDA_CHECK(cudaMemcpy(&r, engine->result(), sizeof r, cudaMemcpyDeviceToHost));
+        throw CapacityError("forward " + std::to_string(fi) + ": the pool of " +
+                            std::to_string(cfg.pool_pages) + " slots cannot take " +
+                            std::to_string(r.misses) + " new pages (" +
+                            std::to_string(r.evictable) + " evictable)");
+      }
+      st.missing += ec.missing;  // translate: selected pages not resident after ensure
+      c.bad_stores += ec.bad_stores;
+    }
+    if (c.bad_rows != 0 || c.bad_stores != 0)
+      throw std::runtime_error("forward " + std::to_string(fi) + ": " + std::to_string(c.bad_rows) +
+                               " rows failed compaction, " + std::to_string(c.bad_stores) +
+                               " stores outside the space");
+    st.hits = c.ensure[0];
+    st.misses = c.ensure[1];
+    st.evictions = c.ensure[2];
+    st.drops = c.dropped;
+    st.missing += c.missing;
+    const std::int64_t stored = std::int64_t{n_store} * token_bytes * L;
+    st.d2h_bytes = device && !cfg.write_through ? 0 : stored;
+    st.h2d_bytes = mirror ? st.misses * layout.layer_page_bytes()
+                   : host ? st.selected_tokens * token_bytes
+                          : 0;
+    if (cfg.verify) {
+      unsigned long long sum = 0;
+      for (int l = 0; l < L; ++l)
+        for (int r = 0; r < rows; ++r)
+          for (std::int64_t p : per[static_cast<std::size_t>(l) * rows + r])
+            sum += token_checksum(layout, l, p);
+      res.expected_checksum += sum;
+    }
+    res.steps.push_back(st);
+    ++fi;
+    if (cfg.on_forward) cfg.on_forward(fi, total_forwards);
+  }
+  KVT_CUDA_CHECK(
+      cudaMemcpy(&res.checksum, d_checksum.get(), sizeof res.checksum, cudaMemcpyDeviceToHost));
+  KVT_CUDA_CHECK(cudaEventDestroy(ev_a));
+  KVT_CUDA_CHECK(cudaEventDestroy(ev_b));
+  KVT_CUDA_CHECK(cudaStreamDestroy(s));
+  ReplayStep& t = res.total;
+  t.forward = fi;
+  for (const ReplayStep& x : res.steps) {
+    t.rows += x.rows;
+    t.width = t.width == 0 ? x.width : std::min(t.width, x.width);
+    t.tokens += x.tokens;
+    t.decode_tokens += x.decode_tokens;
+    t.gpu_us += x.gpu_us;
+    t.hits += x.hits;
+    t.misses += x.misses;
+    t.evictions += x.evictions;
+    t.drops += x.drops;
+    t.missing += x.missing;
+    t.selected_tokens += x.selected_tokens;
+    t.h2d_bytes += x.h2d_bytes;
+    t.d2h_bytes += x.d2h_bytes;
+  }
+  return res;
+}
+
+}  // namespace kvtier::cuda
