@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "model/config_error.hpp"
@@ -122,7 +123,9 @@ void MissCurve::merge(const MissCurve& o) {
 }
 
 MrcResult miss_ratio_curve(const TraceInput& input, const TraceStats& stats, ResidencyUnit unit,
-                           bool keep_log) {
+                           bool keep_log, std::int64_t max_log_entries) {
+  // Entries are indexed by int32 next-use positions.
+  max_log_entries = std::min<std::int64_t>(max_log_entries, QueryLog::kNever - 1);
   const Geometry& g = input.header.geometry;
   const int L = g.qsa_layers();
   const int n_states = unit == ResidencyUnit::layer_page ? L : 1;
@@ -138,6 +141,7 @@ MrcResult miss_ratio_curve(const TraceInput& input, const TraceStats& stats, Res
   // seen[state][page]: the last step index that referenced the page (dedupe within a step)
   std::vector<std::vector<std::int64_t>> seen(n_states, std::vector<std::int64_t>(pages, -1));
   std::int64_t step = 0;
+  std::int64_t logged = 0;  // log entries over all states (pages, step ends, releases)
   auto stream = input.open();
   traces::Record rec;
   while (stream->next(rec)) {
@@ -148,6 +152,7 @@ MrcResult miss_ratio_curve(const TraceInput& input, const TraceStats& stats, Res
         for (int s = 0; s < n_states; ++s) {
           stacks[s].release(p);
           if (keep_log) res.log.states[s].push_back(QueryLog::release_code(p));
+          ++logged;
         }
       }
     } else {
@@ -175,6 +180,7 @@ MrcResult miss_ratio_curve(const TraceInput& input, const TraceStats& stats, Res
           if (keep_log) res.log.states[s].push_back(p);
         }
         if (keep_log) res.log.states[s].push_back(QueryLog::kStepEnd);
+        logged += distinct + 1;
         res.max_step_pages = std::max(res.max_step_pages, distinct);
         ++step;
       }
@@ -187,7 +193,14 @@ MrcResult miss_ratio_curve(const TraceInput& input, const TraceStats& stats, Res
         bytes += static_cast<std::int64_t>(c.hits_at_depth.capacity() * sizeof(std::int64_t));
       res.peak_bytes = std::max(res.peak_bytes, bytes);
     }
+    if (keep_log && logged > max_log_entries) {
+      // Past the cap: drop the log (the Belady bound is not computed) rather than grow on.
+      keep_log = false;
+      res.log.dropped = true;
+      res.log.states.assign(res.log.states.size(), {});
+    }
   }
+  if (keep_log) res.log.index_next_uses();
   for (const auto& c : res.per_layer)
     res.curve.merge(c);
   return res;
@@ -195,22 +208,10 @@ MrcResult miss_ratio_curve(const TraceInput& input, const TraceStats& stats, Res
 
 namespace {
 
-std::int64_t belady_state(const std::vector<std::int32_t>& seq, PageId pages, std::int64_t slots) {
-  constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
-  // next use of each reference, resetting at releases (a reused page id is a new page)
-  std::vector<std::int64_t> next_use(seq.size(), kNever);
-  {
-    std::vector<std::int64_t> next(pages, kNever);
-    for (std::int64_t i = static_cast<std::int64_t>(seq.size()) - 1; i >= 0; --i) {
-      const std::int32_t v = seq[i];
-      if (v >= 0) {
-        next_use[i] = next[v];
-        next[v] = i;
-      } else if (v != QueryLog::kStepEnd) {
-        next[-2 - v] = kNever;
-      }
-    }
-  }
+std::int64_t belady_state(const std::vector<std::int32_t>& seq,
+                          const std::vector<std::int32_t>& next_use, PageId pages,
+                          std::int64_t slots) {
+  constexpr std::int64_t kNever = QueryLog::kNever;
   struct Entry {
     std::int64_t key;
     PageId page;
@@ -271,11 +272,6 @@ std::int64_t belady_state(const std::vector<std::int32_t>& seq, PageId pages, st
           --count;
           break;
         }
-        for (const Entry& e : aside) {
-          heap.push_back(e);
-          std::push_heap(heap.begin(), heap.end());
-        }
-        aside.clear();
       }
       resident[p] = 1;
       key[p] = nu;
@@ -283,6 +279,13 @@ std::int64_t belady_state(const std::vector<std::int32_t>& seq, PageId pages, st
       std::push_heap(heap.begin(), heap.end());
       ++count;
     }
+    // Pages of this step set aside stay pinned for the whole step: they go back once, after
+    // its misses (putting them back after each miss made a step quadratic in its pages).
+    for (const Entry& e : aside) {
+      heap.push_back(e);
+      std::push_heap(heap.begin(), heap.end());
+    }
+    aside.clear();
     if (heap.size() > static_cast<std::size_t>(4 * count + 1024)) {
       std::erase_if(heap,
                     [&](const Entry& e) { return !resident[e.page] || key[e.page] != e.key; });
@@ -296,10 +299,45 @@ std::int64_t belady_state(const std::vector<std::int32_t>& seq, PageId pages, st
 
 }  // namespace
 
+std::int64_t QueryLog::entries() const {
+  std::int64_t n = 0;
+  for (const auto& s : states)
+    n += static_cast<std::int64_t>(s.size());
+  return n;
+}
+
+void QueryLog::index_next_uses() {
+  next_use.assign(states.size(), {});
+  std::vector<std::int32_t> next(num_pages);
+  for (std::size_t si = 0; si < states.size(); ++si) {
+    const std::vector<std::int32_t>& seq = states[si];
+    std::vector<std::int32_t>& nu = next_use[si];
+    nu.assign(seq.size(), kNever);
+    std::fill(next.begin(), next.end(), kNever);
+    // Backwards: a reference's next use is the following reference of its page; a release
+    // in between makes it never (a reused page id is a new page).
+    for (auto i = static_cast<std::int64_t>(seq.size()) - 1; i >= 0; --i) {
+      const std::int32_t v = seq[i];
+      if (v >= 0) {
+        nu[i] = next[v];
+        next[v] = static_cast<std::int32_t>(i);
+      } else if (v != kStepEnd) {
+        next[-2 - v] = kNever;
+      }
+    }
+  }
+}
+
 std::int64_t belady_misses(const QueryLog& log, std::int64_t slots) {
+  if (log.dropped) {
+    throw ConfigError("belady: the query log was dropped (longer than its cap); no bound");
+  }
+  if (log.next_use.size() != log.states.size()) {
+    throw std::logic_error("belady: the query log has no next-use index");
+  }
   std::int64_t total = 0;
-  for (const auto& s : log.states)
-    total += belady_state(s, log.num_pages, slots);
+  for (std::size_t s = 0; s < log.states.size(); ++s)
+    total += belady_state(log.states[s], log.next_use[s], log.num_pages, slots);
   return total;
 }
 

@@ -1,4 +1,5 @@
 #pragma once
+#include <climits>
 #include <cstdint>
 #include <queue>
 #include <vector>
@@ -56,11 +57,23 @@ struct MissCurve {
 
 // The queries of a trace, per residency state, recorded for the Belady bound: a page id
 // (>= 0), kStepEnd after each layer-step, or release_code(p) when page p's request ended.
+//
+// Memory: 8 bytes per entry (the entry and its next use), O(trace length): the only part of
+// the planner that is. miss_ratio_curve caps it (max_log_entries over all states); past the
+// cap the log is dropped (`dropped`) and the planner reports no Belady bound rather than
+// running out of memory.
 struct QueryLog {
   static constexpr std::int32_t kStepEnd = -1;
+  static constexpr std::int32_t kNever = INT32_MAX;
   static constexpr std::int32_t release_code(PageId p) { return -2 - p; }
   PageId num_pages = 0;
+  bool dropped = false;
   std::vector<std::vector<std::int32_t>> states;
+  // [state][i]: index in states[state] of the next reference to the same page, kNever when
+  // none (a release ends a page's life); computed once, shared by every pool size.
+  std::vector<std::vector<std::int32_t>> next_use;
+  std::int64_t entries() const;
+  void index_next_uses();
 };
 
 struct MrcResult {
@@ -72,12 +85,14 @@ struct MrcResult {
 };
 
 // One pass over the trace with untruncated selections (no width limit), per residency unit.
+inline constexpr std::int64_t kDefaultMaxLogEntries = std::int64_t{1} << 26;  // 512 MiB
 MrcResult miss_ratio_curve(const TraceInput& input, const TraceStats& stats, ResidencyUnit unit,
-                           bool keep_log);
+                           bool keep_log, std::int64_t max_log_entries = kDefaultMaxLogEntries);
 
 // Fewest misses any policy could have (Belady: evict the page used furthest in the future)
 // with `slots` slots per state; every page of a step must be resident at the step.
-// Requires slots >= the most distinct pages of one step (throws ConfigError otherwise).
+// Requires slots >= the most distinct pages of one step and a log that was not dropped
+// (throws ConfigError otherwise). Several calls may run at once on one log.
 std::int64_t belady_misses(const QueryLog& log, std::int64_t slots);
 
 }  // namespace kvtier::sim

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <boost/json.hpp>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -114,7 +115,9 @@ PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig
   std::vector<MrcResult> mrc(want_mirror ? cfg.units.size() : 0);
   parallel_for(
       mrc.size(), threads,
-      [&](std::size_t i) { mrc[i] = miss_ratio_curve(input, st, cfg.units[i], cfg.belady); },
+      [&](std::size_t i) {
+        mrc[i] = miss_ratio_curve(input, st, cfg.units[i], cfg.belady, cfg.belady_max_entries);
+      },
       nullptr);
   res.min_slots = std::int64_t{st.max_rows} + st.max_write_pages;
   for (const auto& m : mrc)
@@ -152,10 +155,23 @@ PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig
     for (std::int64_t s : us.sizes)
       us.lru_misses.push_back(mrc[u].curve.misses(s));
     us.points.resize(us.sizes.size());
-    if (cfg.belady) us.belady_misses.resize(us.sizes.size());
+    const bool belady = cfg.belady && !mrc[u].log.dropped;
+    if (cfg.belady && mrc[u].log.dropped) {
+      us.belady_note = "skipped: the trace's query log is over " +
+                       std::to_string(cfg.belady_max_entries) + " entries";
+    }
+    // Every first reference misses under any policy, and Belady <= LRU: where LRU has only
+    // those compulsory misses, so has Belady (no run needed).
+    const std::int64_t compulsory = mrc[u].curve.misses(std::numeric_limits<std::int64_t>::max());
+    if (belady) us.belady_misses.resize(us.sizes.size());
     for (std::size_t i = 0; i < us.sizes.size(); ++i) {
       jobs.push_back({Placement::mirror, static_cast<int>(u), i, false});
-      if (cfg.belady) jobs.push_back({Placement::mirror, static_cast<int>(u), i, true});
+      if (!belady) continue;
+      if (us.lru_misses[i] == compulsory) {
+        us.belady_misses[i] = compulsory;
+      } else {
+        jobs.push_back({Placement::mirror, static_cast<int>(u), i, true});
+      }
     }
     res.units.push_back(std::move(us));
   }
@@ -296,6 +312,7 @@ std::string plan_to_json(const PlanResult& r) {
                      {"cliff_slots", us.cliff_slots},
                      {"within_slots", us.within_slots},
                      {"chosen_slots", us.chosen_slots},
+                     {"belady", us.belady_note.empty() ? "computed" : us.belady_note},
                      {"points", std::move(pts)}});
   }
   o["mirror"] = std::move(units);

@@ -21,6 +21,9 @@ struct PlanConfig {
   double within = 0.05;  // "smallest pool within this fraction of all-resident speed"
   double chosen = 0.10;  // a second, user-chosen fraction
   bool belady = true;
+  // Belady needs the whole query log in memory (8 B per entry); past this many entries per
+  // unit it is skipped and said so.
+  std::int64_t belady_max_entries = kDefaultMaxLogEntries;
   int threads = 0;  // 0: every core
   std::function<void(std::uint64_t done, std::uint64_t total)> progress;
 };
@@ -43,7 +46,8 @@ struct UnitSweep {
   ResidencyUnit unit;
   std::vector<std::int64_t> sizes;
   std::vector<std::int64_t> lru_misses;     // one-pass MRC at each size
-  std::vector<std::int64_t> belady_misses;  // OPT at each size (empty when not asked)
+  std::vector<std::int64_t> belady_misses;  // OPT at each size (empty when not computed)
+  std::string belady_note;                  // why belady_misses is empty, when asked for
   std::vector<PointSummary> points;         // simulated mirror at each size
   std::int64_t lookups = 0;
   std::int64_t cliff_slots = 0;   // size below which decode tokens/s falls fastest
