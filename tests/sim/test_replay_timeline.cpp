@@ -125,6 +125,74 @@ TEST(ReplayTimeline, HostInPlace) {
   EXPECT_EQ(r.in_place_bytes, 8 * 16);
 }
 
+// Both layers select blocks {0, 3} (pages 0, 1) + tail page 2: layer 1's query equals layer 0's,
+// [2 | 0 1 2], so what prefetch copies for layer 1 during layer 0 is exactly what it needs.
+SimResult run_same_selection(Policy policy) {
+  const Geometry g = tiny_geometry();
+  std::vector<traces::Record> rec;
+  rec.emplace_back(traces::RequestBegin{1, 8, 0, 0});
+  add_forward(rec, g, {{1, 8, 1, traces::RowKind::decode}}, {{{0, 3}}, {{0, 3}}});
+  rec.emplace_back(traces::RequestEnd{1});
+  traces::TraceHeader h;
+  h.geometry = g;
+  const TraceInput t = memory_trace("same", h, std::move(rec));
+  SimConfig c;
+  c.placement = Placement::mirror;
+  c.unit = ResidencyUnit::layer_page;
+  c.pool_slots = 4;
+  c.policy = policy;
+  c.record_timeline = true;
+  return simulate(t, scan_trace(t), CostModel(unit_profile()), c);
+}
+
+TEST(ReplayTimeline, LruWithEqualSelectionsMissesInEveryLayer) {
+  const SimResult r = run_same_selection(Policy::lru);
+  // Layer 1 misses its 3 pages again: ensure 3 + 1 + 4 + 4 + 3 = 15 ns, copy 1 + 3 x 64 ns,
+  // then attention 83 ns.
+  const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
+                                     {"store+index+top-k", 0, 5, 16},
+                                     {"compact+ensure+translate", 0, 16, 31},
+                                     {"attention", 0, 224, 307},
+                                     {"non-QSA layers", 1, 307, 312},
+                                     {"store+index+top-k", 1, 312, 323},
+                                     {"compact+ensure+translate", 1, 323, 338},
+                                     {"attention", 1, 531, 614}};
+  EXPECT_EQ(spans(r, Resource::compute), compute);
+  const std::vector<Span> h2d = {{"miss copy", 0, 31, 224}, {"miss copy", 1, 338, 531}};
+  EXPECT_EQ(spans(r, Resource::h2d), h2d);
+  EXPECT_EQ(r.compute_end_ns, 614);
+  EXPECT_EQ(r.layers[1].misses, 3);
+}
+
+TEST(ReplayTimeline, PrefetchTurnsTheNextLayersMissesIntoOverlappedCopies) {
+  const SimResult r = run_same_selection(Policy::prefetch);
+  // After layer 0's ensure (ends at 31) its 3 pages are ensured into layer 1's pool and copied
+  // on the H2D link behind layer 0's demand copy: 224 .. 417, while the GPU runs layer 0's
+  // attention and layer 1's non-QSA, index and ensure (all hits: 3 + 1 + 4 + 4 = 12 ns).
+  // Layer 1 copies nothing on demand; its attention waits for the prefetch copy only.
+  const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
+                                     {"store+index+top-k", 0, 5, 16},
+                                     {"compact+ensure+translate", 0, 16, 31},
+                                     {"attention", 0, 224, 307},
+                                     {"non-QSA layers", 1, 307, 312},
+                                     {"store+index+top-k", 1, 312, 323},
+                                     {"compact+ensure+translate", 1, 323, 335},
+                                     {"attention", 1, 417, 500}};
+  EXPECT_EQ(spans(r, Resource::compute), compute);
+  const std::vector<Span> h2d = {{"miss copy", 0, 31, 224}, {"prefetch copy", 1, 224, 417}};
+  EXPECT_EQ(spans(r, Resource::h2d), h2d);
+  // The step is 614 - 500 = 114 ns shorter than lru's: layer 1's ensure misses (3 ns) and its
+  // serial copy wait (531 - 338 = 193 ns) are replaced by the part of the prefetch copy that
+  // outlasts the compute it overlaps (417 - 335 = 82 ns).
+  EXPECT_EQ(r.compute_end_ns, 500);
+  EXPECT_EQ(r.layers[0].misses, 3);
+  EXPECT_EQ(r.layers[1].misses, 0);
+  EXPECT_EQ(r.layers[1].hits, 3);
+  EXPECT_EQ(r.layers[1].prefetched, 3);
+  EXPECT_EQ(r.copy_bytes, 6 * 64);  // the same bytes as lru, moved earlier
+  EXPECT_DOUBLE_EQ(r.decode_tokens_per_s(), 1e9 / 500);
+}
+
 TEST(ReplayTimeline, Fp8MovesCodesAndScales) {
   Geometry g = tiny_geometry();
   // fp8: 2 x (4 B codes + 4 B scale) = 16 B per token, like bf16 in this geometry.
