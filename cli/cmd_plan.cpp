@@ -118,12 +118,15 @@ int run_plan(const std::vector<std::string>& args) {
     }
   }
   t.print();
+  auto slots_or_none = [](std::int64_t v) {
+    return v != 0 ? std::to_string(v) + " slots" : std::string("none of these sizes");
+  };
   for (const auto& us : r.units) {
-    std::printf(
-        "\nmirror %s: cliff at %lld slots; within %.0f%%: %lld slots; within %.0f%%: %lld slots",
-        std::string(to_string(us.unit)).c_str(), static_cast<long long>(us.cliff_slots),
-        r.within * 100, static_cast<long long>(us.within_slots), r.chosen * 100,
-        static_cast<long long>(us.chosen_slots));
+    std::printf("\nmirror %s: cliff at %s; within %.0f%%: %s; within %.0f%%: %s",
+                std::string(to_string(us.unit)).c_str(), slots_or_none(us.cliff_slots).c_str(),
+                r.within * 100, slots_or_none(us.within_slots).c_str(), r.chosen * 100,
+                slots_or_none(us.chosen_slots).c_str());
+    if (!us.belady_note.empty()) std::printf(" (Belady %s)", us.belady_note.c_str());
   }
   std::printf("\n\nrecommendation: %s\n", r.recommendation.c_str());
   return 0;

@@ -23,6 +23,30 @@ std::string num(double v) {
   return b;
 }
 
+// Axis labels: whole numbers with thousands separators, small values with 3 significant
+// digits, ratios as percentages.
+std::string tick(double v, bool percent) {
+  char b[32];
+  if (percent) {
+    std::snprintf(b, sizeof b, "%.3g %%", v * 100);
+    return b;
+  }
+  if (std::fabs(v) >= 1000 || v == std::round(v)) {
+    std::string d = std::to_string(std::llround(v));
+    for (int i = static_cast<int>(d.size()) - 3; i > (d[0] == '-' ? 1 : 0); i -= 3)
+      d.insert(static_cast<std::size_t>(i), ",");
+    return d;
+  }
+  std::snprintf(b, sizeof b, "%.3g", v);
+  return b;
+}
+
+std::string fixed(double v, int digits) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+
 std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -38,28 +62,47 @@ std::string esc(const std::string& s) {
   return o;
 }
 
-// A line chart with a logarithmic x axis (pool slots) and optional vertical marker.
+struct Marker {
+  double x;
+  std::string label;
+  std::string colour;
+};
+
+struct Axes {
+  bool log_x = true;
+  std::string x_label = "pool slots (log scale)";
+  bool percent_y = false;
+  bool unit_top = false;  // y axis ends at 1 (hit rates) and starts near the lowest value
+};
+
+// A line chart over pool slots (log x) or layers (linear x), with vertical markers.
 std::string chart(const std::string& title, const std::string& ylabel,
-                  const std::vector<Series>& series, double marker_x = 0,
-                  const std::string& marker_label = "") {
+                  const std::vector<Series>& series, const std::vector<Marker>& markers = {},
+                  const Axes& ax = {}) {
   const double W = 640, H = 320, L = 70, R = 170, T = 30, B = 45;
-  double x0 = 1e300, x1 = 0, y1 = 0;
+  double x0 = 1e300, x1 = 0, y0 = 0, y1 = 0, ymin = 1e300;
   for (const auto& s : series) {
     for (double v : s.x) {
       x0 = std::min(x0, v);
       x1 = std::max(x1, v);
     }
-    for (double v : s.y)
+    for (double v : s.y) {
       y1 = std::max(y1, v);
+      ymin = std::min(ymin, v);
+    }
   }
-  if (!(x1 > x0)) x1 = x0 * 2 + 1;
   if (x0 <= 0) x0 = 1;
+  if (!(x1 > x0)) x1 = x0 * 2 + 1;
   if (y1 <= 0) y1 = 1;
-  y1 *= 1.08;
-  auto px = [&](double x) {
-    return L + (std::log(x) - std::log(x0)) / (std::log(x1) - std::log(x0)) * (W - L - R);
-  };
-  auto py = [&](double y) { return H - B - y / y1 * (H - T - B); };
+  if (ax.unit_top) {
+    y1 = 1;
+    y0 = std::clamp(std::floor(ymin * 20 - 1) / 20, 0.0, 0.95);
+  } else {
+    y1 *= 1.08;
+  }
+  auto fx = [&](double x) { return ax.log_x ? std::log(x) : x; };
+  auto px = [&](double x) { return L + (fx(x) - fx(x0)) / (fx(x1) - fx(x0)) * (W - L - R); };
+  auto py = [&](double y) { return H - B - (y - y0) / (y1 - y0) * (H - T - B); };
   std::string s = "<svg xmlns='http://www.w3.org/2000/svg' width='" + num(W) + "' height='" +
                   num(H) + "' font-family='sans-serif' font-size='11'>";
   s +=
@@ -67,25 +110,35 @@ std::string chart(const std::string& title, const std::string& ylabel,
   s += "<rect x='" + num(L) + "' y='" + num(T) + "' width='" + num(W - L - R) + "' height='" +
        num(H - T - B) + "' fill='none' stroke='#888'/>";
   for (int i = 0; i <= 4; ++i) {
-    const double y = y1 * i / 4;
-    s += "<text x='" + num(L - 6) + "' y='" + num(py(y) + 4) + "' text-anchor='end'>" + num(y) +
-         "</text><line x1='" + num(L) + "' x2='" + num(W - R) + "' y1='" + num(py(y)) + "' y2='" +
-         num(py(y)) + "' stroke='#eee'/>";
+    const double y = y0 + (y1 - y0) * i / 4;
+    s += "<text x='" + num(L - 6) + "' y='" + num(py(y) + 4) + "' text-anchor='end'>" +
+         tick(y, ax.percent_y) + "</text><line x1='" + num(L) + "' x2='" + num(W - R) + "' y1='" +
+         num(py(y)) + "' y2='" + num(py(y)) + "' stroke='#eee'/>";
   }
-  for (int i = 0; i <= 4; ++i) {
-    const double x = std::exp(std::log(x0) + (std::log(x1) - std::log(x0)) * i / 4);
-    s += "<text x='" + num(px(x)) + "' y='" + num(H - B + 15) + "' text-anchor='middle'>" +
-         num(std::round(x)) + "</text>";
+  if (ax.log_x) {
+    for (int i = 0; i <= 4; ++i) {
+      const double x = std::exp(std::log(x0) + (std::log(x1) - std::log(x0)) * i / 4);
+      s += "<text x='" + num(px(x)) + "' y='" + num(H - B + 15) + "' text-anchor='middle'>" +
+           tick(std::round(x), false) + "</text>";
+    }
+  } else {
+    for (double x = x0; x <= x1 + 0.5; x += 1) {
+      s += "<text x='" + num(px(x)) + "' y='" + num(H - B + 15) + "' text-anchor='middle'>" +
+           tick(x, false) + "</text>";
+    }
   }
-  s += "<text x='" + num((L + W - R) / 2) + "' y='" + num(H - 8) +
-       "' text-anchor='middle'>pool slots (log scale)</text>";
+  s += "<text x='" + num((L + W - R) / 2) + "' y='" + num(H - 8) + "' text-anchor='middle'>" +
+       esc(ax.x_label) + "</text>";
   s += "<text transform='translate(14," + num((T + H - B) / 2) +
        ") rotate(-90)' text-anchor='middle'>" + esc(ylabel) + "</text>";
-  if (marker_x > 0) {
-    s += "<line x1='" + num(px(marker_x)) + "' x2='" + num(px(marker_x)) + "' y1='" + num(T) +
-         "' y2='" + num(H - B) + "' stroke='#c00' stroke-dasharray='4 3'/><text x='" +
-         num(px(marker_x) + 4) + "' y='" + num(T + 12) + "' fill='#c00'>" + esc(marker_label) +
-         "</text>";
+  int m = 0;
+  for (const Marker& mk : markers) {
+    if (mk.x <= 0) continue;
+    s += "<line x1='" + num(px(mk.x)) + "' x2='" + num(px(mk.x)) + "' y1='" + num(T) + "' y2='" +
+         num(H - B) + "' stroke='" + mk.colour + "' stroke-dasharray='4 3'/><text x='" +
+         num(px(mk.x) + 4) + "' y='" + num(H - B - 8 - 13 * m) + "' fill='" + mk.colour + "'>" +
+         esc(mk.label) + "</text>";
+    ++m;
   }
   int k = 0;
   for (const auto& se : series) {
@@ -124,7 +177,18 @@ std::string plan_to_html(const PlanResult& r) {
        std::to_string(r.stats.requests) + " requests, " + std::to_string(r.stats.decode_tokens) +
        " decode and " + std::to_string(r.stats.prefill_tokens) +
        " prefill tokens. Smallest pool: " + std::to_string(r.min_slots) + " slots.</p>";
-  h += "<p><b>Recommendation:</b> " + esc(r.recommendation) + "</p><div class='charts'>";
+  h += "<p><b>Recommendation:</b> " + esc(r.recommendation) + "</p><ul>";
+  auto slots_or_none = [](std::int64_t v) {
+    return v != 0 ? tick(static_cast<double>(v), false) + " slots" : std::string("none");
+  };
+  for (const UnitSweep& us : r.units) {
+    h += "<li>mirror, unit " + std::string(to_string(us.unit)) + ": cliff at " +
+         slots_or_none(us.cliff_slots) + "; within " + fixed(r.within * 100, 0) +
+         " % of all-resident decode speed: " + slots_or_none(us.within_slots) + "; within " +
+         fixed(r.chosen * 100, 0) + " %: " + slots_or_none(us.chosen_slots) +
+         (us.belady_note.empty() ? "" : "; Belady " + esc(us.belady_note)) + "</li>";
+  }
+  h += "</ul><div class='charts'>";
   // Miss ratio curves with the Belady bound.
   std::vector<Series> mrc, tps;
   int k = 0;
@@ -156,18 +220,30 @@ std::string plan_to_html(const PlanResult& r) {
     if (r.has_host)
       tps.push_back(
           {"host (in place)", "#d62728", {lo, hi}, {r.host.decode_tps, r.host.decode_tps}, true});
-    h += chart("Miss ratio: exact LRU (one pass) and the Belady bound", "miss ratio", mrc);
-    h += chart("Decode tokens/s by pool size", "decode tokens/s", tps,
-               static_cast<double>(r.units[0].cliff_slots), "cliff");
+    Axes ratio;
+    ratio.percent_y = true;
+    h += chart("Miss ratio: exact LRU (one pass) and the Belady bound", "miss ratio", mrc, {},
+               ratio);
+    std::vector<Marker> cliffs;
+    k = 0;
+    for (const UnitSweep& us : r.units) {
+      cliffs.push_back({static_cast<double>(us.cliff_slots),
+                        "cliff " + std::string(to_string(us.unit)) + " " +
+                            tick(static_cast<double>(us.cliff_slots), false),
+                        kColours[k++ % 6]});
+    }
+    h += chart("Decode tokens/s by pool size", "decode tokens/s", tps, cliffs);
     // Per-layer hit rate at the recommended size of each unit.
     std::vector<Series> layers;
     k = 0;
     for (const UnitSweep& us : r.units) {
       const std::size_t i =
-          us.within_slots != 0
-              ? static_cast<std::size_t>(
-                    std::find(us.sizes.begin(), us.sizes.end(), us.within_slots) - us.sizes.begin())
-              : us.sizes.size() / 2;
+          static_cast<std::size_t>(std::find(us.sizes.begin(), us.sizes.end(),
+                                             us.within_slots != 0   ? us.within_slots
+                                             : us.chosen_slots != 0 ? us.chosen_slots
+                                                                    : us.cliff_slots) -
+                                   us.sizes.begin()) %
+          us.sizes.size();
       Series s{std::string(to_string(us.unit)) + " @ " + std::to_string(us.sizes[i]),
                kColours[k++ % 6],
                {},
@@ -178,25 +254,32 @@ std::string plan_to_html(const PlanResult& r) {
       }
       layers.push_back(s);
     }
-    h += chart("Hit rate per QSA layer (x: layer index + 1, log)", "hit rate", layers);
+    Axes per_layer;
+    per_layer.log_x = false;
+    per_layer.x_label = "QSA layer (1 = first)";
+    per_layer.percent_y = true;
+    per_layer.unit_top = true;
+    h += chart("Hit rate per QSA layer (simulated, at the size named)", "hit rate", layers, {},
+               per_layer);
   }
   h += "</div><h2>Placements side by side</h2><table><tr><th>placement</th><th>unit</th>"
        "<th>slots</th><th>decode tok/s</th><th>prefill tok/s</th><th>hit rate</th>"
        "<th>LRU misses (MRC)</th><th>Belady misses</th><th>drops</th><th>PCIe H2D use</th></tr>";
   auto row = [&](const std::string& p, const std::string& u, const std::string& slots,
                  const PointSummary& s, const std::string& lru, const std::string& opt) {
-    h += "<tr><td>" + p + "</td><td>" + u + "</td><td>" + slots + "</td><td>" + num(s.decode_tps) +
-         "</td><td>" + num(s.prefill_tps) + "</td><td>" + num(s.hit_rate) + "</td><td>" + lru +
-         "</td><td>" + opt + "</td><td>" + std::to_string(s.drops) + "</td><td>" + num(s.h2d_util) +
-         "</td></tr>";
+    h += "<tr><td>" + p + "</td><td>" + u + "</td><td>" + slots + "</td><td>" +
+         fixed(s.decode_tps, 1) + "</td><td>" + fixed(s.prefill_tps, 1) + "</td><td>" +
+         fixed(s.hit_rate * 100, 2) + " %</td><td>" + lru + "</td><td>" + opt + "</td><td>" +
+         tick(static_cast<double>(s.drops), false) + "</td><td>" + fixed(s.h2d_util * 100, 1) +
+         " %</td></tr>";
   };
   if (r.has_device) row("device", "-", "-", r.device, "-", "-");
   if (r.has_host) row("host", "-", "-", r.host, "-", "-");
   for (const UnitSweep& us : r.units) {
     for (std::size_t i = 0; i < us.sizes.size(); ++i) {
-      row("mirror", std::string(to_string(us.unit)), std::to_string(us.sizes[i]), us.points[i],
-          std::to_string(us.lru_misses[i]),
-          us.belady_misses.empty() ? "-" : std::to_string(us.belady_misses[i]));
+      row("mirror", std::string(to_string(us.unit)), tick(static_cast<double>(us.sizes[i]), false),
+          us.points[i], tick(static_cast<double>(us.lru_misses[i]), false),
+          us.belady_misses.empty() ? "-" : tick(static_cast<double>(us.belady_misses[i]), false));
     }
   }
   h += "</table><p>Generated by kvtier plan. Times come from the cost model of the profile; "
