@@ -10,4 +10,6 @@ cmake --build "$build" --target kvtier cuda_residency_test -j2
 mkdir -p "$root/gpu-carry"
 cp "$build/kvtier" "$build/tests/cuda/cuda_residency_test" "$root/gpu-carry/"
 cp "$root/scripts/gpu-run.sh" "$root/gpu-carry/"
+# kvtier reads zstd-compressed traces: carry the library it was linked against.
+cp -L "$(ldd "$build/kvtier" | awk '/libzstd/ {print $3}')" "$root/gpu-carry/"
 ls -la "$root/gpu-carry"

@@ -5,6 +5,7 @@
 # short summary is printed last. Each stage has its own time limit.
 set -uo pipefail
 c=gpu-carry
+export LD_LIBRARY_PATH=$PWD/$c${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}  # libzstd from gpu-build.sh
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv \
