@@ -69,6 +69,13 @@ void FrontEnd::begin(const traces::RequestBegin& b) {
       throw ConfigError("trace: request " + std::to_string(b.id) + " shares pages of request " +
                         std::to_string(b.shared_with) + ", which is not open");
     }
+    // The prefix may be shared before its owner's prefill ran (requests admitted together):
+    // its pages are then allocated now, as the owner's first pages, if its prompt holds them.
+    const auto owner = prompt_.find(b.shared_with);
+    if (static_cast<std::int64_t>(space_.pages(b.shared_with).size()) < b.shared_pages &&
+        owner != prompt_.end() && b.shared_pages * g_.page_size <= owner->second) {
+      space_.grow(b.shared_with, b.shared_pages * g_.page_size, g_.page_size);
+    }
     const auto t = space_.pages(b.shared_with);
     if (b.shared_pages > static_cast<std::int64_t>(t.size())) {
       throw ConfigError("trace: request " + std::to_string(b.id) + " shares " +
@@ -78,9 +85,11 @@ void FrontEnd::begin(const traces::RequestBegin& b) {
     prefix.assign(t.begin(), t.begin() + b.shared_pages);
   }
   space_.open(b.id, prefix);
+  prompt_[b.id] = b.prompt_tokens;
 }
 
 std::vector<PageId> FrontEnd::end(const traces::RequestEnd& e) {
+  prompt_.erase(e.id);
   return space_.close(e.id);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "model/geometry.hpp"
@@ -67,6 +68,7 @@ class FrontEnd {
   std::int64_t tokens_ = 0;
   std::int64_t decode_tokens_ = 0;
   std::int64_t window_;
+  std::unordered_map<RequestId, std::int64_t> prompt_;  // prompt tokens of open requests
 };
 
 // Pre-pass: checks the trace against its header, sizes the page space, counts work.
