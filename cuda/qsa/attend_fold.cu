@@ -1,6 +1,8 @@
 // attend: sparse paged GQA attention split over the selected tokens, merged by fp32 LSE;
 // fold: merge passes over disjoint token windows by their LSE.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "cuda/qsa/qsa_common.cuh"
 
@@ -169,6 +171,274 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const __grid_constant_
   }
 }
 
+// ---- Tensor-core attend (bf16 banks) ------------------------------------------------------------
+// grid: (splits, kv_heads, rows); block: 4 warps; dynamic shared memory (kStages stages of a
+// tile of kTile tokens of K and V, plus the tile's scores). The CTA walks its slice of the row's
+// token list tile by tile; the tiles are gathered into shared memory by cp.async (16-byte
+// copies, one 512-byte K or V row per warp instruction), kStages - 1 tiles ahead of the one
+// computed. Per tile:
+//   q.k  on tensor cores (mma m16n8k16 bf16, fp32 accumulate): A = the 12 query heads of the KV
+//        head padded to 16 rows (kept in registers), B = K rows; warp w scores tokens 8w..8w+7;
+//        products of bf16 are exact, so the scores are fp32 dot products;
+//   softmax: every warp reads all 32 scores of its heads from shared memory and keeps the same
+//        online (m, l) in fp32 (same inputs, same order: identical bits in every warp);
+//   p.v  on tensor cores: warp w owns dims 64w..64w+63 of the 16 x 256 accumulator; the fp32
+//        probabilities go in as two bf16 terms (hi + lo, error <= 2^-18 relative), so the output
+//        stays within fp32-path accuracy (tests: 2e-5 against fp64).
+// Deterministic: no atomics; fixed order everywhere.
+constexpr int kTile = 32;
+constexpr int kStages = 3;
+constexpr int kRowPad = kHeadDim + 8;  // bf16 per shared row: 528 B, conflict-free ldmatrix
+constexpr int kSPad = kTile + 4;
+
+struct MmaSmem {
+  std::uint16_t k[kStages][kTile][kRowPad];
+  std::uint16_t v[kStages][kTile][kRowPad];
+  float s[16][kSPad];
+};
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                         unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Two fp32 -> packed bf16 pair (x in the low half); hi + lo split of each.
+__device__ __forceinline__ unsigned pack_bf16(float x, float y) {
+  return static_cast<unsigned>(detail::float_to_bf16(x)) |
+         (static_cast<unsigned>(detail::float_to_bf16(y)) << 16);
+}
+__device__ __forceinline__ void split_pair(float x, float y, unsigned& hi, unsigned& lo) {
+  hi = pack_bf16(x, y);
+  const float xh = detail::bf16_to_float(static_cast<std::uint16_t>(hi & 0xffffu));
+  const float yh = detail::bf16_to_float(static_cast<std::uint16_t>(hi >> 16));
+  lo = pack_bf16(x - xh, y - yh);
+}
+
+// kAsync: cp.async gather (default); otherwise 16-byte register loads then shared stores.
+template <bool kAsync>
+__global__ void __launch_bounds__(kThreads, 2)
+    attend_mma_kernel(const __grid_constant__ AttendParams p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  MmaSmem& sm = *reinterpret_cast<MmaSmem*>(smem_raw);
+  const int split = blockIdx.x, kvh = blockIdx.y, r = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const float qscale = rsqrtf(static_cast<float>(kHeadDim)) * kLog2e;
+
+  // Q fragments (A of q.k): rows = heads (12 real, 4 zero), k = dims, 16 k-steps.
+  const std::uint16_t* qrow = p.q + (std::int64_t{r} * p.q_heads + kvh * 12) * kHeadDim;
+  unsigned qa[16][4];
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const int d = 16 * j + 2 * t;
+    qa[j][0] = *reinterpret_cast<const unsigned*>(qrow + g * kHeadDim + d);
+    qa[j][1] = g + 8 < 12 ? *reinterpret_cast<const unsigned*>(qrow + (g + 8) * kHeadDim + d) : 0u;
+    qa[j][2] = *reinterpret_cast<const unsigned*>(qrow + g * kHeadDim + d + 8);
+    qa[j][3] =
+        g + 8 < 12 ? *reinterpret_cast<const unsigned*>(qrow + (g + 8) * kHeadDim + d + 8) : 0u;
+  }
+
+  const int chunk = (p.width + p.splits - 1) / p.splits;
+  const int t0 = min(p.width, split * chunk), t1 = min(p.width, t0 + chunk);
+  const int n_tiles = (t1 - t0 + kTile - 1) / kTile;
+  const std::int32_t* toks = p.tokens + std::int64_t{r} * p.width;
+  const std::int32_t* pages = p.table.pages + std::int64_t{p.rows.req[r]} * p.table.stride;
+  const std::uint16_t* kbase = static_cast<const std::uint16_t*>(p.kv.k);
+  const std::uint16_t* vbase = static_cast<const std::uint16_t*>(p.kv.v);
+
+  // Warp w gathers tokens w, w + 4, ... of the tile; lane = 16-byte chunk of the 512-byte row.
+  auto issue = [&](int tile, int stage) {
+#pragma unroll
+    for (int i = 0; i < kTile / kWarps; ++i) {
+      const int row = warp + kWarps * i;
+      const int j = t0 + tile * kTile + row;
+      const std::int32_t tok = j < t1 ? toks[j] : -1;
+      std::int64_t elem = 0;
+      if (tok >= 0) {
+        std::int32_t page = pages[tok / p.kv.page_size];
+        if (page < 0) page = p.table.dummy;
+        const std::int64_t token = std::int64_t{page} * p.kv.page_size + tok % p.kv.page_size;
+        elem = (token * p.kv.kv_heads + kvh) * kHeadDim + lane * 8;
+      }
+      if constexpr (kAsync) {
+        cp_async16(&sm.k[stage][row][lane * 8], kbase + elem, tok >= 0);
+        cp_async16(&sm.v[stage][row][lane * 8], vbase + elem, tok >= 0);
+      } else {
+        uint4 a = make_uint4(0, 0, 0, 0), b = a;
+        if (tok >= 0) {
+          a = *reinterpret_cast<const uint4*>(kbase + elem);
+          b = *reinterpret_cast<const uint4*>(vbase + elem);
+        }
+        *reinterpret_cast<uint4*>(&sm.k[stage][row][lane * 8]) = a;
+        *reinterpret_cast<uint4*>(&sm.v[stage][row][lane * 8]) = b;
+      }
+    }
+  };
+
+  float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f};  // heads g and g + 8
+  float acc[8][4];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      acc[i][c] = 0.0f;
+
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < n_tiles) issue(st, st);
+    if constexpr (kAsync) cp_async_commit();
+  }
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    if constexpr (kAsync) cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile ready for all; every warp done with tile - 1 (its stage, sm.s)
+    {
+      const int nt = tile + kStages - 1;
+      if (nt < n_tiles) issue(nt, nt % kStages);
+      if constexpr (kAsync) cp_async_commit();
+    }
+    const int stage = tile % kStages;
+    // q.k: warp w scores tokens 8w .. 8w + 7 of the tile.
+    float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      unsigned b[4];
+      ldmatrix_x4(b, &sm.k[stage][8 * warp + lane % 8][32 * jj + 8 * (lane / 8)]);
+      mma_bf16(sc, qa[2 * jj], b[0], b[1]);
+      mma_bf16(sc, qa[2 * jj + 1], b[2], b[3]);
+    }
+    {
+      const int j = t0 + tile * kTile + 8 * warp + 2 * t;
+      const bool v0 = j < t1 && toks[j] >= 0, v1 = j + 1 < t1 && toks[j + 1] >= 0;
+      *reinterpret_cast<float2*>(&sm.s[g][8 * warp + 2 * t]) =
+          make_float2(v0 ? sc[0] * qscale : kNegInf, v1 ? sc[1] * qscale : kNegInf);
+      *reinterpret_cast<float2*>(&sm.s[g + 8][8 * warp + 2 * t]) =
+          make_float2(v0 ? sc[2] * qscale : kNegInf, v1 ? sc[3] * qscale : kNegInf);
+    }
+    __syncthreads();
+    // Online softmax over the tile (rows g and g + 8; this thread's 8 of the 32 tokens, reduced
+    // over the 4 lanes of the group by a butterfly: every lane and warp gets the same bits).
+    float pv[2][2][4];  // [row][k-step][tokens 16kk + 2t, +1, +8, +9]
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        const float2 a = *reinterpret_cast<const float2*>(&sm.s[g + 8 * h][16 * kk + 2 * t]);
+        const float2 b = *reinterpret_cast<const float2*>(&sm.s[g + 8 * h][16 * kk + 2 * t + 8]);
+        pv[h][kk][0] = a.x;
+        pv[h][kk][1] = a.y;
+        pv[h][kk][2] = b.x;
+        pv[h][kk][3] = b.y;
+      }
+      float mx = kNegInf;
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk)
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          mx = fmaxf(mx, pv[h][kk][c]);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[h], mx);
+      const float m_use = m_new == kNegInf ? 0.0f : m_new;
+      const float alpha = exp2f(m[h] - m_use);
+      float sum = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          pv[h][kk][c] = exp2f(pv[h][kk][c] - m_use);
+          sum += pv[h][kk][c];
+        }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      l[h] = l[h] * alpha + sum;
+      m[h] = m_new;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        acc[i][2 * h] *= alpha;
+        acc[i][2 * h + 1] *= alpha;
+      }
+    }
+    // p.v: warp w accumulates dims 64w .. 64w + 63 (8 n-tiles), two k-steps of 16 tokens.
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      unsigned ah[4], al[4];
+      split_pair(pv[0][kk][0], pv[0][kk][1], ah[0], al[0]);
+      split_pair(pv[1][kk][0], pv[1][kk][1], ah[1], al[1]);
+      split_pair(pv[0][kk][2], pv[0][kk][3], ah[2], al[2]);
+      split_pair(pv[1][kk][2], pv[1][kk][3], ah[3], al[3]);
+#pragma unroll
+      for (int nn = 0; nn < 4; ++nn) {
+        unsigned b[4];
+        ldmatrix_x4_trans(b, &sm.v[stage][16 * kk + lane % 8 + 8 * ((lane / 8) % 2)]
+                                  [64 * warp + 16 * nn + 8 * (lane / 16)]);
+        mma_bf16(acc[2 * nn], ah, b[0], b[1]);
+        mma_bf16(acc[2 * nn], al, b[0], b[1]);
+        mma_bf16(acc[2 * nn + 1], ah, b[2], b[3]);
+        mma_bf16(acc[2 * nn + 1], al, b[2], b[3]);
+      }
+    }
+  }
+  if constexpr (kAsync) cp_async_wait<0>();  // no copy in flight at exit (empty groups only)
+
+  const std::int64_t row_head0 = std::int64_t{r} * p.q_heads + kvh * 12;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int d = 64 * warp + 8 * i + 2 * t;
+    *reinterpret_cast<float2*>(&p.work_acc[((row_head0 + g) * p.splits + split) * kHeadDim + d]) =
+        make_float2(acc[i][0], acc[i][1]);
+    if (g + 8 < 12)
+      *reinterpret_cast<float2*>(
+          &p.work_acc[((row_head0 + g + 8) * p.splits + split) * kHeadDim + d]) =
+          make_float2(acc[i][2], acc[i][3]);
+  }
+  if (warp == 0 && t == 0) {
+    p.work_ml[((row_head0 + g) * p.splits + split) * 2] = m[0];
+    p.work_ml[((row_head0 + g) * p.splits + split) * 2 + 1] = l[0];
+    if (g + 8 < 12) {
+      p.work_ml[((row_head0 + g + 8) * p.splits + split) * 2] = m[1];
+      p.work_ml[((row_head0 + g + 8) * p.splits + split) * 2 + 1] = l[1];
+    }
+  }
+}
+
+template <bool kAsync>
+void launch_attend_mma(const dim3& grid, const AttendParams& p, cudaStream_t s) {
+  static const bool configured = [] {
+    return cudaFuncSetAttribute(attend_mma_kernel<kAsync>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(sizeof(MmaSmem))) == cudaSuccess;
+  }();
+  if (!configured) detail::check_launch("attend (shared memory attribute)");
+  attend_mma_kernel<kAsync><<<grid, kThreads, sizeof(MmaSmem), s>>>(p);
+}
+
 struct MergeParams {
   const float* work_acc;
   const float* work_ml;
@@ -232,9 +502,19 @@ std::int64_t attend_workspace_floats(int rows, int q_heads, int splits) {
 }
 
 int attend_default_splits(int rows, int kv_heads, int width) {
-  const int target = 2 * 132;  // two waves of CTAs on an H200
-  const int want = (target + rows * kv_heads - 1) / std::max(1, rows * kv_heads);
-  return std::clamp(want, 1, std::max(1, width / 64));
+  // One wave of the tensor-core kernel (2 CTAs per SM on an H200's 132 SMs), at least one tile
+  // of 32 tokens per CTA.
+  const int slots = 2 * 132;
+  const int want = slots / std::max(1, rows * kv_heads);
+  return std::clamp(want, 1, std::max(1, (width + 31) / 32));
+}
+
+AttendVariant attend_variant() {
+  const char* e = std::getenv("KVTIER_QSA_ATTEND");
+  if (e == nullptr) return AttendVariant::mma_async;
+  if (std::strcmp(e, "simt") == 0) return AttendVariant::simt;
+  if (std::strcmp(e, "mma_ld") == 0) return AttendVariant::mma_load;
+  return AttendVariant::mma_async;
 }
 
 void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* tokens, int width,
@@ -252,10 +532,15 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
   AttendParams p{q, q_heads, rows, tokens, width, kv, table, splits, work_acc, work_ml};
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(kv.kv_heads),
                   static_cast<unsigned>(rows.count));
+  const AttendVariant variant = attend_variant();
   if (kv.fp8)
     attend_kernel<12, true><<<grid, kThreads, 0, s>>>(p);
-  else
+  else if (variant == AttendVariant::simt)
     attend_kernel<12, false><<<grid, kThreads, 0, s>>>(p);
+  else if (variant == AttendVariant::mma_load)
+    launch_attend_mma<false>(grid, p, s);
+  else
+    launch_attend_mma<true>(grid, p, s);
   detail::check_launch("attend");
   merge_kernel<<<rows.count * q_heads, kHeadDim, 0, s>>>({work_acc, work_ml, splits, o, lse});
   detail::check_launch("attend merge");

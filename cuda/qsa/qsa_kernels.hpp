@@ -99,6 +99,13 @@ void index_scores(const std::uint16_t* iq, int heads, Rows rows, const std::uint
 void topk(const float* logits, std::int64_t logit_stride, const std::int32_t* n_valid, Rows rows,
           int ratio, int k, std::int32_t* out, cudaStream_t s);
 
+// The same selection (identical output) spread over several CTAs per row: chunks of 8192 keys,
+// five launches after a memset of `work` (topk_workspace_bytes(rows, max_n) bytes, 4-byte
+// aligned). `max_n` bounds every row's n_valid (rows are clamped to it); graph-safe.
+std::int64_t topk_workspace_bytes(int rows, std::int64_t max_n);
+void topk(const float* logits, std::int64_t logit_stride, const std::int32_t* n_valid, Rows rows,
+          int ratio, int k, std::int32_t* out, void* work, std::int64_t max_n, cudaStream_t s);
+
 // Token positions per row: block * ratio + {0..ratio-1} for each chosen block, then the causal
 // tail of pos, padded with -1: tokens [rows][width], width >= k * ratio + ratio - 1.
 void expand(const std::int32_t* blocks, int k, Rows rows, int ratio, std::int32_t* tokens,
@@ -110,6 +117,13 @@ void expand(const std::int32_t* blocks, int k, Rows rows, int ratio, std::int32_
 // merged by fp32 log-sum-exp. Outputs o fp32 [rows][q_heads][256] and, when lse != null, the
 // base-2 LSE [rows][q_heads] (-inf for a row with no token). `work` must hold
 // attend_workspace_floats(rows, q_heads, splits) floats.
+//
+// bf16 banks run on tensor cores (mma.sync bf16: exact bf16 products, fp32 accumulation, the
+// probabilities as a bf16 hi + lo pair) with the tiles gathered by cp.async; fp8 banks on the
+// SIMT kernel. KVTIER_QSA_ATTEND=simt | mma_ld (register-staged gather) selects the other bf16
+// kernels, for benchmarks and diagnosis; unset or anything else: the default.
+enum class AttendVariant { mma_async, mma_load, simt };
+AttendVariant attend_variant();
 std::int64_t attend_workspace_floats(int rows, int q_heads, int splits);
 int attend_default_splits(int rows, int kv_heads, int width);
 void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* tokens, int width,

@@ -2,6 +2,8 @@
 // written ascending; expand: chosen blocks -> token positions plus the causal tail.
 #include <cub/block/block_scan.cuh>
 
+#include <algorithm>
+
 #include "cuda/qsa/qsa_common.cuh"
 
 namespace kvtier::qsa {
@@ -124,6 +126,217 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(const __grid_constant__ 
   }
 }
 
+// ---- Multi-CTA top-k ------------------------------------------------------------------------
+// The same radix select with each row cut into chunks of kChunk keys, one CTA per (chunk, row),
+// in five launches after a memset of the workspace: three histogram passes (shared histogram of
+// the chunk, warp-aggregated atomics, then added into the row's global histogram: integer sums,
+// so the counts do not depend on the order), a count pass (keys > T and == T per chunk) and a
+// write pass (each chunk places its picks after those of the chunks before it, ties ranked in
+// id order across chunks). Every CTA re-derives the digits found so far from the global
+// histograms (same data, same scan: same answer in every CTA).
+constexpr int kMcThreads = 512;
+constexpr int kMcItems = 16;
+constexpr int kChunk = kMcThreads * kMcItems;  // 8192 keys per CTA
+using McScan = cub::BlockScan<int, kMcThreads>;
+
+struct McParams {
+  const float* logits;
+  std::int64_t stride;
+  const std::int32_t* n_valid;
+  Rows rows;
+  int ratio, k;
+  std::int32_t* out;
+  int* hist;     // [rows][3][kBins]
+  int2* counts;  // [rows][chunks] (> T, == T)
+  int chunks;
+  std::int64_t max_n;
+};
+
+__device__ __forceinline__ std::int64_t mc_row_n(const McParams& p, int r) {
+  const std::int64_t n =
+      p.n_valid ? std::int64_t{p.n_valid[r]} : (std::int64_t{p.rows.pos[r]} + 1) / p.ratio;
+  return min(max(n, std::int64_t{0}), p.max_n);
+}
+
+struct McState {
+  unsigned prefix, mask;
+  int remaining;
+};
+
+// The digits of passes 0 .. passes-1 from the row's global histograms (all threads call it).
+__device__ McState mc_state(const McParams& p, int r, int passes, McScan::TempStorage& tmp,
+                            unsigned& found_digit, int& found_above) {
+  McState st{0u, 0u, p.k};
+  const int shifts[3] = {21, 10, 0};
+  const int widths[3] = {11, 11, 10};
+  const int tid = threadIdx.x;
+  for (int pass = 0; pass < passes; ++pass) {
+    const int* h = p.hist + (std::int64_t{r} * 3 + pass) * kBins;
+    // Thread t holds the 4 bins 2047 - 4t .. 2044 - 4t (descending digits).
+    int c[4], tot = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      c[i] = h[kBins - 1 - 4 * tid - i];
+      tot += c[i];
+    }
+    int above;
+    McScan(tmp).ExclusiveSum(tot, above);
+    int run = above;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (run < st.remaining && run + c[i] >= st.remaining) {
+        found_digit = static_cast<unsigned>(kBins - 1 - 4 * tid - i);
+        found_above = run;
+      }
+      run += c[i];
+    }
+    __syncthreads();
+    st.prefix |= found_digit << shifts[pass];
+    st.mask |= ((1u << widths[pass]) - 1u) << shifts[pass];
+    st.remaining -= found_above;
+    __syncthreads();
+  }
+  return st;
+}
+
+template <int kPass>
+__global__ void __launch_bounds__(kMcThreads) topk_hist_kernel(const __grid_constant__ McParams p) {
+  __shared__ int hist[kBins];
+  __shared__ typename McScan::TempStorage tmp;
+  __shared__ unsigned found_digit;
+  __shared__ int found_above;
+  const int c = blockIdx.x, r = blockIdx.y, tid = threadIdx.x;
+  const std::int64_t n = mc_row_n(p, r);
+  const std::int64_t begin = std::int64_t{c} * kChunk;
+  if (n <= p.k || begin >= n) return;  // uniform over the CTA
+  const McState st = mc_state(p, r, kPass, tmp, found_digit, found_above);
+  constexpr int shift = kPass == 0 ? 21 : (kPass == 1 ? 10 : 0);
+  constexpr unsigned digit_mask = kPass == 2 ? 0x3ffu : 0x7ffu;
+  for (int i = tid; i < kBins; i += kMcThreads)
+    hist[i] = 0;
+  __syncthreads();
+  const float* x = p.logits + std::int64_t{r} * p.stride;
+  const std::int64_t end = min(n, begin + kChunk);
+  for (std::int64_t i0 = begin; i0 < end; i0 += kMcThreads) {
+    const std::int64_t i = i0 + tid;
+    const bool valid = i < end;
+    const unsigned key = valid ? order_key(x[i]) : 0u;
+    const bool in = valid && (key & st.mask) == st.prefix;
+    const unsigned bin = in ? (key >> shift) & digit_mask : 0xffffffffu;
+    // Warp-aggregated: one shared atomic per distinct bin of the warp.
+    const unsigned active = __ballot_sync(0xffffffffu, in);
+    if (in) {
+      const unsigned same = __match_any_sync(active, bin);
+      if ((threadIdx.x % 32) == static_cast<unsigned>(__ffs(static_cast<int>(same)) - 1))
+        atomicAdd(&hist[bin], __popc(same));
+    }
+  }
+  __syncthreads();
+  int* g = p.hist + (std::int64_t{r} * 3 + kPass) * kBins;
+  for (int i = tid; i < kBins; i += kMcThreads)
+    if (hist[i] != 0) atomicAdd(&g[i], hist[i]);
+}
+
+__global__ void __launch_bounds__(kMcThreads)
+    topk_count_kernel(const __grid_constant__ McParams p) {
+  __shared__ typename McScan::TempStorage tmp;
+  __shared__ unsigned found_digit;
+  __shared__ int found_above;
+  __shared__ int sums[2][kMcThreads / 32];
+  const int c = blockIdx.x, r = blockIdx.y, tid = threadIdx.x;
+  const std::int64_t n = mc_row_n(p, r);
+  const std::int64_t begin = std::int64_t{c} * kChunk;
+  if (n <= p.k || begin >= n) return;
+  const McState st = mc_state(p, r, 3, tmp, found_digit, found_above);
+  const float* x = p.logits + std::int64_t{r} * p.stride;
+  const std::int64_t end = min(n, begin + kChunk);
+  int gt = 0, eq = 0;
+  for (std::int64_t i = begin + tid; i < end; i += kMcThreads) {
+    const unsigned key = order_key(x[i]);
+    gt += key > st.prefix ? 1 : 0;
+    eq += key == st.prefix ? 1 : 0;
+  }
+  gt = __reduce_add_sync(0xffffffffu, gt);
+  eq = __reduce_add_sync(0xffffffffu, eq);
+  if (tid % 32 == 0) {
+    sums[0][tid / 32] = gt;
+    sums[1][tid / 32] = eq;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    int a = 0, b = 0;
+    for (int w = 0; w < kMcThreads / 32; ++w) {
+      a += sums[0][w];
+      b += sums[1][w];
+    }
+    p.counts[std::int64_t{r} * p.chunks + c] = make_int2(a, b);
+  }
+}
+
+__global__ void __launch_bounds__(kMcThreads)
+    topk_write_kernel(const __grid_constant__ McParams p) {
+  __shared__ typename McScan::TempStorage tmp;
+  __shared__ unsigned found_digit;
+  __shared__ int found_above;
+  __shared__ int base[2];  // picks and ties of the chunks before this one
+  const int c = blockIdx.x, r = blockIdx.y, tid = threadIdx.x;
+  const std::int64_t n = mc_row_n(p, r);
+  std::int32_t* out = p.out + std::int64_t{r} * p.k;
+  if (n <= p.k) {
+    if (c == 0)
+      for (int i = tid; i < p.k; i += kMcThreads)
+        out[i] = i < n ? i : -1;
+    return;
+  }
+  const std::int64_t begin = std::int64_t{c} * kChunk;
+  if (begin >= n) return;
+  const McState st = mc_state(p, r, 3, tmp, found_digit, found_above);
+  const int need_eq = st.remaining;
+  if (tid == 0) {
+    int sel = 0, eqb = 0;
+    for (int j = 0; j < c; ++j) {
+      const int2 cnt = p.counts[std::int64_t{r} * p.chunks + j];
+      sel += cnt.x + min(max(need_eq - eqb, 0), cnt.y);
+      eqb += cnt.y;
+    }
+    base[0] = sel;
+    base[1] = eqb;
+  }
+  __syncthreads();
+  const float* x = p.logits + std::int64_t{r} * p.stride;
+  const std::int64_t first = begin + std::int64_t{tid} * kMcItems;
+  unsigned keys[kMcItems];
+  int eq = 0;
+#pragma unroll
+  for (int j = 0; j < kMcItems; ++j) {
+    keys[j] = first + j < n ? order_key(x[first + j]) : 0u;
+    eq += (first + j < n && keys[j] == st.prefix) ? 1 : 0;
+  }
+  int eq_before;
+  McScan(tmp).ExclusiveSum(eq, eq_before);
+  __syncthreads();
+  int rank = base[1] + eq_before;
+  int sel = 0;
+  bool take[kMcItems];
+#pragma unroll
+  for (int j = 0; j < kMcItems; ++j) {
+    const bool valid = first + j < n;
+    bool t = valid && keys[j] > st.prefix;
+    if (valid && keys[j] == st.prefix) {
+      t = rank < need_eq;
+      ++rank;
+    }
+    take[j] = t;
+    sel += t ? 1 : 0;
+  }
+  int sel_before;
+  McScan(tmp).ExclusiveSum(sel, sel_before);
+  int o = base[0] + sel_before;
+#pragma unroll
+  for (int j = 0; j < kMcItems; ++j)
+    if (take[j]) out[o++] = static_cast<std::int32_t>(first + j);
+}
+
 struct ExpandParams {
   const std::int32_t* blocks;
   int k;
@@ -166,6 +379,38 @@ void topk(const float* logits, std::int64_t logit_stride, const std::int32_t* n_
   if (rows.count == 0) return;
   topk_kernel<<<rows.count, kThreads, 0, s>>>({logits, logit_stride, n_valid, rows, ratio, k, out});
   detail::check_launch("topk");
+}
+
+std::int64_t topk_workspace_bytes(int rows, std::int64_t max_n) {
+  const std::int64_t chunks = (std::max<std::int64_t>(max_n, 1) + kChunk - 1) / kChunk;
+  return std::int64_t{rows} * (3 * kBins * 4 + chunks * 8);
+}
+
+void topk(const float* logits, std::int64_t logit_stride, const std::int32_t* n_valid, Rows rows,
+          int ratio, int k, std::int32_t* out, void* work, std::int64_t max_n, cudaStream_t s) {
+  detail::require(k >= 1, "k", k);
+  detail::require(ratio >= 1, "ratio", ratio);
+  detail::require(max_n >= 0, "max_n", max_n);
+  if (rows.count == 0) return;
+  detail::require(rows.count <= 65535, "rows", rows.count);
+  const std::int64_t chunks = (std::max<std::int64_t>(max_n, 1) + kChunk - 1) / kChunk;
+  detail::require(chunks <= 65535, "max_n", max_n);
+  int* hist = static_cast<int*>(work);
+  int2* counts = reinterpret_cast<int2*>(hist + std::int64_t{rows.count} * 3 * kBins);
+  const cudaError_t e =
+      cudaMemsetAsync(hist, 0, std::size_t(rows.count) * 3 * kBins * sizeof(int), s);
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("qsa topk memset: ") + cudaGetErrorString(e));
+  const McParams p{logits, logit_stride, n_valid, rows,   ratio,
+                   k,      out,          hist,    counts, static_cast<int>(chunks),
+                   max_n};
+  const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(rows.count));
+  topk_hist_kernel<0><<<grid, kMcThreads, 0, s>>>(p);
+  topk_hist_kernel<1><<<grid, kMcThreads, 0, s>>>(p);
+  topk_hist_kernel<2><<<grid, kMcThreads, 0, s>>>(p);
+  topk_count_kernel<<<grid, kMcThreads, 0, s>>>(p);
+  topk_write_kernel<<<grid, kMcThreads, 0, s>>>(p);
+  detail::check_launch("topk (multi-CTA)");
 }
 
 void expand(const std::int32_t* blocks, int k, Rows rows, int ratio, std::int32_t* tokens,

@@ -155,6 +155,8 @@ class GpuLayer {
     pos_ = Buf<std::int32_t>(n_);
     pos_.upload(pos);
     fwd_ = Buf<std::int32_t>(3);
+    topk_work_ =
+        Buf<std::int32_t>(static_cast<std::size_t>(topk_workspace_bytes(n_, blocks_max_) / 4));
   }
 
   KvBanks banks() const {
@@ -181,12 +183,20 @@ class GpuLayer {
     compress(ik_raw_.get() + std::int64_t{begin} * d.index_dim, rows, fwd,
              norm_w_.get() + d.index_dim, static_cast<float>(d.norm_eps), rope_, ring_.get(),
              slab_.get(), blocks_max_, s);
+    select_and_attend(begin, count, s);
+  }
+  // The idempotent tail of a forward (reads the rotated q, the slab and the banks; writes the
+  // logits, selections, tokens and outputs of the rows): index, top-k, expand, attend.
+  void select_and_attend(int begin, int count, cudaStream_t s) {
+    const auto& d = c_.dims;
+    const Rows rows{req_.get() + begin, pos_.get() + begin, count};
+    const std::uint16_t* q = q_.get() + std::int64_t{begin} * d.q_heads * d.head_dim;
     // Logits workspace rows are the forward's rows (bounded by the chunk, not the context).
     index_scores(iq_.get() + std::int64_t{begin} * d.index_heads * d.index_dim, d.index_heads, rows,
                  slab_.get(), blocks_max_, logits_.get(), blocks_max_, (begin + count) / d.ratio,
                  s);
     topk(logits_.get(), blocks_max_, nullptr, rows, d.ratio, k_,
-         blocks_.get() + std::int64_t{begin} * k_, s);
+         blocks_.get() + std::int64_t{begin} * k_, topk_work_.get(), blocks_max_, s);
     expand(blocks_.get() + std::int64_t{begin} * k_, k_, rows, d.ratio,
            tokens_.get() + std::int64_t{begin} * width_, width_, s);
     attend(q, d.q_heads, rows, tokens_.get() + std::int64_t{begin} * width_, width_, banks(),
@@ -250,7 +260,7 @@ class GpuLayer {
   Buf<std::uint16_t> q_, k_in_, v_in_, iq_raw_, ik_raw_, iq_, slab_;
   Buf<std::uint8_t> kb_, vb_;
   Buf<float> ks_, vs_, norm_w_, ring_, logits_, o_, lse_, work_;
-  Buf<std::int32_t> table_, blocks_, tokens_, req_, pos_, fwd_;
+  Buf<std::int32_t> table_, blocks_, tokens_, req_, pos_, fwd_, topk_work_;
 
  private:
   qsa_ref::LayerInput in_;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -234,6 +235,88 @@ TEST(QsaGpu, GraphReplayEqualsEager) {
   EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * 4), 0);
 }
 
+// One captured graph (index, top-k with its workspace memset, expand, attend of 5 decode rows)
+// replayed 200 times, the outputs poisoned before each replay: every replay writes the eager
+// forward's bits.
+TEST(QsaGpu, GraphReplaysManyTimesEqualEager) {
+  REQUIRE_GPU();
+  const qsa_ref::Dims d = gpu_dims(32);
+  const int n = 310, b = 305, count = 5;
+  qsa_ref::LayerInput in = qsa_ref::random_input(n, d, 19);
+  LayerConfig cfg;
+  cfg.dims = d;
+  GpuLayer g(in, cfg);
+  g.run_chunks({300, 305});
+  const auto blocks = g.blocks_.download(), tokens = g.tokens_.download();
+  const auto o = g.o_.download(), lse = g.lse_.download();
+  cudaStream_t s;
+  QSA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  QSA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  g.select_and_attend(b, count, s);
+  QSA_CHECK(cudaStreamEndCapture(s, &graph));
+  cudaGraphExec_t exec;
+  QSA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const std::size_t ob = std::size_t(b) * d.q_heads * d.head_dim;
+  const std::size_t on = std::size_t(count) * d.q_heads * d.head_dim;
+  int bad = 0;
+  for (int rep = 0; rep < 200; ++rep) {
+    QSA_CHECK(cudaMemsetAsync(g.o_.get() + ob, 0xff, on * 4, s));
+    QSA_CHECK(cudaMemsetAsync(g.lse_.get() + std::size_t(b) * d.q_heads, 0xff,
+                              std::size_t(count) * d.q_heads * 4, s));
+    QSA_CHECK(cudaMemsetAsync(g.blocks_.get() + std::size_t(b) * g.k(), 0xff,
+                              std::size_t(count) * g.k() * 4, s));
+    QSA_CHECK(cudaGraphLaunch(exec, s));
+    QSA_CHECK(cudaStreamSynchronize(s));
+    if (rep % 20 != 19) continue;
+    const auto o2 = g.o_.download(), l2 = g.lse_.download();
+    bad += std::memcmp(o2.data() + ob, o.data() + ob, on * 4) != 0;
+    bad +=
+        std::memcmp(l2.data() + std::size_t(b) * d.q_heads, lse.data() + std::size_t(b) * d.q_heads,
+                    std::size_t(count) * d.q_heads * 4) != 0;
+    bad += g.blocks_.download() != blocks;
+    bad += g.tokens_.download() != tokens;
+  }
+  EXPECT_EQ(bad, 0);
+  QSA_CHECK(cudaGraphExecDestroy(exec));
+  QSA_CHECK(cudaGraphDestroy(graph));
+  QSA_CHECK(cudaStreamDestroy(s));
+}
+
+// The bf16 attend kernels (tensor-core with cp.async gather, tensor-core with register gather,
+// SIMT fp32) agree with each other within fp32-path accuracy on a long selection, several
+// splits, device and host banks; the two tensor-core gathers agree bit for bit.
+TEST(QsaGpu, AttendVariantsAgree) {
+  REQUIRE_GPU();
+  const qsa_ref::Dims d = gpu_dims(64);
+  const int n = 1200;
+  qsa_ref::LayerInput in = qsa_ref::random_input(n, d, 77);
+  for (bool host : {false, true}) {
+    LayerConfig cfg;
+    cfg.dims = d;
+    cfg.host_banks = host;
+    cfg.splits = 3;
+    GpuLayer g(in, cfg);
+    g.run_chunks({});
+    std::vector<std::vector<float>> outs;
+    for (const char* v : {"mma", "mma_ld", "simt"}) {
+      setenv("KVTIER_QSA_ATTEND", v, 1);
+      g.o_.zero();
+      g.select_and_attend(n - 16, 16, nullptr);
+      QSA_CHECK(cudaDeviceSynchronize());
+      outs.push_back(g.o_.download());
+    }
+    unsetenv("KVTIER_QSA_ATTEND");
+    EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 4), 0) << host;
+    for (int i = 0; i < 16; ++i) {
+      const Mat a = row_of(outs[0], n - 16 + i, d.q_heads, d.head_dim);
+      const Mat c = row_of(outs[2], n - 16 + i, d.q_heads, d.head_dim);
+      ASSERT_FALSE(a.hasNaN());
+      EXPECT_LT(rel(a, c), 2e-5) << i << " host " << host;
+    }
+  }
+}
+
 // Device pool, mirror slots (other physical ids) and the host bank read in place give the same
 // output bits for the same selections.
 TEST(QsaGpu, PlacementsAreBitIdentical) {
@@ -340,6 +423,16 @@ TEST(QsaGpu, TopkEqualsReference) {
   topk(dx.get(), stride, dn.get(), Rows{dreq.get(), dpos.get(), rows}, 4, k, dout.get(), nullptr);
   QSA_CHECK(cudaDeviceSynchronize());
   const auto out = dout.download();
+  // The multi-CTA form (chunks of 8192 keys) gives the same lists; run it twice on one workspace.
+  Buf<std::int32_t> work(static_cast<std::size_t>(topk_workspace_bytes(rows, stride) / 4)),
+      dout_mc(std::size_t(rows) * k);
+  for (int rep = 0; rep < 2; ++rep) {
+    dout_mc.upload(std::vector<std::int32_t>(std::size_t(rows) * k, 12345));
+    topk(dx.get(), stride, dn.get(), Rows{dreq.get(), dpos.get(), rows}, 4, k, dout_mc.get(),
+         work.get(), stride, nullptr);
+    QSA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(dout_mc.download(), out) << rep;
+  }
   for (int r = 0; r < rows; ++r) {
     std::vector<float> row(x.begin() + std::int64_t{r} * stride,
                            x.begin() + std::int64_t{r + 1} * stride);
