@@ -202,10 +202,13 @@ PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig
       },
       cfg.progress);
 
-  // Cliff and thresholds against all-resident speed (the device placement when it ran, else
-  // the largest mirror pool).
+  // Cliff and thresholds against all-resident speed: the same placement and unit at the
+  // largest pool swept (by default everything resident), so that the thresholds size the pool
+  // rather than compare placements (the mirror's per-step ensure and store cost stays even
+  // with every page resident; the recommendation compares placements). A size that drops
+  // pages past the select width changes what the model attends, so it never qualifies.
   for (UnitSweep& us : res.units) {
-    const double ref = res.has_device ? res.device.decode_tps : us.points.back().decode_tps;
+    const double ref = us.points.back().decode_tps;
     double steepest = -1;
     for (std::size_t i = 1; i < us.sizes.size(); ++i) {
       const double drop = (us.points[i].decode_tps - us.points[i - 1].decode_tps) /
@@ -216,6 +219,7 @@ PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig
       }
     }
     for (std::size_t i = 0; i < us.sizes.size(); ++i) {
+      if (us.points[i].drops != 0) continue;
       if (us.within_slots == 0 && us.points[i].decode_tps >= ref * (1 - cfg.within)) {
         us.within_slots = us.sizes[i];
       }
@@ -232,21 +236,37 @@ PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig
     best = res.device.decode_tps;
     rec = "device (every page in GPU memory) is the speed reference";
   }
+  // The unit that qualifies with the smallest pool; at equal pools the faster one.
+  auto tps_at = [](const UnitSweep& us, std::int64_t slots) {
+    const auto it = std::find(us.sizes.begin(), us.sizes.end(), slots);
+    return us.points[static_cast<std::size_t>(it - us.sizes.begin())].decode_tps;
+  };
   const UnitSweep* best_unit = nullptr;
   for (const UnitSweep& us : res.units) {
-    if (best_unit == nullptr ||
-        (us.within_slots != 0 &&
-         (best_unit->within_slots == 0 || us.within_slots < best_unit->within_slots))) {
+    if (best_unit == nullptr) {
       best_unit = &us;
+    } else if (us.within_slots != 0) {
+      const bool better =
+          best_unit->within_slots == 0 || us.within_slots < best_unit->within_slots ||
+          (us.within_slots == best_unit->within_slots &&
+           tps_at(us, us.within_slots) > tps_at(*best_unit, best_unit->within_slots));
+      if (better) best_unit = &us;
     }
   }
   if (best_unit != nullptr) {
     if (best_unit->within_slots != 0) {
+      const double at_tps = tps_at(*best_unit, best_unit->within_slots);
       rec = "mirror, residency unit " + std::string(to_string(best_unit->unit)) + ", pool of " +
             std::to_string(best_unit->within_slots) + " slots: within " +
             std::to_string(static_cast<int>(std::lround(cfg.within * 100))) +
-            " % of all-resident decode speed (cliff below " +
+            " % of its all-resident decode speed with no truncated selection (cliff below " +
             std::to_string(best_unit->cliff_slots) + " slots)";
+      if (res.has_device && res.device.decode_tps > 0) {
+        rec +=
+            "; " +
+            std::to_string(static_cast<int>(std::lround(100.0 * at_tps / res.device.decode_tps))) +
+            " % of the device placement's decode speed";
+      }
     } else {
       rec = "mirror never comes within " +
             std::to_string(static_cast<int>(std::lround(cfg.within * 100))) +

@@ -128,8 +128,7 @@ struct Step {
     // Specials: sinks and the newest block (never more than the budget).
     const bool with_newest = st.rng.uniform() < p.newest_p;
     const std::size_t special_cap = static_cast<std::size_t>(topk) - (with_newest ? 1 : 0);
-    for (std::int32_t b = 0; b < p.sinks_likely && b < newest && st.sel.size() < special_cap;
-         ++b) {
+    for (std::int32_t b = 0; b < p.sinks_likely && b < newest && st.sel.size() < special_cap; ++b) {
       if (b < p.sinks_always || st.rng.uniform() < p.sinks_likely_p) st.sel.push_back(b);
     }
     auto special = [&](std::int32_t b) { return b < p.sinks_likely || b == newest; };
@@ -240,12 +239,18 @@ void TraceGenerator::start_requests() {
     r->decode = p_.decode_min + static_cast<std::int64_t>(sched.below(
                                     static_cast<std::uint64_t>(p_.decode_max - p_.decode_min + 1)));
     RequestBegin b{r->id, r->prompt, 0, 0};
-    if (r->id > 1 && p_.shared_prefix > 0) {
+    if (p_.shared_prefix > 0) {
+      // The prefix cache holds the prefix only while a request holding it is open: share with
+      // the lowest-id open request whose prompt covers it; with none open, this request
+      // computes the prefix itself and later ones share with it.
       const std::int64_t pages = std::min(p_.shared_prefix, r->prompt) / g_.page_size;
-      if (pages > 0) {
-        b.shared_with = 1;
-        b.shared_pages = pages;
-        r->pos = pages * g_.page_size;
+      for (const auto& o : active_) {
+        if (pages > 0 && o->prompt >= pages * g_.page_size) {
+          b.shared_with = o->id;
+          b.shared_pages = pages;
+          r->pos = pages * g_.page_size;
+          break;
+        }
       }
     }
     const std::int64_t blocks = (r->prompt + r->decode) / g_.compress_ratio + 1;

@@ -15,6 +15,10 @@ std::string TraceValidator::check(const Record& r) {
     if (b->shared_pages > 0 && b->shared_with == b->id) {
       return "request " + std::to_string(b->id) + " shares a prefix with itself";
     }
+    if (b->shared_pages > 0 && !open_.count(b->shared_with)) {
+      return "request " + std::to_string(b->id) + " shares a prefix of request " +
+             std::to_string(b->shared_with) + ", which is not open";
+    }
     if (!open_.insert(b->id).second) {
       return "request " + std::to_string(b->id) + " begins twice";
     }

@@ -163,6 +163,14 @@ TEST(TraceBadInput, JsonlIdsBeyondContextAndLayersBeyondGeometry) {
                    "\"selections\":[[[0]],[[0]],[[0]],[[0]]]}}\n");
   e = read_error(layers);
   EXPECT_NE(e.find("4 layers but the geometry has 3"), std::string::npos) << e;
+  // A prefix shared with a request that is not open (never begun, or already ended).
+  const std::string orphan = temp_path("orphan.jsonl");
+  spit(orphan, header_line + begin + "{\"end\":{\"id\":4}}\n" +
+                   "{\"begin\":{\"id\":5,\"prompt_tokens\":40,\"shared_with\":4,"
+                   "\"shared_pages\":1}}\n");
+  e = read_error(orphan);
+  EXPECT_NE(e.find("request 5 shares a prefix of request 4, which is not open"), std::string::npos)
+      << e;
   const std::string garbage = temp_path("garbage.jsonl");
   spit(garbage, header_line + "{\"begin\":{\"id\":\n");
   EXPECT_NE(read_error(garbage).find("not valid JSON"), std::string::npos);

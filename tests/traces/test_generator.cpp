@@ -44,13 +44,17 @@ TEST(TraceGenerator, PrefillChunksSharedPrefixAndLifecycle) {
   std::map<RequestId, std::int64_t> next_pos;
   std::set<RequestId> ended;
   int concurrent_max = 0;
+  int sharers = 0;
   for (const auto& r : recs) {
     if (const auto* b = std::get_if<RequestBegin>(&r)) {
       begun[b->id] = *b;
       next_pos[b->id] = b->shared_pages * g.page_size;
-      if (b->id > 1) {
-        EXPECT_EQ(b->shared_with, 1u);
+      if (b->shared_pages > 0) {
+        // Shared with a request that is open now (the validator in generate() checks that
+        // too), and the whole prefix.
+        EXPECT_TRUE(begun.count(b->shared_with) && !ended.count(b->shared_with));
         EXPECT_EQ(b->shared_pages, p.shared_prefix / g.page_size);  // 100 tokens -> 6 pages
+        ++sharers;
       }
     } else if (const auto* e = std::get_if<RequestEnd>(&r)) {
       ended.insert(e->id);
@@ -82,6 +86,7 @@ TEST(TraceGenerator, PrefillChunksSharedPrefixAndLifecycle) {
   }
   EXPECT_EQ(ended.size(), 3u);
   EXPECT_EQ(concurrent_max, 2);
+  EXPECT_EQ(sharers, 2);  // requests 2 and 3 each share with the request open beside them
 }
 
 // The "dsv4-flash" preset against the published DeepSeek-V4-Flash figures (top-512,
