@@ -91,14 +91,15 @@ void bench_attend(int rows, bool fp8, bool host,
   const int pages = context / ps;
   const std::int64_t phys = std::int64_t{rows} * pages + 1;
   const std::int64_t elems = phys * ps * kv_heads * q::kHeadDim;
-  Buf<std::uint8_t> k(static_cast<std::size_t>(elems * (fp8 ? 1 : 2)), host),
-      v(static_cast<std::size_t>(elems * (fp8 ? 1 : 2)), host);
+  // Host banks as the residency backend maps them: 2 MiB-aligned, huge pages, registered.
+  Buf<std::uint8_t> k(static_cast<std::size_t>(elems * (fp8 ? 1 : 2)), host, true),
+      v(static_cast<std::size_t>(elems * (fp8 ? 1 : 2)), host, true);
   Buf<float> ks, vs;
   fill_random<std::uint8_t>(k, 1, [](std::mt19937& r) { return std::uint8_t(r() % 0x70); });
   fill_random<std::uint8_t>(v, 2, [](std::mt19937& r) { return std::uint8_t(r() % 0x70); });
   if (fp8) {
-    ks = Buf<float>(static_cast<std::size_t>(phys * ps * kv_heads), host);
-    vs = Buf<float>(static_cast<std::size_t>(phys * ps * kv_heads), host);
+    ks = Buf<float>(static_cast<std::size_t>(phys * ps * kv_heads), host, true);
+    vs = Buf<float>(static_cast<std::size_t>(phys * ps * kv_heads), host, true);
     fill_random<float>(ks, 3, [](std::mt19937&) { return 0.01f; });
     fill_random<float>(vs, 4, [](std::mt19937&) { return 0.01f; });
   }
@@ -130,7 +131,7 @@ void bench_attend(int rows, bool fp8, bool host,
   const int splits = q::attend_default_splits(rows, kv_heads, width);
   Buf<float> work(static_cast<std::size_t>(q::attend_workspace_floats(rows, heads, splits)));
   Buf<float> o(std::size_t(rows) * heads * q::kHeadDim), lse(std::size_t(rows) * heads);
-  const q::KvBanks kv{k.get(), v.get(), ks.get(), vs.get(), fp8, ps, kv_heads};
+  const q::KvBanks kv{k.get(), v.get(), ks.get(), vs.get(), fp8, ps, kv_heads, host};
   const q::PageTable pt{dt.get(), pages, static_cast<std::int32_t>(phys - 1)};
   const q::Rows rr{dreq.get(), dpos.get(), rows};
   for (const char* variant : variants) {
@@ -243,7 +244,7 @@ void bench_small(int rows) {
   const std::int64_t elems = std::int64_t{rows} * pages * ps * kv_heads * q::kHeadDim;
   Buf<std::uint8_t> kb(static_cast<std::size_t>(elems * 2)),
       vb(static_cast<std::size_t>(elems * 2));
-  const q::KvBanks kv{kb.get(), vb.get(), nullptr, nullptr, false, ps, kv_heads};
+  const q::KvBanks kv{kb.get(), vb.get(), nullptr, nullptr, false, ps, kv_heads, false};
   const q::PageTable pt{dt.get(), pages, 0};
   char size[32];
   std::snprintf(size, sizeof size, "%d rows", rows);
@@ -302,8 +303,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (int rows : {1, 16, 64})
-    bench_attend(rows, false, false, {"mma", "mma_ld", "simt"});
-  bench_attend(1, false, true, {"mma", "mma_ld", "simt"});
+    bench_attend(rows, false, false, {"mma", "mma_v1", "mma_ld", "simt"});
+  bench_attend(1, false, true, {"mma_ld", "mma", "mma_v1", "simt"});
   bench_attend(16, true, false);
   bench_attend(1, true, true);
   for (bool multi : {true, false}) {

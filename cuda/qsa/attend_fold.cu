@@ -191,10 +191,19 @@ constexpr int kStages = 3;
 constexpr int kRowPad = kHeadDim + 8;  // bf16 per shared row: 528 B, conflict-free ldmatrix
 constexpr int kSPad = kTile + 4;
 
+constexpr int kMapCap = 2048;  // tokens of a segment whose bank rows are looked up up front
+
 struct MmaSmem {
   std::uint16_t k[kStages][kTile][kRowPad];
   std::uint16_t v[kStages][kTile][kRowPad];
   float s[16][kSPad];
+};
+// With the map: the physical bank row (page * page_size + offset, -1 = no token) of each token
+// of the current segment of the CTA's slice, filled once per segment, so the gather of a tile
+// issues its copies without waiting on the token list and page table loads.
+struct MmaSmemMap {
+  MmaSmem base;
+  std::int32_t map[kMapCap];
 };
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
@@ -241,12 +250,15 @@ __device__ __forceinline__ void split_pair(float x, float y, unsigned& hi, unsig
   lo = pack_bf16(x - xh, y - yh);
 }
 
-// kAsync: cp.async gather (default); otherwise 16-byte register loads then shared stores.
-template <bool kAsync>
+// kAsync: cp.async gather (device banks); otherwise 16-byte register loads then shared stores
+// (faster over the host link). kMap: bank rows looked up per segment into shared memory (else
+// per tile, in the gather).
+template <bool kAsync, bool kMap>
 __global__ void __launch_bounds__(kThreads, 2)
     attend_mma_kernel(const __grid_constant__ AttendParams p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   MmaSmem& sm = *reinterpret_cast<MmaSmem*>(smem_raw);
+  std::int32_t* map = reinterpret_cast<MmaSmemMap*>(smem_raw)->map;  // only with kMap
   const int split = blockIdx.x, kvh = blockIdx.y, r = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
@@ -267,25 +279,33 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   const int chunk = (p.width + p.splits - 1) / p.splits;
   const int t0 = min(p.width, split * chunk), t1 = min(p.width, t0 + chunk);
-  const int n_tiles = (t1 - t0 + kTile - 1) / kTile;
   const std::int32_t* toks = p.tokens + std::int64_t{r} * p.width;
   const std::int32_t* pages = p.table.pages + std::int64_t{p.rows.req[r]} * p.table.stride;
   const std::uint16_t* kbase = static_cast<const std::uint16_t*>(p.kv.k);
   const std::uint16_t* vbase = static_cast<const std::uint16_t*>(p.kv.v);
 
   // Warp w gathers tokens w, w + 4, ... of the tile; lane = 16-byte chunk of the 512-byte row.
+  int lo = t0, hi = t1;  // the current segment of the slice
   auto issue = [&](int tile, int stage) {
 #pragma unroll
     for (int i = 0; i < kTile / kWarps; ++i) {
       const int row = warp + kWarps * i;
-      const int j = t0 + tile * kTile + row;
-      const std::int32_t tok = j < t1 ? toks[j] : -1;
+      const int j = lo + tile * kTile + row;
+      std::int32_t tok = -1;
       std::int64_t elem = 0;
-      if (tok >= 0) {
-        std::int32_t page = pages[tok / p.kv.page_size];
-        if (page < 0) page = p.table.dummy;
-        const std::int64_t token = std::int64_t{page} * p.kv.page_size + tok % p.kv.page_size;
-        elem = (token * p.kv.kv_heads + kvh) * kHeadDim + lane * 8;
+      if constexpr (kMap) {
+        const std::int32_t bank_row = j < hi ? map[j - lo] : -1;
+        tok = bank_row;
+        if (bank_row >= 0)
+          elem = (std::int64_t{bank_row} * p.kv.kv_heads + kvh) * kHeadDim + lane * 8;
+      } else {
+        tok = j < hi ? toks[j] : -1;
+        if (tok >= 0) {
+          std::int32_t page = pages[tok / p.kv.page_size];
+          if (page < 0) page = p.table.dummy;
+          const std::int64_t token = std::int64_t{page} * p.kv.page_size + tok % p.kv.page_size;
+          elem = (token * p.kv.kv_heads + kvh) * kHeadDim + lane * 8;
+        }
       }
       if constexpr (kAsync) {
         cp_async16(&sm.k[stage][row][lane * 8], kbase + elem, tok >= 0);
@@ -310,102 +330,128 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int c = 0; c < 4; ++c)
       acc[i][c] = 0.0f;
 
+  const int seg_step = kMap ? kMapCap : max(1, t1 - t0);
+  for (lo = t0; lo < t1; lo += seg_step) {
+    hi = min(t1, lo + seg_step);
+    const int n_tiles = (hi - lo + kTile - 1) / kTile;
+    if constexpr (kMap) {
+      __syncthreads();  // every warp done with the previous segment (map, stages, scores)
+      for (int i = threadIdx.x; i < hi - lo; i += kThreads) {
+        const std::int32_t tok = toks[lo + i];
+        std::int32_t bank_row = -1;
+        if (tok >= 0) {
+          std::int32_t page = pages[tok / p.kv.page_size];
+          if (page < 0) page = p.table.dummy;
+          bank_row = page * p.kv.page_size + tok % p.kv.page_size;
+        }
+        map[i] = bank_row;
+      }
+      __syncthreads();
+    }
 #pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < n_tiles) issue(st, st);
-    if constexpr (kAsync) cp_async_commit();
-  }
-  for (int tile = 0; tile < n_tiles; ++tile) {
-    if constexpr (kAsync) cp_async_wait<kStages - 2>();
-    __syncthreads();  // tile ready for all; every warp done with tile - 1 (its stage, sm.s)
-    {
-      const int nt = tile + kStages - 1;
-      if (nt < n_tiles) issue(nt, nt % kStages);
+    for (int st = 0; st < kStages - 1; ++st) {
+      if (st < n_tiles) issue(st, st);
       if constexpr (kAsync) cp_async_commit();
     }
-    const int stage = tile % kStages;
-    // q.k: warp w scores tokens 8w .. 8w + 7 of the tile.
-    float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int tile = 0; tile < n_tiles; ++tile) {
+      if constexpr (kAsync) cp_async_wait<kStages - 2>();
+      __syncthreads();  // tile ready for all; every warp done with tile - 1 (its stage, sm.s)
+      {
+        const int nt = tile + kStages - 1;
+        if (nt < n_tiles) issue(nt, nt % kStages);
+        if constexpr (kAsync) cp_async_commit();
+      }
+      const int stage = tile % kStages;
+      // q.k: warp w scores tokens 8w .. 8w + 7 of the tile.
+      float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-    for (int jj = 0; jj < 8; ++jj) {
-      unsigned b[4];
-      ldmatrix_x4(b, &sm.k[stage][8 * warp + lane % 8][32 * jj + 8 * (lane / 8)]);
-      mma_bf16(sc, qa[2 * jj], b[0], b[1]);
-      mma_bf16(sc, qa[2 * jj + 1], b[2], b[3]);
-    }
-    {
-      const int j = t0 + tile * kTile + 8 * warp + 2 * t;
-      const bool v0 = j < t1 && toks[j] >= 0, v1 = j + 1 < t1 && toks[j + 1] >= 0;
-      *reinterpret_cast<float2*>(&sm.s[g][8 * warp + 2 * t]) =
-          make_float2(v0 ? sc[0] * qscale : kNegInf, v1 ? sc[1] * qscale : kNegInf);
-      *reinterpret_cast<float2*>(&sm.s[g + 8][8 * warp + 2 * t]) =
-          make_float2(v0 ? sc[2] * qscale : kNegInf, v1 ? sc[3] * qscale : kNegInf);
-    }
-    __syncthreads();
-    // Online softmax over the tile (rows g and g + 8; this thread's 8 of the 32 tokens, reduced
-    // over the 4 lanes of the group by a butterfly: every lane and warp gets the same bits).
-    float pv[2][2][4];  // [row][k-step][tokens 16kk + 2t, +1, +8, +9]
+      for (int jj = 0; jj < 8; ++jj) {
+        unsigned b[4];
+        ldmatrix_x4(b, &sm.k[stage][8 * warp + lane % 8][32 * jj + 8 * (lane / 8)]);
+        mma_bf16(sc, qa[2 * jj], b[0], b[1]);
+        mma_bf16(sc, qa[2 * jj + 1], b[2], b[3]);
+      }
+      {
+        const int j = lo + tile * kTile + 8 * warp + 2 * t;
+        bool v0, v1;
+        if constexpr (kMap) {
+          v0 = j < hi && map[j - lo] >= 0;
+          v1 = j + 1 < hi && map[j + 1 - lo] >= 0;
+        } else {
+          v0 = j < hi && toks[j] >= 0;
+          v1 = j + 1 < hi && toks[j + 1] >= 0;
+        }
+        *reinterpret_cast<float2*>(&sm.s[g][8 * warp + 2 * t]) =
+            make_float2(v0 ? sc[0] * qscale : kNegInf, v1 ? sc[1] * qscale : kNegInf);
+        *reinterpret_cast<float2*>(&sm.s[g + 8][8 * warp + 2 * t]) =
+            make_float2(v0 ? sc[2] * qscale : kNegInf, v1 ? sc[3] * qscale : kNegInf);
+      }
+      __syncthreads();
+      // Online softmax over the tile (rows g and g + 8; this thread's 8 of the 32 tokens, reduced
+      // over the 4 lanes of the group by a butterfly: every lane and warp gets the same bits).
+      float pv[2][2][4];  // [row][k-step][tokens 16kk + 2t, +1, +8, +9]
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+          const float2 a = *reinterpret_cast<const float2*>(&sm.s[g + 8 * h][16 * kk + 2 * t]);
+          const float2 b = *reinterpret_cast<const float2*>(&sm.s[g + 8 * h][16 * kk + 2 * t + 8]);
+          pv[h][kk][0] = a.x;
+          pv[h][kk][1] = a.y;
+          pv[h][kk][2] = b.x;
+          pv[h][kk][3] = b.y;
+        }
+        float mx = kNegInf;
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk)
+#pragma unroll
+          for (int c = 0; c < 4; ++c)
+            mx = fmaxf(mx, pv[h][kk][c]);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[h], mx);
+        const float m_use = m_new == kNegInf ? 0.0f : m_new;
+        const float alpha = exp2f(m[h] - m_use);
+        float sum = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            pv[h][kk][c] = exp2f(pv[h][kk][c] - m_use);
+            sum += pv[h][kk][c];
+          }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        l[h] = l[h] * alpha + sum;
+        m[h] = m_new;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          acc[i][2 * h] *= alpha;
+          acc[i][2 * h + 1] *= alpha;
+        }
+      }
+      // p.v: warp w accumulates dims 64w .. 64w + 63 (8 n-tiles), two k-steps of 16 tokens.
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
-        const float2 a = *reinterpret_cast<const float2*>(&sm.s[g + 8 * h][16 * kk + 2 * t]);
-        const float2 b = *reinterpret_cast<const float2*>(&sm.s[g + 8 * h][16 * kk + 2 * t + 8]);
-        pv[h][kk][0] = a.x;
-        pv[h][kk][1] = a.y;
-        pv[h][kk][2] = b.x;
-        pv[h][kk][3] = b.y;
-      }
-      float mx = kNegInf;
+        unsigned ah[4], al[4];
+        split_pair(pv[0][kk][0], pv[0][kk][1], ah[0], al[0]);
+        split_pair(pv[1][kk][0], pv[1][kk][1], ah[1], al[1]);
+        split_pair(pv[0][kk][2], pv[0][kk][3], ah[2], al[2]);
+        split_pair(pv[1][kk][2], pv[1][kk][3], ah[3], al[3]);
 #pragma unroll
-      for (int kk = 0; kk < 2; ++kk)
-#pragma unroll
-        for (int c = 0; c < 4; ++c)
-          mx = fmaxf(mx, pv[h][kk][c]);
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[h], mx);
-      const float m_use = m_new == kNegInf ? 0.0f : m_new;
-      const float alpha = exp2f(m[h] - m_use);
-      float sum = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          pv[h][kk][c] = exp2f(pv[h][kk][c] - m_use);
-          sum += pv[h][kk][c];
+        for (int nn = 0; nn < 4; ++nn) {
+          unsigned b[4];
+          ldmatrix_x4_trans(b, &sm.v[stage][16 * kk + lane % 8 + 8 * ((lane / 8) % 2)]
+                                    [64 * warp + 16 * nn + 8 * (lane / 16)]);
+          mma_bf16(acc[2 * nn], ah, b[0], b[1]);
+          mma_bf16(acc[2 * nn], al, b[0], b[1]);
+          mma_bf16(acc[2 * nn + 1], ah, b[2], b[3]);
+          mma_bf16(acc[2 * nn + 1], al, b[2], b[3]);
         }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      l[h] = l[h] * alpha + sum;
-      m[h] = m_new;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        acc[i][2 * h] *= alpha;
-        acc[i][2 * h + 1] *= alpha;
       }
     }
-    // p.v: warp w accumulates dims 64w .. 64w + 63 (8 n-tiles), two k-steps of 16 tokens.
-#pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
-      unsigned ah[4], al[4];
-      split_pair(pv[0][kk][0], pv[0][kk][1], ah[0], al[0]);
-      split_pair(pv[1][kk][0], pv[1][kk][1], ah[1], al[1]);
-      split_pair(pv[0][kk][2], pv[0][kk][3], ah[2], al[2]);
-      split_pair(pv[1][kk][2], pv[1][kk][3], ah[3], al[3]);
-#pragma unroll
-      for (int nn = 0; nn < 4; ++nn) {
-        unsigned b[4];
-        ldmatrix_x4_trans(b, &sm.v[stage][16 * kk + lane % 8 + 8 * ((lane / 8) % 2)]
-                                  [64 * warp + 16 * nn + 8 * (lane / 16)]);
-        mma_bf16(acc[2 * nn], ah, b[0], b[1]);
-        mma_bf16(acc[2 * nn], al, b[0], b[1]);
-        mma_bf16(acc[2 * nn + 1], ah, b[2], b[3]);
-        mma_bf16(acc[2 * nn + 1], al, b[2], b[3]);
-      }
-    }
-  }
-  if constexpr (kAsync) cp_async_wait<0>();  // no copy in flight at exit (empty groups only)
+    if constexpr (kAsync) cp_async_wait<0>();  // no copy in flight (empty groups only)
+  }                                            // segments
 
   const std::int64_t row_head0 = std::int64_t{r} * p.q_heads + kvh * 12;
 #pragma unroll
@@ -428,15 +474,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-template <bool kAsync>
+template <bool kAsync, bool kMap>
 void launch_attend_mma(const dim3& grid, const AttendParams& p, cudaStream_t s) {
+  constexpr std::size_t bytes = kMap ? sizeof(MmaSmemMap) : sizeof(MmaSmem);
   static const bool configured = [] {
-    return cudaFuncSetAttribute(attend_mma_kernel<kAsync>,
+    return cudaFuncSetAttribute(attend_mma_kernel<kAsync, kMap>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                static_cast<int>(sizeof(MmaSmem))) == cudaSuccess;
+                                static_cast<int>(bytes)) == cudaSuccess;
   }();
   if (!configured) detail::check_launch("attend (shared memory attribute)");
-  attend_mma_kernel<kAsync><<<grid, kThreads, sizeof(MmaSmem), s>>>(p);
+  attend_mma_kernel<kAsync, kMap><<<grid, kThreads, bytes, s>>>(p);
 }
 
 struct MergeParams {
@@ -511,10 +558,12 @@ int attend_default_splits(int rows, int kv_heads, int width) {
 
 AttendVariant attend_variant() {
   const char* e = std::getenv("KVTIER_QSA_ATTEND");
-  if (e == nullptr) return AttendVariant::mma_async;
+  if (e == nullptr) return AttendVariant::automatic;
   if (std::strcmp(e, "simt") == 0) return AttendVariant::simt;
+  if (std::strcmp(e, "mma") == 0) return AttendVariant::mma_async;
   if (std::strcmp(e, "mma_ld") == 0) return AttendVariant::mma_load;
-  return AttendVariant::mma_async;
+  if (std::strcmp(e, "mma_v1") == 0) return AttendVariant::mma_async_v1;
+  return AttendVariant::automatic;
 }
 
 void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* tokens, int width,
@@ -532,15 +581,19 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
   AttendParams p{q, q_heads, rows, tokens, width, kv, table, splits, work_acc, work_ml};
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(kv.kv_heads),
                   static_cast<unsigned>(rows.count));
-  const AttendVariant variant = attend_variant();
+  AttendVariant variant = attend_variant();
+  if (variant == AttendVariant::automatic)
+    variant = kv.host ? AttendVariant::mma_load : AttendVariant::mma_async;
   if (kv.fp8)
     attend_kernel<12, true><<<grid, kThreads, 0, s>>>(p);
   else if (variant == AttendVariant::simt)
     attend_kernel<12, false><<<grid, kThreads, 0, s>>>(p);
   else if (variant == AttendVariant::mma_load)
-    launch_attend_mma<false>(grid, p, s);
+    launch_attend_mma<false, true>(grid, p, s);
+  else if (variant == AttendVariant::mma_async_v1)
+    launch_attend_mma<true, false>(grid, p, s);
   else
-    launch_attend_mma<true>(grid, p, s);
+    launch_attend_mma<true, true>(grid, p, s);
   detail::check_launch("attend");
   merge_kernel<<<rows.count * q_heads, kHeadDim, 0, s>>>({work_acc, work_ml, splits, o, lse});
   detail::check_launch("attend merge");

@@ -40,6 +40,7 @@ struct KvBanks {
   bool fp8 = false;
   int page_size = 64;
   int kv_heads = 2;
+  bool host = false;  // the banks are mapped host memory (read in place over the link)
 };
 struct PageTable {
   const std::int32_t* pages = nullptr;  // [requests][stride] physical page ids, -1 = none
@@ -119,10 +120,11 @@ void expand(const std::int32_t* blocks, int k, Rows rows, int ratio, std::int32_
 // attend_workspace_floats(rows, q_heads, splits) floats.
 //
 // bf16 banks run on tensor cores (mma.sync bf16: exact bf16 products, fp32 accumulation, the
-// probabilities as a bf16 hi + lo pair) with the tiles gathered by cp.async; fp8 banks on the
-// SIMT kernel. KVTIER_QSA_ATTEND=simt | mma_ld (register-staged gather) selects the other bf16
-// kernels, for benchmarks and diagnosis; unset or anything else: the default.
-enum class AttendVariant { mma_async, mma_load, simt };
+// probabilities as a bf16 hi + lo pair), the tiles gathered by cp.async from device banks and
+// by 16-byte register loads from host banks (kv.host; measured faster over the link); fp8 banks
+// on the SIMT kernel. For benchmarks and diagnosis, KVTIER_QSA_ATTEND = mma | mma_ld | mma_v1
+// (cp.async, page lookups per tile) | simt forces a bf16 kernel; unset: automatic.
+enum class AttendVariant { automatic, mma_async, mma_load, mma_async_v1, simt };
 AttendVariant attend_variant();
 std::int64_t attend_workspace_floats(int rows, int q_heads, int splits);
 int attend_default_splits(int rows, int kv_heads, int width);

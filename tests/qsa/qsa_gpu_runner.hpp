@@ -3,9 +3,11 @@
 // decode rows), with its inputs drawn by the CPU reference's random_input. Tests and the
 // benchmark compare what it produces with validation/qsa.
 #include <cuda_runtime.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
@@ -27,14 +29,26 @@ inline bool have_device() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-// Device (or mapped pinned host) array; poisoned with 0xff bytes on creation.
+// Device (or mapped pinned host) array; poisoned with 0xff bytes on creation. `huge`: the host
+// array is 2 MiB-aligned, advised to transparent huge pages and registered (as the residency
+// backend's host bank is), instead of cudaHostAlloc.
 template <class T>
 class Buf {
  public:
   Buf() = default;
-  explicit Buf(std::size_t n, bool host_mapped = false) : n_(n), host_(host_mapped) {
+  explicit Buf(std::size_t n, bool host_mapped = false, bool huge = false)
+      : n_(n), host_(host_mapped), huge_(host_mapped && huge) {
     if (n == 0) return;
-    if (host_) {
+    if (huge_) {
+      const std::size_t align = std::size_t{2} << 20;
+      const std::size_t bytes = (n * sizeof(T) + align - 1) / align * align;
+      h_ = static_cast<T*>(std::aligned_alloc(align, bytes));
+      if (h_ == nullptr) throw std::runtime_error("Buf: aligned_alloc failed");
+      madvise(h_, bytes, MADV_HUGEPAGE);
+      std::memset(static_cast<void*>(h_), 0, bytes);  // fault the pages in
+      QSA_CHECK(cudaHostRegister(h_, bytes, cudaHostRegisterMapped));
+      QSA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&p_), h_, 0));
+    } else if (host_) {
       QSA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&h_), n * sizeof(T), cudaHostAllocMapped));
       QSA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&p_), h_, 0));
     } else {
@@ -50,9 +64,15 @@ class Buf {
     std::swap(h_, o.h_);
     std::swap(n_, o.n_);
     std::swap(host_, o.host_);
+    std::swap(huge_, o.huge_);
     return *this;
   }
   ~Buf() {
+    if (huge_ && h_) {
+      cudaHostUnregister(h_);
+      std::free(h_);
+      return;
+    }
     if (host_ && h_) cudaFreeHost(h_);
     if (!host_ && p_) cudaFree(p_);
   }
@@ -73,6 +93,7 @@ class Buf {
   T* h_ = nullptr;
   std::size_t n_ = 0;
   bool host_ = false;
+  bool huge_ = false;
 };
 
 inline std::vector<std::uint16_t> to_bf16(const qsa_ref::Mat& m) {
@@ -160,7 +181,8 @@ class GpuLayer {
   }
 
   KvBanks banks() const {
-    return {kb_.get(), vb_.get(), ks_.get(), vs_.get(), c_.fp8, c_.page_size, c_.dims.kv_heads};
+    return {kb_.get(), vb_.get(),    ks_.get(),        vs_.get(),
+            c_.fp8,    c_.page_size, c_.dims.kv_heads, c_.host_banks};
   }
   PageTable table() const { return {table_.get(), pages_, phys_pages_ - 1}; }
 

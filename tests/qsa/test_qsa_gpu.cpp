@@ -470,8 +470,8 @@ TEST(QsaGpu, StoreMirrorWriteThroughIsBitIdentical) {
     Buf<std::uint16_t> k(in.k.size()), v(in.v.size());
     k.upload(to_bf16(in.k));
     v.upload(to_bf16(in.v));
-    const KvBanks pool{pk.get(), pv.get(), pks.get(), pvs.get(), fp8, ps, d.kv_heads};
-    const KvBanks mirror{mk.get(), mv.get(), mks.get(), mvs.get(), fp8, ps, d.kv_heads};
+    const KvBanks pool{pk.get(), pv.get(), pks.get(), pvs.get(), fp8, ps, d.kv_heads, false};
+    const KvBanks mirror{mk.get(), mv.get(), mks.get(), mvs.get(), fp8, ps, d.kv_heads, true};
     store_kv(k.get(), v.get(), Rows{req.get(), pos.get(), n}, pool, {dpt.get(), pages, pages},
              mirror, {dmt.get(), pages, pages}, nullptr);
     QSA_CHECK(cudaDeviceSynchronize());
