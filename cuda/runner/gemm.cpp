@@ -1,0 +1,51 @@
+#include "cuda/runner/gemm.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace kvtier::runner {
+
+namespace {
+
+void check(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("cuBLAS error ") + cublasGetStatusName(st) + " in " +
+                             what);
+}
+
+// Row-major y [rows][out] is column-major y' [out][rows] = W x^T, where row-major W [out][in] is
+// column-major W' [in][out] (so W = W'^T) and row-major x [rows][in] is column-major x' [in][rows].
+void gemm(cublasHandle_t h, const std::uint16_t* x, const std::uint16_t* w, int rows, int in,
+          int out, void* y, cudaDataType_t yt, float beta) {
+  if (rows <= 0 || out <= 0) return;
+  const float alpha = 1.0f;
+  check(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &alpha, w, CUDA_R_16BF, in, x,
+                     CUDA_R_16BF, in, &beta, y, yt, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
+}
+
+}  // namespace
+
+Gemm::Gemm() {
+  check(cublasCreate(&h_), "cublasCreate");
+}
+
+Gemm::~Gemm() {
+  if (h_) cublasDestroy(h_);
+}
+
+void Gemm::set_stream(cudaStream_t s) {
+  check(cublasSetStream(h_, s), "cublasSetStream");
+}
+
+void Gemm::bf16_out(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, int out,
+                    std::uint16_t* y) {
+  gemm(h_, x, w, rows, in, out, y, CUDA_R_16BF, 0.0f);
+}
+
+void Gemm::f32_out(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, int out,
+                   float* y, bool accumulate) {
+  gemm(h_, x, w, rows, in, out, y, CUDA_R_32F, accumulate ? 1.0f : 0.0f);
+}
+
+}  // namespace kvtier::runner

@@ -1,0 +1,31 @@
+#pragma once
+// Projections through cuBLAS: y [rows][out] = x [rows][in] . W^T with W [out][in] row-major
+// (the safetensors layout), bf16 inputs, fp32 accumulation; y bf16, or fp32 with an optional
+// accumulate (y += ..., the residual add of the output projection).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace kvtier::runner {
+
+class Gemm {
+ public:
+  Gemm();
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  void set_stream(cudaStream_t s);
+  // y bf16 [rows][out] = x . W^T
+  void bf16_out(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, int out,
+                std::uint16_t* y);
+  // y fp32 [rows][out] = x . W^T (+ y when accumulate)
+  void f32_out(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, int out, float* y,
+               bool accumulate);
+
+ private:
+  cublasHandle_t h_ = nullptr;
+};
+
+}  // namespace kvtier::runner

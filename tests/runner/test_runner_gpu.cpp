@@ -1,0 +1,262 @@
+// The runner (device placement) against the CPU reference of the stack (tests/runner/
+// cpu_stack.hpp) on a small geometry with the compiled head sizes (256 / 128): each QSA
+// layer's output hidden states, the last row's logits, and the greedy tokens whatever the
+// prefill chunking. Label gpu; skips without a device.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "cuda/runner/qsa_runner.hpp"
+#include "cuda/weights/needle.hpp"
+#include "cuda/weights/synth.hpp"
+#include "model/config_error.hpp"
+#include "tests/runner/cpu_stack.hpp"
+#include "tests/weights/weights_test_util.hpp"
+
+namespace kvtier::runner_test {
+namespace {
+
+using weights::test::TempDir;
+
+bool have_device() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+// hidden 256, 24 query heads / 2 KV heads of 256 (64 rotated; group 12 as compiled), indexer 4 x
+// 128, ratio 4, budget 64 tokens (16 blocks), pages of 64, two QSA layers.
+Geometry gpu_geometry() {
+  Geometry g;
+  g.total_layers = 4;
+  g.qsa_layer_ids = {1, 3};
+  g.hidden_size = 256;
+  g.q_heads = 24;
+  g.kv_heads = 2;
+  g.head_dim = 256;
+  g.rope_dims = 64;
+  g.rope_theta = 10000.0;
+  g.index_q_heads = 4;
+  g.index_kv_heads = 1;
+  g.index_head_dim = 128;
+  g.compress_ratio = 4;
+  g.select_budget = 64;
+  g.page_size = 64;
+  g.rope_max_positions = 65536;
+  g.validate();
+  return g;
+}
+
+constexpr std::int64_t kVocab = 64;
+constexpr int kPrompt = 300;
+
+std::vector<std::int32_t> prompt_tokens(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int32_t> t(kPrompt);
+  for (auto& x : t)
+    x = static_cast<std::int32_t>(rng() % kVocab);
+  return t;
+}
+
+TEST(RunnerGpu, LayersAndLogitsMatchTheCpuReference) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Geometry g = gpu_geometry();
+  TempDir dir("runner-gpu");
+  const std::string path = dir.file("w.safetensors");
+  weights::write_synthetic_weights(path, g, kVocab, {5, false});
+  weights::SafetensorsFile f(path);
+  const auto prompt = prompt_tokens(9);
+
+  runner::RunnerConfig rc;
+  rc.max_rows = 128;
+  rc.max_context = 512;
+  runner::QsaRunner gpu(f, g, kVocab, rc);
+  gpu.set_capture(true);
+  gpu.generate(prompt, 128, 1);  // three forwards: 128 + 128 + 44 rows
+
+  const qsa_ref::Dims d = dims_of(g, false);
+  Mat x = embed(f, std::vector<std::int64_t>(prompt.begin(), prompt.end()));
+  for (std::size_t li = 0; li < g.qsa_layer_ids.size(); ++li) {
+    SCOPED_TRACE("layer " + std::to_string(g.qsa_layer_ids[li]));
+    const CpuLayerResult r =
+        cpu_layer(load_layer(f, g.qsa_layer_ids[li]), x, d, qsa_ref::Storage::bf16);
+    const auto& cap = gpu.captured()[li];
+    ASSERT_EQ(cap.size(), static_cast<std::size_t>(kPrompt) * g.hidden_size);
+    std::vector<double> rel;
+    for (int t = 0; t < kPrompt; ++t) {
+      Eigen::RowVectorXd y(g.hidden_size);
+      for (int i = 0; i < g.hidden_size; ++i)
+        y[i] = cap[static_cast<std::size_t>(t) * g.hidden_size + i];
+      ASSERT_FALSE(y.hasNaN()) << t;
+      // Error relative to what the layer added (the residual alone would hide it).
+      rel.push_back((y - r.y.row(t)).norm() / (r.y.row(t) - x.row(t)).norm());
+    }
+    std::vector<double> sorted = rel;
+    std::sort(sorted.begin(), sorted.end());
+    std::printf("layer %d: relative error of the layer's update: median %.2e, p90 %.2e, max %.2e\n",
+                g.qsa_layer_ids[li], sorted[sorted.size() / 2], sorted[sorted.size() * 9 / 10],
+                sorted.back());
+    EXPECT_LT(sorted[sorted.size() / 2], 2e-2);
+    EXPECT_LT(sorted[sorted.size() * 9 / 10], 5e-2);
+    x = r.y;
+  }
+  // Final norm and LM head of the last row.
+  const Vec fn = tensor_mat(f, weights::kFinalNormName).row(0).transpose();
+  const Vec xn = qsa_ref::rms_norm(x.row(kPrompt - 1).transpose(), fn, d.norm_eps);
+  const Vec logits = tensor_mat(f, weights::kLmHeadName) * xn;
+  const auto& gl = gpu.last_logits();
+  ASSERT_EQ(gl.size(), static_cast<std::size_t>(kVocab));
+  Vec glv(kVocab);
+  for (int i = 0; i < kVocab; ++i)
+    glv[i] = gl[static_cast<std::size_t>(i)];
+  const double lrel = (glv - logits).norm() / logits.norm();
+  std::printf("last row logits: relative error %.2e\n", lrel);
+  EXPECT_LT(lrel, 5e-2);
+}
+
+// Chunked prefill gives the same logits (up to the projections' accumulation order, which
+// cuBLAS may pick by shape) and the same next token; greedy decode then runs on one row at a
+// time.
+TEST(RunnerGpu, PrefillChunksAgreeAndDecodeRuns) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Geometry g = gpu_geometry();
+  TempDir dir("runner-gpu-chunks");
+  const std::string path = dir.file("w.safetensors");
+  weights::write_synthetic_weights(path, g, kVocab, {6, false});
+  weights::SafetensorsFile f(path);
+  const auto prompt = prompt_tokens(10);
+  runner::RunnerConfig rc;
+  rc.max_rows = kPrompt;
+  rc.max_context = 512;
+  std::vector<std::vector<float>> logits;
+  std::vector<std::int32_t> first;
+  for (int chunk : {kPrompt, 128, 37, 1}) {
+    runner::QsaRunner gpu(f, g, kVocab, rc);
+    gpu.set_capture(true);
+    first.push_back(gpu.generate(prompt, chunk, 1).at(0));
+    logits.push_back(gpu.last_logits());
+    EXPECT_EQ(gpu.position(), kPrompt);
+  }
+  auto top2_margin = [](const std::vector<float>& l) {
+    std::vector<float> s = l;
+    std::sort(s.rbegin(), s.rend());
+    return s[0] - s[1];
+  };
+  for (std::size_t i = 1; i < logits.size(); ++i) {
+    double num = 0, den = 0;
+    for (std::size_t j = 0; j < logits[0].size(); ++j) {
+      num += (logits[i][j] - logits[0][j]) * (logits[i][j] - logits[0][j]);
+      den += logits[0][j] * logits[0][j];
+    }
+    std::printf(
+        "chunking %zu: logits relative difference %.2e, next token %d (one forward: %d, "
+        "top-2 margin %.3f)\n",
+        i, std::sqrt(num / den), first[i], first[0], top2_margin(logits[0]));
+    EXPECT_LT(std::sqrt(num / den), 1e-2) << i;
+    if (top2_margin(logits[0]) > 0.05f) {
+      EXPECT_EQ(first[i], first[0]) << i;
+    }
+  }
+  runner::QsaRunner gpu(f, g, kVocab, rc);
+  const auto out = gpu.generate(prompt, 128, 16);
+  ASSERT_EQ(out.size(), 16u);
+  EXPECT_EQ(out[0], first[1]);
+  EXPECT_EQ(gpu.position(), kPrompt + 15);
+  std::printf("greedy tokens:");
+  for (std::int32_t t : out) {
+    EXPECT_GE(t, 0);
+    EXPECT_LT(t, kVocab);
+    std::printf(" %d", t);
+  }
+  std::printf("\n");
+}
+
+// The needle (docs/needle.md) through the runner: in every QSA layer the last row's update of
+// the residual stream is what the layer would add if its attention output were exactly the
+// needle's value: o_proj(sigmoid(gate) * v_needle), computed on the CPU from the GPU's own
+// layer inputs. Without the planted weights it is not.
+double needle_update_cosine(const std::string& path, const Geometry& g, std::int64_t context,
+                            std::int64_t pos, std::vector<double>* per_layer) {
+  weights::SafetensorsFile f(path);
+  const weights::NeedlePlan plan = weights::needle_plan(g, kVocab);
+  std::mt19937_64 rng(3);
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(context));
+  for (auto& t : tokens) {
+    do {
+      t = static_cast<std::int32_t>(rng() % kVocab);
+    } while (t == plan.needle_token || t == plan.query_token);
+  }
+  tokens[static_cast<std::size_t>(pos)] = static_cast<std::int32_t>(plan.needle_token);
+  tokens.back() = static_cast<std::int32_t>(plan.query_token);
+  runner::RunnerConfig rc;
+  rc.max_rows = 512;
+  rc.max_context = context;
+  runner::QsaRunner gpu(f, g, kVocab, rc);
+  gpu.set_capture(true);
+  gpu.generate(tokens, 512, 1);
+  const int H = g.hidden_size;
+  const Mat emb = embed(f, {plan.needle_token, plan.query_token});
+  auto row = [&](std::size_t layer, std::int64_t t) {  // input of QSA layer `layer` at row t
+    Eigen::RowVectorXd x(H);
+    if (layer == 0) return Eigen::RowVectorXd(emb.row(t == pos ? 0 : 1));
+    for (int i = 0; i < H; ++i)
+      x[i] = gpu.captured()[layer - 1][static_cast<std::size_t>(t) * H + i];
+    return x;
+  };
+  double worst = 1.0;
+  for (std::size_t li = 0; li < g.qsa_layer_ids.size(); ++li) {
+    const CpuLayerWeights w = load_layer(f, g.qsa_layer_ids[li]);
+    const Vec xl = rms_norm_rows(row(li, context - 1), w.input_norm, 1e-6).row(0).transpose();
+    const Vec xp = rms_norm_rows(row(li, pos), w.input_norm, 1e-6).row(0).transpose();
+    const Vec v = w.v * xp;  // [kv_heads * head_dim]
+    Vec attn(std::int64_t{g.q_heads} * g.head_dim);
+    for (int h = 0; h < g.q_heads; ++h)
+      attn.segment(std::int64_t{h} * g.head_dim, g.head_dim) =
+          v.segment(std::int64_t{h / g.gqa_group()} * g.head_dim, g.head_dim);
+    const Vec gate = (w.gate * xl).unaryExpr([](double z) { return 1.0 / (1.0 + std::exp(-z)); });
+    const Vec expect = w.o * gate.cwiseProduct(attn);
+    Eigen::RowVectorXd y(H);
+    for (int i = 0; i < H; ++i)
+      y[i] = gpu.captured()[li][static_cast<std::size_t>(context - 1) * H + i];
+    const Eigen::RowVectorXd update = y - row(li, context - 1);
+    const double c = cosine(update, expect.transpose());
+    if (per_layer) per_layer->push_back(c);
+    worst = std::min(worst, c);
+  }
+  return worst;
+}
+
+TEST(RunnerGpu, NeedleUpdatePointsToThePlantedValue) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Geometry g = gpu_geometry();
+  TempDir dir("runner-gpu-needle");
+  weights::write_synthetic_weights(dir.file("n"), g, kVocab, {21, true});
+  weights::write_synthetic_weights(dir.file("p"), g, kVocab, {21, false});
+  std::vector<double> planted, plain;
+  // 4,096 tokens: 1,024 blocks, the row selects 16 of them.
+  EXPECT_GT(needle_update_cosine(dir.file("n"), g, 4096, 1234, &planted), 0.9);
+  needle_update_cosine(dir.file("p"), g, 4096, 1234, &plain);
+  for (std::size_t l = 0; l < planted.size(); ++l) {
+    std::printf(
+        "layer %d: cosine of the last row's update with the needle's: %.4f (control %.4f)\n",
+        g.qsa_layer_ids[l], planted[l], plain[l]);
+    EXPECT_LT(plain[l], 0.5);
+  }
+}
+
+TEST(RunnerGpu, RejectsGeometriesTheKernelsDoNotCompile) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  Geometry g = gpu_geometry();
+  g.head_dim = 128;
+  g.rope_dims = 64;
+  TempDir dir("runner-gpu-bad");
+  const std::string path = dir.file("w.safetensors");
+  weights::write_synthetic_weights(path, g, kVocab, {1, false});
+  weights::SafetensorsFile f(path);
+  EXPECT_THROW(runner::QsaRunner(f, g, kVocab, {}), ConfigError);
+}
+
+}  // namespace
+}  // namespace kvtier::runner_test
