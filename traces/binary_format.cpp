@@ -4,7 +4,13 @@
 // LEB128 varints. docs/trace-format.md describes every byte.
 #include <zstd.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <unordered_map>
@@ -17,6 +23,14 @@ namespace kvtier::traces::detail {
 namespace {
 
 using Selections = std::vector<std::vector<std::int32_t>>;  // [layer] previous selection
+
+// The reader's previous selection of one (request, layer): ids[0, n), then at least 8 more
+// elements that the merge may read past the end (their values never matter).
+struct PrevSelection {
+  std::vector<std::int32_t> ids;
+  std::size_t n = 0;
+};
+using PrevSelections = std::vector<PrevSelection>;  // [layer]
 
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
@@ -242,7 +256,8 @@ class BinaryReader final : public TraceReader {
       stash(out);
       out = b;
       check(out);
-      prev_[b.id].assign(static_cast<std::size_t>(layers_), {});
+      prev_[b.id].assign(static_cast<std::size_t>(layers_),
+                         PrevSelection{std::vector<std::int32_t>(kPad), 0});
     } else if (tag == kTagEnd) {
       RequestEnd e;
       e.id = get();
@@ -253,7 +268,7 @@ class BinaryReader final : public TraceReader {
     } else if (tag == kTagForward) {
       if (!std::holds_alternative<Forward>(out)) out = std::move(spare_);
       decode_forward(std::get<Forward>(out));
-      check(out);
+      check(out, TraceValidator::IdOrder::ids_ascending);
     } else {
       fail("unknown record tag " + std::to_string(tag));
     }
@@ -267,8 +282,8 @@ class BinaryReader final : public TraceReader {
     if (auto* f = std::get_if<Forward>(&out)) spare_ = std::move(*f);
   }
 
-  void check(const Record& r) {
-    const std::string bad = validator_.check(r);
+  void check(const Record& r, TraceValidator::IdOrder order = TraceValidator::IdOrder::unchecked) {
+    const std::string bad = validator_.check(r, order);
     if (!bad.empty()) fail(bad);
   }
 
@@ -373,6 +388,14 @@ class BinaryReader final : public TraceReader {
     return v;
   }
 
+  // Slack kept after every buffer the selection merge reads or writes 8 ids at a time.
+  static constexpr std::size_t kPad = 8;
+
+  // Grows `v` (geometrically, so a reused Forward settles) to hold at least `n` elements.
+  static void ensure_size(std::vector<std::int32_t>& v, std::size_t n) {
+    if (v.size() < n) v.resize(std::max(n, v.size() + v.size() / 2));
+  }
+
   void decode_forward(Forward& f) {
     const auto left = static_cast<std::uint64_t>(end_ - p_);
     // Each row takes at least 4 bytes and each selection 2: bounds before any allocation.
@@ -401,57 +424,120 @@ class BinaryReader final : public TraceReader {
     std::size_t n = 0;
     for (int l = 0; l < layers_; ++l) {
       for (std::size_t r = 0; r < rows; ++r) {
-        std::vector<std::int32_t>& prev = (*rowsel_[r])[static_cast<std::size_t>(l)];
-        const std::size_t np = prev.size();
+        PrevSelection& prev = (*rowsel_[r])[static_cast<std::size_t>(l)];
+        const std::size_t np = prev.n;
         const std::size_t nrem = get_bounded(np, "count of removed ids");
         const std::size_t nadd =
             get_bounded(static_cast<std::uint64_t>(end_ - p_), "count of added ids");
-        removed_.resize(nrem + 1);
-        std::uint64_t idx = ~std::uint64_t{0};
-        for (std::size_t i = 0; i < nrem; ++i) {
-          idx += get_bounded(np, "removed-index gap") + 1;  // bounded: no wrap-around
-          if (idx >= np) fail("removed index beyond the previous selection");
-          removed_[i] = static_cast<std::uint32_t>(idx);
-        }
-        removed_[nrem] = static_cast<std::uint32_t>(np);  // sentinel
-        added_.resize(nadd);
-        std::uint64_t id = ~std::uint64_t{0};
-        for (std::size_t i = 0; i < nadd; ++i) {
-          id += get_bounded(INT32_MAX, "added-id gap") + 1;
-          if (id > static_cast<std::uint64_t>(INT32_MAX)) fail("block id out of range");
-          added_[i] = static_cast<std::int32_t>(id);
-        }
         const std::size_t count = np - nrem + nadd;
-        f.ids.resize(n + count);
-        std::int32_t* o = f.ids.data() + n;
-        const std::int32_t* pp = prev.data();
-        const std::int32_t* a = added_.data();
-        const std::int32_t* aend = a + nadd;
-        std::size_t i = 0;
-        for (std::size_t k = 0; k <= nrem; ++k) {
-          const std::size_t stop = removed_[k];
-          while (i < stop) {
-            if (a == aend) {
-              std::memcpy(o, pp + i, (stop - i) * sizeof(std::int32_t));
-              o += stop - i;
-              i = stop;
-              break;
-            }
-            if (*a < pp[i]) {
-              *o++ = *a++;
-            } else {
-              *o++ = pp[i++];
-            }
-          }
-          i = stop + 1;
+        ensure_size(kept_, np + 2 * kPad);
+        ensure_size(f.ids, n + np + nadd + kPad);
+        std::int32_t* out = f.ids.data() + n;
+        // A varint takes at most kMaxBytes: when that many are left for every id of this
+        // selection, its varints are read without a bounds check per byte (all but the last
+        // few selections of a frame).
+        if ((nrem + nadd) * varint::kMaxBytes <= static_cast<std::size_t>(end_ - p_)) {
+          apply_delta<false>(prev, nrem, nadd, out);
+        } else {
+          apply_delta<true>(prev, nrem, nadd, out);
         }
-        while (a != aend)
-          *o++ = *a++;
-        prev.assign(f.ids.data() + n, f.ids.data() + n + count);
+        ensure_size(prev.ids, count + kPad);
+        std::memcpy(prev.ids.data(), out, count * sizeof(std::int32_t));
+        prev.n = count;
         n += count;
         f.offsets[static_cast<std::size_t>(l) * rows + r + 1] = static_cast<std::int64_t>(n);
       }
     }
+    f.ids.resize(n);
+  }
+
+  // Writes the selection that `prev` becomes after the delta at p_ (`nrem` removed indices,
+  // `nadd` added ids) to out[0, count), and may write kPad ids past it. The result is
+  // strictly ascending by construction: `prev` was, the removed ids leave it so, the added
+  // ids are ascending gaps, and an added id that `prev` keeps is rejected here; so the
+  // validator only checks its bounds (TraceValidator::IdOrder::ids_ascending).
+  template <bool kChecked>
+  void apply_delta(const PrevSelection& prev, std::size_t nrem, std::size_t nadd,
+                   std::int32_t* out) {
+    const std::uint8_t* p = p_;
+    const auto read = [&](std::uint64_t& v) {
+      const bool ok = kChecked ? varint::get(p, end_, v) : varint::get_unchecked(p, v);
+      if (!ok) {
+        p_ = p;
+        fail("corrupt or truncated varint");
+      }
+    };
+    // 1. kept = prev without the removed indices, copied in runs of 8 (the buffers have
+    //    kPad slack), then kPad copies of INT32_MAX so the merge below stops at its end.
+    const std::size_t np = prev.n;
+    const std::int32_t* pp = prev.ids.data();
+    std::int32_t* kept = kept_.data();
+    std::size_t r = 0, w = 0;
+    std::uint64_t idx = ~std::uint64_t{0};
+    for (std::size_t k = 0; k < nrem; ++k) {
+      std::uint64_t gap;
+      read(gap);
+      if (gap >= np || (idx += gap + 1) >= np) {  // gap < np: no wrap-around
+        p_ = p;
+        fail("removed index beyond the previous selection");
+      }
+      const std::size_t run = static_cast<std::size_t>(idx) - r;
+      std::size_t j = 0;
+      do {
+        copy8(kept + w + j, pp + r + j);
+        j += 8;
+      } while (j < run);
+      w += run;
+      r = static_cast<std::size_t>(idx) + 1;
+    }
+    std::memcpy(kept + w, pp + r, (np - r) * sizeof(std::int32_t));
+    const std::size_t nk = w + (np - r);
+    std::fill(kept + nk, kept + nk + kPad, INT32_MAX);
+    // 2. Merge the added ids in: for each, copy the kept ids below it and then it.
+    std::size_t ki = 0;
+    std::uint64_t id = ~std::uint64_t{0};
+    for (std::size_t t = 0; t < nadd; ++t) {
+      std::uint64_t gap;
+      read(gap);
+      if (gap > INT32_MAX || (id += gap + 1) > INT32_MAX) {  // id <= INT32_MAX: no wrap
+        p_ = p;
+        fail("block id out of range");
+      }
+      const auto x = static_cast<std::int32_t>(id);
+#if defined(__SSE2__)
+      // kept is ascending, so the ids below x are a prefix of the next 8: their count is
+      // the number of trailing ones of the comparison mask.
+      const __m128i key = _mm_set1_epi32(x);
+      for (;;) {
+        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kept + ki));
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kept + ki + 4));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), a);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 4), b);
+        const unsigned below =
+            static_cast<unsigned>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(key, a)))) |
+            static_cast<unsigned>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(key, b)))) << 4;
+        const auto c = static_cast<std::size_t>(__builtin_ctz(~below));
+        out += c;
+        ki += c;
+        if (c < 8) break;
+      }
+#else
+      while (kept[ki] < x)
+        *out++ = kept[ki++];
+#endif
+      if (ki < nk && kept[ki] == x) {
+        p_ = p;
+        fail("selection adds block " + std::to_string(x) +
+             ", which the previous selection keeps (not strictly ascending)");
+      }
+      *out++ = x;
+    }
+    std::memcpy(out, kept + ki, (nk - ki) * sizeof(std::int32_t));
+    p_ = p;
+  }
+
+  static void copy8(std::int32_t* dst, const std::int32_t* src) {
+    std::memcpy(dst, src, 8 * sizeof(std::int32_t));
   }
 
   std::string path_;
@@ -470,10 +556,9 @@ class BinaryReader final : public TraceReader {
   std::uint32_t frame_left_ = 0;
   std::uint64_t index_ = 0;
   bool ended_ = false;
-  std::unordered_map<RequestId, Selections> prev_;
-  std::vector<Selections*> rowsel_;
-  std::vector<std::uint32_t> removed_;
-  std::vector<std::int32_t> added_;
+  std::unordered_map<RequestId, PrevSelections> prev_;
+  std::vector<PrevSelections*> rowsel_;
+  std::vector<std::int32_t> kept_;  // scratch: the previous selection less the removed ids
   Forward spare_;
 };
 

@@ -7,7 +7,7 @@ namespace kvtier::traces {
 TraceValidator::TraceValidator(const Geometry& g)
     : layers_(g.qsa_layers()), ratio_(g.compress_ratio), topk_(g.block_topk()) {}
 
-std::string TraceValidator::check(const Record& r) {
+std::string TraceValidator::check(const Record& r, IdOrder order) {
   if (const auto* b = std::get_if<RequestBegin>(&r)) {
     if (b->prompt_tokens < 0)
       return "request " + std::to_string(b->id) + ": negative prompt_tokens";
@@ -30,10 +30,10 @@ std::string TraceValidator::check(const Record& r) {
     }
     return {};
   }
-  return check_forward(std::get<Forward>(r));
+  return check_forward(std::get<Forward>(r), order);
 }
 
-std::string TraceValidator::check_forward(const Forward& f) {
+std::string TraceValidator::check_forward(const Forward& f, IdOrder order) {
   const std::size_t rows = f.rows.size();
   if (f.layers != layers_) {
     return "forward has " + std::to_string(f.layers) + " layers but the geometry has " +
@@ -71,14 +71,19 @@ std::string TraceValidator::check_forward(const Forward& f) {
                "block_topk " + std::to_string(topk_);
       }
       std::int64_t prev = -1;
-      for (std::int64_t i = lo; i < hi; ++i) {
-        const std::int64_t id = f.ids[i];
-        if (id <= prev) {
-          return "selection of request " + std::to_string(row.request) + " at layer " +
-                 std::to_string(l) + " is not strictly ascending (" + std::to_string(id) +
-                 " after " + std::to_string(prev) + ")";
+      if (order == IdOrder::ids_ascending) {
+        if (hi > lo && f.ids[lo] < 0) return "selection holds a negative block id";
+        if (hi > lo) prev = f.ids[hi - 1];
+      } else {
+        for (std::int64_t i = lo; i < hi; ++i) {
+          const std::int64_t id = f.ids[i];
+          if (id <= prev) {
+            return "selection of request " + std::to_string(row.request) + " at layer " +
+                   std::to_string(l) + " is not strictly ascending (" + std::to_string(id) +
+                   " after " + std::to_string(prev) + ")";
+          }
+          prev = id;
         }
-        prev = id;
       }
       if (hi > lo && prev >= visible) {
         return "selection of request " + std::to_string(row.request) + " at layer " +

@@ -19,11 +19,16 @@ namespace kvtier::traces {
 class TraceValidator {
  public:
   explicit TraceValidator(const Geometry& g);
+  // How much of a forward's id order the caller already guarantees. ids_ascending: every
+  // selection is strictly ascending (the binary reader builds it so and rejects a duplicate
+  // while it merges), so per selection only its bounds are checked (first id >= 0, last id
+  // within the context, count), not every id.
+  enum class IdOrder { unchecked, ids_ascending };
   // Returns an empty string when the record is valid, else what is wrong with it.
-  std::string check(const Record& r);
+  std::string check(const Record& r, IdOrder order = IdOrder::unchecked);
 
  private:
-  std::string check_forward(const Forward& f);
+  std::string check_forward(const Forward& f, IdOrder order);
   int layers_;
   int ratio_;
   int topk_;

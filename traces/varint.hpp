@@ -39,4 +39,27 @@ inline bool get(const std::uint8_t*& p, const std::uint8_t* end, std::uint64_t& 
   return false;
 }
 
+// As get(), for a caller that knows at least kMaxBytes bytes are readable at p (it checks
+// the bytes left once for a whole run of varints instead of once per byte).
+inline bool get_unchecked(const std::uint8_t*& p, std::uint64_t& v) {
+  std::uint64_t b = p[0];
+  if (b < 0x80) {
+    v = b;
+    ++p;
+    return true;
+  }
+  std::uint64_t r = b & 0x7f;
+  for (int i = 1; i < kMaxBytes; ++i) {
+    b = p[i];
+    if (i == kMaxBytes - 1 && b > 1) return false;
+    r |= (b & 0x7f) << (7 * i);
+    if (b < 0x80) {
+      v = r;
+      p += i + 1;
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace kvtier::traces::varint
