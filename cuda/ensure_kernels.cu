@@ -1,0 +1,591 @@
+// Ensure on the device: the core's ensure_pages in one thread, a one-block data-parallel
+// form and a multi-block form, all with the core's decisions (tests/cuda/test_ensure_forms).
+#include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include <climits>
+#include <stdexcept>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/kernels.hpp"
+#include "model/victims_scan.hpp"
+
+namespace kvtier::cuda {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Ensure, the core's code in one thread.
+
+__global__ void ensure_core_kernel(const __grid_constant__ EnsureParams p) {
+  ScanVictims victims;
+  const EnsureResult r =
+      ensure_pages(p.st, p.query, p.n, *p.step, victims,
+                   EnsureScratch{p.miss_pages, p.victims, nullptr}, p.copies, AdmitAll{});
+  *p.result = r;
+  *p.copy_count = r.status == EnsureStatus::ok ? r.misses : 0;
+  if (r.status != EnsureStatus::ok) ++*p.errors;
+}
+
+// ---------------------------------------------------------------------------------------
+// Ensure, one block. The same decisions as ensure_pages<ScanVictims, AdmitAll>:
+//  1. range check: the first offending index (block min) -> page_out_of_range, no change;
+//  2. hits: atomicMax(last_use[s], step) returns the old value, so exactly one thread sees
+//     old < step for a slot and counts the hit; misses: atomicCAS(slot_of_page[p], kNoSlot,
+//     kPendingSlot) lets exactly one thread collect each missing page;
+//  3. the misses are ranked into ascending order (keys are distinct pages);
+//  4. victims: the m smallest (last_use, slot) over slots with last_use < step. A radix
+//     select over last_use - min finds the m-th smallest last_use T and how many slots with
+//     last_use == T are needed; those are the lowest-indexed ones (warp ballots rank them in
+//     slot order); all slots with last_use < T are taken. The m victims are then ranked by
+//     (last_use, slot), the order ScanVictims returns;
+//  5. the i-th miss goes to the i-th victim, as in the core.
+// Hit marking runs before the victim search in both forms, so the victims see the same
+// last_use values. The test tests/cuda/test_ensure_forms.cpp checks the decisions against
+// the core on random states.
+constexpr int kEnsureThreads = 1024;
+constexpr int kWarps = kEnsureThreads / 32;
+constexpr int kRadixBits = 8;
+constexpr int kRadixBins = 1 << kRadixBits;
+
+__global__ void __launch_bounds__(kEnsureThreads)
+    ensure_block_kernel(const __grid_constant__ EnsureParams p) {
+  __shared__ int s_bad, s_lookups, s_hits, s_m, s_evictable, s_evictions;
+  __shared__ unsigned long long s_min_key, s_max_key;
+  __shared__ int s_hist[kRadixBins];
+  __shared__ unsigned long long s_prefix;
+  __shared__ int s_need;
+  __shared__ int s_less_count;
+  __shared__ int s_warp_eq[kWarps];
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const std::int64_t step = *p.step;
+  const ResidencyView st = p.st;
+  if (tid == 0) {
+    s_bad = INT_MAX;
+    s_lookups = s_hits = s_m = s_evictable = s_evictions = 0;
+    s_min_key = ~0ull;
+    s_max_key = 0;
+    s_less_count = 0;
+  }
+  __syncthreads();
+  // 1. range check
+  for (int i = tid; i < p.n; i += kEnsureThreads) {
+    const PageId q = p.query[i];
+    if (q < kNoPage || q >= st.num_pages) atomicMin(&s_bad, i);
+  }
+  __syncthreads();
+  if (s_bad != INT_MAX) {
+    if (tid == 0) {
+      EnsureResult r;
+      r.status = EnsureStatus::page_out_of_range;
+      r.bad_index = s_bad;
+      *p.result = r;
+      *p.copy_count = 0;
+      ++*p.errors;
+    }
+    return;
+  }
+  // 2. hits and misses
+  int lookups = 0, hits = 0;
+  for (int i = tid; i < p.n; i += kEnsureThreads) {
+    const PageId q = p.query[i];
+    if (q == kNoPage) continue;
+    ++lookups;
+    const SlotId s = st.slot_of_page[q];
+    if (s >= 0) {
+      const long long old =
+          atomicMax(reinterpret_cast<long long*>(st.last_use + s), static_cast<long long>(step));
+      if (old < step) ++hits;
+    } else if (s == kNoSlot) {
+      if (atomicCAS(st.slot_of_page + q, kNoSlot, kPendingSlot) == kNoSlot) {
+        p.miss_pages[atomicAdd(&s_m, 1)] = q;
+      }
+    }
+  }
+  if (lookups) atomicAdd(&s_lookups, lookups);
+  if (hits) atomicAdd(&s_hits, hits);
+  __syncthreads();
+  const int m = s_m;
+  // 3. ascending miss order: rank sort through the victims scratch (distinct keys).
+  for (int i = tid; i < m; i += kEnsureThreads)
+    p.victims[i] = p.miss_pages[i];
+  __syncthreads();
+  for (int i = tid; i < m; i += kEnsureThreads) {
+    const PageId v = p.victims[i];
+    int rank = 0;
+    for (int j = 0; j < m; ++j)
+      rank += p.victims[j] < v ? 1 : 0;
+    p.miss_pages[rank] = v;
+  }
+  __syncthreads();
+  if (m > 0) {
+    // 4a. evictable count and the range of their last_use, as keys last_use + 1 >= 0.
+    int evictable = 0;
+    unsigned long long kmin = ~0ull, kmax = 0;
+    for (SlotId s = tid; s < st.num_slots; s += kEnsureThreads) {
+      const std::int64_t u = st.last_use[s];
+      if (u < step) {
+        ++evictable;
+        const unsigned long long k = static_cast<unsigned long long>(u - kFreeSlotStep);
+        kmin = k < kmin ? k : kmin;
+        kmax = k > kmax ? k : kmax;
+      }
+    }
+    if (evictable) {
+      atomicAdd(&s_evictable, evictable);
+      atomicMin(&s_min_key, kmin);
+      atomicMax(&s_max_key, kmax);
+    }
+    __syncthreads();
+    if (s_evictable < m) {
+      for (int i = tid; i < m; i += kEnsureThreads)
+        st.slot_of_page[p.miss_pages[i]] = kNoSlot;
+      if (tid == 0) {
+        EnsureResult r;
+        r.status = EnsureStatus::pool_too_small;
+        r.lookups = s_lookups;
+        r.hits = s_hits;
+        r.misses = m;
+        r.evictable = s_evictable;
+        *p.result = r;
+        *p.copy_count = 0;
+        ++*p.errors;
+      }
+      return;
+    }
+    // 4b. radix select of the m-th smallest key - kmin, most significant digit first.
+    const unsigned long long base = s_min_key;
+    const unsigned long long range = s_max_key - base;
+    int bits = 0;
+    while (bits < 64 && (range >> bits) != 0)
+      ++bits;
+    const int passes = (bits + kRadixBits - 1) / kRadixBits;
+    if (tid == 0) {
+      s_prefix = 0;
+      s_need = m;
+    }
+    __syncthreads();
+    for (int pass = passes - 1; pass >= 0; --pass) {
+      const int shift = pass * kRadixBits;
+      for (int b = tid; b < kRadixBins; b += kEnsureThreads)
+        s_hist[b] = 0;
+      __syncthreads();
+      const unsigned long long prefix = s_prefix;
+      const int high = shift + kRadixBits;  // bits >= high must equal the prefix's
+      for (SlotId s = tid; s < st.num_slots; s += kEnsureThreads) {
+        const std::int64_t u = st.last_use[s];
+        if (u >= step) continue;
+        const unsigned long long k = static_cast<unsigned long long>(u - kFreeSlotStep) - base;
+        if (high < 64 && (k >> high) != (prefix >> high)) continue;
+        atomicAdd(&s_hist[(k >> shift) & (kRadixBins - 1)], 1);
+      }
+      __syncthreads();
+      if (tid == 0) {
+        int need = s_need;
+        int d = 0;
+        while (s_hist[d] < need) {
+          need -= s_hist[d];
+          ++d;
+        }
+        s_need = need;
+        s_prefix = prefix | (static_cast<unsigned long long>(d) << shift);
+      }
+      __syncthreads();
+    }
+    const std::int64_t threshold =
+        static_cast<std::int64_t>(s_prefix + base) + kFreeSlotStep;  // T as a last_use
+    const int need_eq = s_need;  // slots with last_use == T to take, lowest index first
+    // 4c. collect: slots with last_use < T anywhere (ranked later); the first need_eq slots
+    // with last_use == T in slot order. Each warp owns a contiguous range of slots.
+    const SlotId per_warp = (st.num_slots + kWarps - 1) / kWarps;
+    const SlotId w_begin = static_cast<SlotId>(
+        min(static_cast<long long>(warp) * per_warp, static_cast<long long>(st.num_slots)));
+    const SlotId w_end = static_cast<SlotId>(
+        min(static_cast<long long>(w_begin) + per_warp, static_cast<long long>(st.num_slots)));
+    int eq_count = 0;
+    for (SlotId s0 = w_begin; s0 < w_end; s0 += 32) {
+      const SlotId s = s0 + lane;
+      const bool eq = s < w_end && st.last_use[s] == threshold;
+      eq_count += __popc(__ballot_sync(0xffffffffu, eq));
+    }
+    if (lane == 0) s_warp_eq[warp] = eq_count;
+    __syncthreads();
+    int eq_base = 0;
+    for (int w = 0; w < warp; ++w)
+      eq_base += s_warp_eq[w];
+    const int n_less = m - need_eq;
+    if (eq_base < need_eq) {
+      for (SlotId s0 = w_begin; s0 < w_end; s0 += 32) {
+        const SlotId s = s0 + lane;
+        const bool eq = s < w_end && st.last_use[s] == threshold;
+        const unsigned ballot = __ballot_sync(0xffffffffu, eq);
+        const int r = eq_base + __popc(ballot & ((1u << lane) - 1u));
+        if (eq && r < need_eq) p.victims[n_less + r] = s;
+        eq_base += __popc(ballot);
+        if (eq_base >= need_eq) break;
+      }
+    }
+    for (SlotId s = tid; s < st.num_slots; s += kEnsureThreads) {
+      if (st.last_use[s] < threshold) p.victims[atomicAdd(&s_less_count, 1)] = s;
+    }
+    __syncthreads();
+    // 4d. order the victims with last_use < T by (last_use, slot); those == T already
+    // follow in slot order. The ranks go through the copy list, unused until step 5.
+    for (int i = tid; i < n_less; i += kEnsureThreads) {
+      const SlotId v = p.victims[i];
+      const std::int64_t uv = st.last_use[v];
+      int rank = 0;
+      for (int j = 0; j < n_less; ++j) {
+        const SlotId o = p.victims[j];
+        rank += lru_before(st.last_use[o], o, uv, v) ? 1 : 0;
+      }
+      p.copies[rank].slot = v;
+    }
+    __syncthreads();
+    for (int i = tid; i < n_less; i += kEnsureThreads)
+      p.victims[i] = p.copies[i].slot;
+    __syncthreads();
+  }
+  // 5. install
+  int evictions = 0;
+  for (int i = tid; i < m; i += kEnsureThreads) {
+    const PageId pg = p.miss_pages[i];
+    const SlotId s = p.victims[i];
+    const PageId old = st.page_of_slot[s];
+    if (old != kNoPage) {
+      st.slot_of_page[old] = kNoSlot;
+      ++evictions;
+    }
+    st.page_of_slot[s] = pg;
+    st.slot_of_page[pg] = s;
+    st.last_use[s] = step;
+    p.copies[i] = CopyOp{pg, s, old};
+  }
+  if (evictions) atomicAdd(&s_evictions, evictions);
+  __syncthreads();
+  if (tid == 0) {
+    EnsureResult r;
+    r.lookups = s_lookups;
+    r.hits = s_hits;
+    r.misses = m;
+    r.evictions = s_evictions;
+    *p.result = r;
+    *p.copy_count = m;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Ensure, multi-block. Same decisions as the core (tests/cuda/test_ensure_forms.cpp):
+//  mark (one block): steps 1-3 of the one-block form (range check, hits, ascending misses);
+//  chunk (one block per kMultiChunk slots): a stable block radix sort of the chunk by
+//    last_use (non-evictable slots last) over the bits the chunk's range needs; the items
+//    enter in slot order, so ties stay in slot order: the first min(m, evictable) items are
+//    the chunk's best candidates in (last_use, slot) order;
+//  merge (one block): the candidates of all chunks, in chunk order (so ties stay in slot
+//    order), are stably sorted by last_use; the first m are the core's victims in its order.
+//    More than kMergeCapacity candidates: the core's ScanVictims in one thread.
+constexpr int kChunkThreads = 1024;
+constexpr int kChunkItems = kMultiChunk / kChunkThreads;  // 4
+constexpr int kMergeThreads = 1024;
+constexpr int kMergeItems = 4;
+constexpr int kMergeCapacity = kMergeThreads * kMergeItems;
+
+struct MinU64 {
+  __device__ unsigned long long operator()(unsigned long long a, unsigned long long b) const {
+    return a < b ? a : b;
+  }
+};
+struct MaxU64 {
+  __device__ unsigned long long operator()(unsigned long long a, unsigned long long b) const {
+    return a > b ? a : b;
+  }
+};
+
+__device__ int bit_width_u64(unsigned long long v) {
+  return v == 0 ? 0 : 64 - __clzll(v);
+}
+
+__global__ void __launch_bounds__(kEnsureThreads)
+    ensure_mark_kernel(const __grid_constant__ EnsureParams p, MultiBlockScratch ms) {
+  __shared__ int s_bad, s_lookups, s_hits, s_m;
+  const int tid = threadIdx.x;
+  const std::int64_t step = *p.step;
+  const ResidencyView st = p.st;
+  if (tid == 0) {
+    s_bad = INT_MAX;
+    s_lookups = s_hits = s_m = 0;
+  }
+  __syncthreads();
+  for (int i = tid; i < p.n; i += kEnsureThreads) {
+    const PageId q = p.query[i];
+    if (q < kNoPage || q >= st.num_pages) atomicMin(&s_bad, i);
+  }
+  __syncthreads();
+  if (s_bad != INT_MAX) {
+    if (tid == 0) {
+      EnsureResult r;
+      r.status = EnsureStatus::page_out_of_range;
+      r.bad_index = s_bad;
+      *p.result = r;
+      *p.copy_count = 0;
+      ++*p.errors;
+      ms.shared[0] = 0;
+      ms.shared[1] = 1;
+    }
+    return;
+  }
+  int lookups = 0, hits = 0;
+  for (int i = tid; i < p.n; i += kEnsureThreads) {
+    const PageId q = p.query[i];
+    if (q == kNoPage) continue;
+    ++lookups;
+    const SlotId s = st.slot_of_page[q];
+    if (s >= 0) {
+      const long long old =
+          atomicMax(reinterpret_cast<long long*>(st.last_use + s), static_cast<long long>(step));
+      if (old < step) ++hits;
+    } else if (s == kNoSlot) {
+      if (atomicCAS(st.slot_of_page + q, kNoSlot, kPendingSlot) == kNoSlot) {
+        p.miss_pages[atomicAdd(&s_m, 1)] = q;
+      }
+    }
+  }
+  if (lookups) atomicAdd(&s_lookups, lookups);
+  if (hits) atomicAdd(&s_hits, hits);
+  __syncthreads();
+  const int m = s_m;
+  for (int i = tid; i < m; i += kEnsureThreads)
+    p.victims[i] = p.miss_pages[i];
+  __syncthreads();
+  for (int i = tid; i < m; i += kEnsureThreads) {
+    const PageId v = p.victims[i];
+    int rank = 0;
+    for (int j = 0; j < m; ++j)
+      rank += p.victims[j] < v ? 1 : 0;
+    p.miss_pages[rank] = v;
+  }
+  if (tid == 0) {
+    ms.shared[0] = m;
+    ms.shared[1] = 0;
+    ms.shared[2] = s_lookups;
+    ms.shared[3] = s_hits;
+  }
+}
+
+__global__ void __launch_bounds__(kChunkThreads)
+    ensure_chunk_kernel(const __grid_constant__ EnsureParams p, MultiBlockScratch ms) {
+  using Sort = cub::BlockRadixSort<unsigned long long, kChunkThreads, kChunkItems, SlotId>;
+  using Reduce = cub::BlockReduce<unsigned long long, kChunkThreads>;
+  using ReduceInt = cub::BlockReduce<int, kChunkThreads>;
+  __shared__ union {
+    typename Sort::TempStorage sort;
+    typename Reduce::TempStorage reduce;
+    typename ReduceInt::TempStorage reduce_int;
+  } tmp;
+  __shared__ unsigned long long s_min, s_max;
+  __shared__ int s_evictable;
+  const int m = ms.shared[0];
+  if (ms.shared[1] != 0 || m == 0) return;
+  const std::int64_t step = *p.step;
+  const ResidencyView st = p.st;
+  const int tid = threadIdx.x;
+  const SlotId base = static_cast<SlotId>(std::int64_t{blockIdx.x} * kMultiChunk);
+  unsigned long long key[kChunkItems];
+  SlotId slot[kChunkItems];
+  bool ev[kChunkItems];
+  unsigned long long kmin = ~0ull, kmax = 0;
+  int evictable = 0;
+#pragma unroll
+  for (int i = 0; i < kChunkItems; ++i) {
+    const SlotId s = base + tid * kChunkItems + i;  // blocked: slot order = rank order
+    slot[i] = s;
+    ev[i] = false;
+    key[i] = 0;
+    if (s < st.num_slots) {
+      const std::int64_t u = st.last_use[s];
+      if (u < step) {
+        ev[i] = true;
+        key[i] = static_cast<unsigned long long>(u - kFreeSlotStep);
+        kmin = key[i] < kmin ? key[i] : kmin;
+        kmax = key[i] > kmax ? key[i] : kmax;
+        ++evictable;
+      }
+    }
+  }
+  const unsigned long long bmin = Reduce(tmp.reduce).Reduce(kmin, MinU64{});
+  if (tid == 0) s_min = bmin;
+  __syncthreads();
+  const unsigned long long bmax = Reduce(tmp.reduce).Reduce(kmax, MaxU64{});
+  if (tid == 0) s_max = bmax;
+  __syncthreads();
+  const int bev = ReduceInt(tmp.reduce_int).Sum(evictable);
+  if (tid == 0) s_evictable = bev;
+  __syncthreads();
+  const int chunk_ev = s_evictable;
+  const int keep = chunk_ev < m ? chunk_ev : m;
+  if (tid == 0) {
+    ms.chunk_evictable[blockIdx.x] = chunk_ev;
+    ms.chunk_counts[blockIdx.x] = keep;
+  }
+  if (keep == 0) return;  // uniform across the block
+  const unsigned long long range = s_max - s_min;
+  const int bits = bit_width_u64(range + 1);  // non-evictable items take key range + 1
+#pragma unroll
+  for (int i = 0; i < kChunkItems; ++i)
+    key[i] = ev[i] ? key[i] - s_min : range + 1;
+  __syncthreads();
+  Sort(tmp.sort).Sort(key, slot, 0, bits > 0 ? bits : 1);
+#pragma unroll
+  for (int i = 0; i < kChunkItems; ++i) {
+    const int rank = tid * kChunkItems + i;
+    if (rank < keep) ms.candidates[std::int64_t{blockIdx.x} * kMultiChunk + rank] = slot[i];
+  }
+}
+
+__global__ void __launch_bounds__(kMergeThreads)
+    ensure_merge_kernel(const __grid_constant__ EnsureParams p, MultiBlockScratch ms, int chunks) {
+  using Sort = cub::BlockRadixSort<unsigned long long, kMergeThreads, kMergeItems, SlotId>;
+  using Reduce = cub::BlockReduce<unsigned long long, kMergeThreads>;
+  __shared__ union {
+    typename Sort::TempStorage sort;
+    typename Reduce::TempStorage reduce;
+  } tmp;
+  __shared__ int s_total, s_evictable, s_evictions;
+  __shared__ unsigned long long s_min, s_max;
+  if (ms.shared[1] != 0) return;  // range error: the mark kernel reported it
+  const int tid = threadIdx.x;
+  const int m = ms.shared[0];
+  const std::int64_t step = *p.step;
+  const ResidencyView st = p.st;
+  if (tid == 0) {
+    int total = 0, evictable = 0;
+    for (int c = 0; c < chunks; ++c) {
+      ms.chunk_offsets[c] = total;
+      total += m > 0 ? ms.chunk_counts[c] : 0;
+      evictable += m > 0 ? ms.chunk_evictable[c] : 0;
+    }
+    ms.chunk_offsets[chunks] = total;
+    s_total = total;
+    s_evictable = evictable;
+    s_evictions = 0;
+  }
+  __syncthreads();
+  if (m > 0 && s_evictable < m) {
+    for (int i = tid; i < m; i += kMergeThreads)
+      st.slot_of_page[p.miss_pages[i]] = kNoSlot;
+    if (tid == 0) {
+      EnsureResult r;
+      r.status = EnsureStatus::pool_too_small;
+      r.lookups = ms.shared[2];
+      r.hits = ms.shared[3];
+      r.misses = m;
+      r.evictable = s_evictable;
+      *p.result = r;
+      *p.copy_count = 0;
+      ++*p.errors;
+    }
+    return;
+  }
+  const int total = s_total;
+  if (m > 0 && total <= kMergeCapacity) {
+    unsigned long long key[kMergeItems];
+    SlotId slot[kMergeItems];
+    unsigned long long kmin = ~0ull, kmax = 0;
+#pragma unroll
+    for (int i = 0; i < kMergeItems; ++i) {
+      const int j = tid * kMergeItems + i;
+      slot[i] = kNoSlot;
+      key[i] = 0;
+      if (j < total) {
+        int lo = 0, hi = chunks - 1;  // the chunk c with offsets[c] <= j < offsets[c + 1]
+        while (lo < hi) {
+          const int mid = (lo + hi + 1) / 2;
+          if (ms.chunk_offsets[mid] <= j) {
+            lo = mid;
+          } else {
+            hi = mid - 1;
+          }
+        }
+        slot[i] = ms.candidates[std::int64_t{lo} * kMultiChunk + (j - ms.chunk_offsets[lo])];
+        key[i] = static_cast<unsigned long long>(st.last_use[slot[i]] - kFreeSlotStep);
+        kmin = key[i] < kmin ? key[i] : kmin;
+        kmax = key[i] > kmax ? key[i] : kmax;
+      }
+    }
+    const unsigned long long bmin = Reduce(tmp.reduce).Reduce(kmin, MinU64{});
+    if (tid == 0) s_min = bmin;
+    __syncthreads();
+    const unsigned long long bmax = Reduce(tmp.reduce).Reduce(kmax, MaxU64{});
+    if (tid == 0) s_max = bmax;
+    __syncthreads();
+    const unsigned long long range = s_max - s_min;
+    const int bits = bit_width_u64(range + 1);
+#pragma unroll
+    for (int i = 0; i < kMergeItems; ++i)
+      key[i] = slot[i] != kNoSlot ? key[i] - s_min : range + 1;
+    __syncthreads();
+    Sort(tmp.sort).Sort(key, slot, 0, bits > 0 ? bits : 1);
+#pragma unroll
+    for (int i = 0; i < kMergeItems; ++i) {
+      const int rank = tid * kMergeItems + i;
+      if (rank < m) p.victims[rank] = slot[i];
+    }
+  } else if (m > 0) {
+    if (tid == 0) {
+      ScanVictims finder;
+      finder.select(st, step, m, p.victims);
+    }
+  }
+  __syncthreads();
+  int evictions = 0;
+  for (int i = tid; i < m; i += kMergeThreads) {
+    const PageId pg = p.miss_pages[i];
+    const SlotId s = p.victims[i];
+    const PageId old = st.page_of_slot[s];
+    if (old != kNoPage) {
+      st.slot_of_page[old] = kNoSlot;
+      ++evictions;
+    }
+    st.page_of_slot[s] = pg;
+    st.slot_of_page[pg] = s;
+    st.last_use[s] = step;
+    p.copies[i] = CopyOp{pg, s, old};
+  }
+  if (evictions) atomicAdd(&s_evictions, evictions);
+  __syncthreads();
+  if (tid == 0) {
+    EnsureResult r;
+    r.lookups = ms.shared[2];
+    r.hits = ms.shared[3];
+    r.misses = m;
+    r.evictions = s_evictions;
+    *p.result = r;
+    *p.copy_count = m;
+  }
+}
+
+}  // namespace
+
+void launch_ensure(const EnsureParams& p, EnsureForm form, cudaStream_t stream) {
+  if (form == EnsureForm::core_thread) {
+    ensure_core_kernel<<<1, 1, 0, stream>>>(p);
+  } else if (form == EnsureForm::multi_block) {
+    throw std::invalid_argument("launch_ensure: the multi-block form needs launch_ensure_multi");
+  } else {
+    ensure_block_kernel<<<1, kEnsureThreads, 0, stream>>>(p);
+  }
+  KVT_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_ensure_multi(const EnsureParams& p, const MultiBlockScratch& s, cudaStream_t stream) {
+  const int chunks = multi_block_chunks(p.st.num_slots);
+  ensure_mark_kernel<<<1, kEnsureThreads, 0, stream>>>(p, s);
+  KVT_CUDA_CHECK(cudaGetLastError());
+  ensure_chunk_kernel<<<chunks, kChunkThreads, 0, stream>>>(p, s);
+  KVT_CUDA_CHECK(cudaGetLastError());
+  ensure_merge_kernel<<<1, kMergeThreads, 0, stream>>>(p, s, chunks);
+  KVT_CUDA_CHECK(cudaGetLastError());
+}
+}  // namespace kvtier::cuda
