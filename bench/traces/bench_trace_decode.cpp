@@ -28,7 +28,8 @@ std::string make_trace(const std::string& preset, int zstd_level) {
   auto w = TraceWriter::create(path, h, TraceFormat::binary, o);
   TraceGenerator gen(h.geometry, p);
   Record r;
-  while (gen.next(r)) w->write(r);
+  while (gen.next(r))
+    w->write(r);
   w->close();
   return path;
 }
@@ -63,6 +64,8 @@ BENCHMARK_CAPTURE(BM_Decode, dsv4_flash_raw, std::string("dsv4-flash"), 0)
 BENCHMARK_CAPTURE(BM_Decode, sparse_trained_zstd3, std::string("sparse-trained"), 3)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Decode, dense_topk_zstd3, std::string("dense-topk"), 3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Decode, shared_indexer_zstd3, std::string("shared-indexer"), 3)
     ->Unit(benchmark::kMillisecond);
 
 void BM_DecodeSample(benchmark::State& state) {
