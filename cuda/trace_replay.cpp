@@ -16,7 +16,6 @@
 #include "model/config_error.hpp"
 #include "model/ensure.hpp"
 #include "model/residency_state.hpp"
-#include "model/select_width.hpp"
 #include "model/victims_heap.hpp"
 #include "sim/front_end.hpp"
 
@@ -214,9 +213,7 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
     const auto& f = std::get<traces::Forward>(rec);
     fe.prepare(f);
     const int rows = static_cast<int>(f.rows.size());
-    int width = static_cast<int>(std::min<std::int64_t>(fe.max_row_pages(), INT32_MAX / 4));
-    if (mirror)
-      width = select_width(cfg.pool_pages, rows, fe.write_pages(), fe.max_row_pages()).width;
+    const int width = fe.row_width(rows, mirror ? cfg.pool_pages : 0);
     ReplayStep st;
     st.forward = fi;
     st.rows = rows;

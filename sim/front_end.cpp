@@ -6,6 +6,7 @@
 
 #include "model/compaction.hpp"
 #include "model/config_error.hpp"
+#include "model/select_width.hpp"
 
 namespace kvtier::sim {
 
@@ -232,6 +233,13 @@ TraceStats scan_trace(const TraceInput& input) {
   }
   s.peak_pages = std::max<PageId>(s.peak_pages, 1);
   return s;
+}
+
+int FrontEnd::row_width(int rows, std::int64_t pool_slots) const {
+  if (pool_slots <= 0) {
+    return static_cast<int>(std::min<std::int64_t>(max_row_pages_, INT32_MAX / 4));
+  }
+  return select_width(pool_slots, rows, write_pages(), max_row_pages_).width;
 }
 
 }  // namespace kvtier::sim

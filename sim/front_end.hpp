@@ -51,6 +51,10 @@ class FrontEnd {
   int write_pages() const { return static_cast<int>(writes_.size()); }
   // Most distinct pages a row of the prepared forward can touch (bounds select_width).
   std::int64_t max_row_pages() const { return max_row_pages_; }
+  // Pages per row for the prepared forward: with a pool of `pool_slots` (mirror), the core's
+  // select_width for its rows and write pages; without one (pool_slots <= 0), every page a
+  // row can touch. Every backend that replays a trace takes its width from here.
+  int row_width(int rows, std::int64_t pool_slots) const;
   std::int64_t tokens() const { return tokens_; }
   std::int64_t decode_tokens() const { return decode_tokens_; }
   // Compacts layer `layer` of the prepared forward at `width` pages per row.

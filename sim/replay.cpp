@@ -10,7 +10,6 @@
 #include "model/ensure.hpp"
 #include "model/memory_budget.hpp"
 #include "model/residency_state.hpp"
-#include "model/select_width.hpp"
 #include "model/translate.hpp"
 #include "model/victims_heap.hpp"
 
@@ -194,9 +193,7 @@ SimResult simulate(const TraceInput& input, const TraceStats& stats, const CostM
     const auto& f = std::get<traces::Forward>(rec);
     fe.prepare(f);
     const int rows = static_cast<int>(f.rows.size());
-    int width = static_cast<int>(std::min<std::int64_t>(fe.max_row_pages(), INT32_MAX / 4));
-    if (mirror)
-      width = select_width(cfg.pool_slots, rows, fe.write_pages(), fe.max_row_pages()).width;
+    const int width = fe.row_width(rows, mirror ? cfg.pool_slots : 0);
     res.select_width_min =
         res.select_width_min == 0 ? width : std::min(res.select_width_min, width);
     const std::int64_t tokens = fe.tokens();
