@@ -97,7 +97,9 @@ PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig
   res.policy = cfg.policy;
   res.within = cfg.within;
   res.chosen = cfg.chosen;
-  if (cfg.within <= 0 || cfg.chosen <= 0) throw ConfigError("--within must be positive");
+  if (!(cfg.within > 0 && cfg.within < 1) || !(cfg.chosen > 0 && cfg.chosen < 1)) {
+    throw ConfigError("--within and --chosen are percentages between 0 and 100 (exclusive)");
+  }
   res.stats = scan_trace(input);
   const TraceStats& st = res.stats;
   if (st.forwards == 0) throw ConfigError("trace '" + input.name + "' has no forwards");
@@ -146,9 +148,12 @@ PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig
       us.sizes = cfg.sizes;
       for (std::int64_t s : us.sizes) {
         if (s < res.min_slots) {
-          throw ConfigError("pool of " + std::to_string(s) +
-                            " slots cannot hold one batch's selection: the minimum is " +
-                            std::to_string(res.min_slots) + " slots");
+          throw ConfigError(
+              "pool of " + std::to_string(s) +
+              " slots cannot hold the trace's largest step (its rows' distinct pages plus the "
+              "pages it writes): the planner's minimum is " +
+              std::to_string(res.min_slots) +
+              " slots (`kvtier sim` runs smaller pools, truncating rows to the select width)");
         }
       }
     }

@@ -115,8 +115,11 @@ SimResult simulate(const TraceInput& input, const TraceStats& stats, const CostM
     throw ConfigError("policy " + std::string(to_string(cfg.policy)) +
                       " needs placement mirror (it decides what the GPU pool holds)");
   }
-  if (mirror && cfg.pool_slots <= 0)
-    throw ConfigError("placement mirror needs a pool size (slots)");
+  if (mirror && cfg.pool_slots <= 0) {
+    throw ConfigError(cfg.pool_slots == 0
+                          ? "placement mirror needs a pool size (--slots N)"
+                          : "pool size must be positive, got " + std::to_string(cfg.pool_slots));
+  }
   if (cfg.hybrid_window <= 0) throw ConfigError("hybrid window must be positive");
   const int L = g.qsa_layers();
   const PageId num_pages = stats.peak_pages;

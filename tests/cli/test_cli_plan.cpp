@@ -52,10 +52,16 @@ TEST(CliPlan, JsonIsDeterministicAndThresholdsHold) {
 TEST(CliPlan, BadInputIsAClearError) {
   const auto small = run_kvtier("plan --trace " + kTrace + " --sizes 3");
   EXPECT_EQ(small.exit_code, 1);
-  EXPECT_NE(small.out.find("the minimum is"), std::string::npos) << small.out;
+  EXPECT_NE(small.out.find("the planner's minimum is 379 slots"), std::string::npos) << small.out;
   const auto profile = run_kvtier("plan --trace " + kTrace + " --profile no-such-card");
   EXPECT_EQ(profile.exit_code, 1);
   EXPECT_NE(profile.out.find("unknown hardware profile 'no-such-card'"), std::string::npos);
+  const auto pct = run_kvtier("plan --trace " + kTrace + " --within 150");
+  EXPECT_EQ(pct.exit_code, 1);
+  EXPECT_NE(pct.out.find("between 0 and 100"), std::string::npos) << pct.out;
+  const auto slots = run_kvtier("sim --trace " + kTrace + " --slots -5");
+  EXPECT_EQ(slots.exit_code, 1);
+  EXPECT_NE(slots.out.find("pool size must be positive, got -5"), std::string::npos) << slots.out;
   const auto missing = run_kvtier("plan --trace /nonexistent/trace.ktr");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.out.find("/nonexistent/trace.ktr"), std::string::npos) << missing.out;
