@@ -100,14 +100,17 @@ int run_plan(const std::vector<std::string>& args) {
               static_cast<long long>(r.stats.requests),
               static_cast<long long>(r.stats.decode_tokens),
               static_cast<long long>(r.stats.prefill_tokens));
-  std::printf("profile %s, %s; smallest pool %lld slots\n\n", r.profile.c_str(),
+  std::printf("profile %s (%s device memory), %s; smallest pool %lld slots\n\n", r.profile.c_str(),
+              fmt_bytes(static_cast<double>(r.device_capacity_bytes)).c_str(),
               std::string(to_string(r.dtype)).c_str(), static_cast<long long>(r.min_slots));
   Table t({"placement", "unit", "slots", "decode tok/s", "prefill tok/s", "hit rate", "LRU misses",
-           "Belady", "drops"});
+           "Belady", "drops", "device memory"});
   auto add = [&](const std::string& p, const std::string& u, const std::string& s,
                  const sim::PointSummary& x, const std::string& lru, const std::string& opt) {
     t.add({p, u, s, fmt_fixed(x.decode_tps, 1), fmt_fixed(x.prefill_tps, 1),
-           fmt_fixed(x.hit_rate * 100, 2) + "%", lru, opt, fmt_int(x.drops)});
+           fmt_fixed(x.hit_rate * 100, 2) + "%", lru, opt, fmt_int(x.drops),
+           fmt_bytes(static_cast<double>(x.device_bytes)) +
+               (x.fits_device ? "" : " (does not fit)")});
   };
   if (r.has_device) add("device", "-", "-", r.device, "-", "-");
   if (r.has_host) add("host", "-", "-", r.host, "-", "-");

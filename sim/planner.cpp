@@ -12,8 +12,10 @@
 
 namespace kvtier::sim {
 
-PointSummary summarize(const SimResult& r) {
+PointSummary summarize(const SimResult& r, std::int64_t device_capacity_bytes) {
   PointSummary s;
+  s.device_bytes = r.device_bytes;
+  s.fits_device = device_capacity_bytes <= 0 || r.device_bytes <= device_capacity_bytes;
   s.decode_tps = r.decode_tokens_per_s();
   s.prefill_tps = r.prefill_tokens_per_s();
   s.hit_rate = r.hit_rate();
@@ -33,6 +35,13 @@ PointSummary summarize(const SimResult& r) {
 }
 
 namespace {
+
+std::string gib(std::int64_t bytes) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.1f GiB",
+                static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
 
 // Runs jobs[0..n) on `threads` threads; each job writes only its own result slot.
 void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& job,
@@ -97,6 +106,9 @@ PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig
   res.policy = cfg.policy;
   res.within = cfg.within;
   res.chosen = cfg.chosen;
+  const auto device_capacity =
+      static_cast<std::int64_t>(cost.profile().device_memory_gib * 1024.0 * 1024.0 * 1024.0);
+  res.device_capacity_bytes = device_capacity;
   if (!(cfg.within > 0 && cfg.within < 1) || !(cfg.chosen > 0 && cfg.chosen < 1)) {
     throw ConfigError("--within and --chosen are percentages between 0 and 100 (exclusive)");
   }
@@ -197,12 +209,12 @@ PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig
           c.unit = us.unit;
           c.policy = cfg.policy;
           c.pool_slots = us.sizes[job.size];
-          c.check_memory = false;  // the sweep reports sizes beyond the card too
-          us.points[job.size] = summarize(simulate(input, st, cost, c));
+          c.check_memory = false;  // the sweep reports sizes beyond the card too, marked
+          us.points[job.size] = summarize(simulate(input, st, cost, c), device_capacity);
         } else {
           c.check_memory = false;
           (job.placement == Placement::device ? res.device : res.host) =
-              summarize(simulate(input, st, cost, c));
+              summarize(simulate(input, st, cost, c), device_capacity);
         }
       },
       cfg.progress);
@@ -224,7 +236,7 @@ PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig
       }
     }
     for (std::size_t i = 0; i < us.sizes.size(); ++i) {
-      if (us.points[i].drops != 0) continue;
+      if (us.points[i].drops != 0 || !us.points[i].fits_device) continue;
       if (us.within_slots == 0 && us.points[i].decode_tps >= ref * (1 - cfg.within)) {
         us.within_slots = us.sizes[i];
       }
@@ -239,12 +251,18 @@ PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig
   double best = 0;
   if (res.has_device) {
     best = res.device.decode_tps;
-    rec = "device (every page in GPU memory) is the speed reference";
+    rec = res.device.fits_device
+              ? "device (every page in GPU memory) is the speed reference"
+              : "device does not fit this card: it needs " + gib(res.device.device_bytes) +
+                    ", the card has " + gib(device_capacity);
   }
   // The unit that qualifies with the smallest pool; at equal pools the faster one.
-  auto tps_at = [](const UnitSweep& us, std::int64_t slots) {
+  auto point_at = [](const UnitSweep& us, std::int64_t slots) -> const PointSummary& {
     const auto it = std::find(us.sizes.begin(), us.sizes.end(), slots);
-    return us.points[static_cast<std::size_t>(it - us.sizes.begin())].decode_tps;
+    return us.points[static_cast<std::size_t>(it - us.sizes.begin())];
+  };
+  auto tps_at = [&](const UnitSweep& us, std::int64_t slots) {
+    return point_at(us, slots).decode_tps;
   };
   const UnitSweep* best_unit = nullptr;
   for (const UnitSweep& us : res.units) {
@@ -270,12 +288,26 @@ PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig
         rec +=
             "; " +
             std::to_string(static_cast<int>(std::lround(100.0 * at_tps / res.device.decode_tps))) +
-            " % of the device placement's decode speed";
+            " % of the device placement's decode speed" +
+            (res.device.fits_device ? "" : ", which does not fit this card");
       }
     } else {
-      rec = "mirror never comes within " +
+      rec = "no mirror pool size swept is within " +
             std::to_string(static_cast<int>(std::lround(cfg.within * 100))) +
-            " % of all-resident speed on these sizes";
+            " % of all-resident decode speed while it fits the card and truncates no selection";
+    }
+  }
+  // Every page in GPU memory beats a mirror pool that needs as much device memory or more
+  // (wide prefill rows can make the no-truncation pool larger than the whole page space).
+  if (res.has_device && res.device.fits_device && best_unit != nullptr &&
+      best_unit->within_slots != 0) {
+    const PointSummary& pick = point_at(*best_unit, best_unit->within_slots);
+    if (res.device.device_bytes <= pick.device_bytes) {
+      rec = "device: every page fits the card in " + gib(res.device.device_bytes) + " of " +
+            gib(device_capacity) + ", no more than the mirror pool that qualifies needs (" +
+            std::string(to_string(best_unit->unit)) + " unit, " +
+            std::to_string(best_unit->within_slots) + " slots, " + gib(pick.device_bytes) +
+            "); mirror pays off once the page space outgrows the card";
     }
   }
   if (res.has_host && res.host.decode_tps > best && !res.has_device) {
@@ -301,6 +333,8 @@ json::object point_json(const PointSummary& p) {
           {"h2d_bytes", p.h2d_bytes},
           {"d2h_bytes", p.d2h_bytes},
           {"h2d_utilisation", p.h2d_util},
+          {"device_bytes", p.device_bytes},
+          {"fits_device", p.fits_device},
           {"layer_hit_rate", std::move(layers)}};
 }
 
@@ -320,6 +354,7 @@ std::string plan_to_json(const PlanResult& r) {
       {"peak_pages", r.stats.peak_pages},       {"max_rows", r.stats.max_rows},
       {"max_context", r.stats.max_context}};
   o["min_slots"] = r.min_slots;
+  o["device_capacity_bytes"] = r.device_capacity_bytes;
   if (r.has_device) o["device"] = point_json(r.device);
   if (r.has_host) o["host"] = point_json(r.host);
   json::array units;

@@ -39,8 +39,11 @@ struct PointSummary {
   std::int64_t d2h_bytes = 0;
   double h2d_util = 0;
   std::vector<double> layer_hit_rate;
+  std::int64_t device_bytes = 0;  // the start-up memory budget on the device
+  bool fits_device = true;        // device_bytes within the profile's device memory
 };
-PointSummary summarize(const SimResult& r);
+// `device_capacity_bytes` <= 0: not checked (fits_device stays true).
+PointSummary summarize(const SimResult& r, std::int64_t device_capacity_bytes = 0);
 
 struct UnitSweep {
   ResidencyUnit unit;
@@ -62,7 +65,8 @@ struct PlanResult {
   Policy policy = Policy::lru;
   double within = 0.05, chosen = 0.10;
   TraceStats stats;
-  std::int64_t min_slots = 0;  // smallest pool that holds one batch's selection
+  std::int64_t min_slots = 0;              // smallest pool that holds one batch's selection
+  std::int64_t device_capacity_bytes = 0;  // the profile's device memory
   bool has_device = false, has_host = false;
   PointSummary device, host;  // when asked
   std::vector<UnitSweep> units;

@@ -130,7 +130,9 @@ SimResult simulate(const TraceInput& input, const TraceStats& stats, const CostM
 
   SimResult res;
   res.layers.resize(L);
-  if (cfg.check_memory) {
+  {
+    // The start-up budget is always priced (the planner reports whether each configuration
+    // fits the card); with check_memory a configuration that does not fit is an error.
     BudgetRequest br;
     br.geometry = g;
     br.dtype = cfg.dtype;
@@ -142,8 +144,10 @@ SimResult simulate(const TraceInput& input, const TraceStats& stats, const CostM
     br.write_pages = stats.max_write_pages;
     br.context_tokens = std::max<std::int64_t>(1, stats.max_context);
     br.staging_window_tokens = cfg.staging_window_tokens;
-    br.device_capacity_bytes =
-        static_cast<std::int64_t>(cost.profile().device_memory_gib * 1024.0 * 1024.0 * 1024.0);
+    if (cfg.check_memory) {
+      br.device_capacity_bytes =
+          static_cast<std::int64_t>(cost.profile().device_memory_gib * 1024.0 * 1024.0 * 1024.0);
+    }
     const MemoryBudget mb = memory_budget(br);
     res.device_bytes = mb.device_bytes;
     res.host_bytes = mb.host_bytes;

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 
 #include "tests/cli/cli_runner.hpp"
 
@@ -46,7 +49,48 @@ TEST(CliPlan, JsonIsDeterministicAndThresholdsHold) {
     }
     EXPECT_TRUE(seen);
   }
-  EXPECT_NE(d.at("recommendation").as_string().find("mirror"), std::string::npos);
+  // The sample is small: every page fits the H200 in no more memory than the qualifying
+  // mirror pool needs, so the plan recommends the device placement.
+  const auto& dev = d.at("device").as_object();
+  EXPECT_TRUE(dev.at("fits_device").as_bool());
+  EXPECT_GT(dev.at("device_bytes").as_int64(), 0);
+  EXPECT_LE(dev.at("device_bytes").as_int64(), d.at("device_capacity_bytes").as_int64());
+  EXPECT_EQ(d.at("recommendation").as_string().find("device: every page fits"), 0u)
+      << d.at("recommendation").as_string();
+}
+
+// On a card too small for the trace the device placement is marked, never recommended, and
+// no mirror size that does not fit qualifies.
+TEST(CliPlan, ConfigurationsThatDoNotFitTheCardAreMarked) {
+  // The H200 profile with 1 GiB of device memory: less than the sample's KV pages need.
+  std::ifstream in(std::string(KVTIER_PROFILES_DIR) + "/h200-pcie5.json");
+  ASSERT_TRUE(in.good());
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto o = boost::json::parse(text).as_object();
+  const std::string profile = ::testing::TempDir() + "/tiny-card.json";
+  std::FILE* f = std::fopen(profile.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  o["name"] = "tiny-card";
+  o["params"].as_object()["device_memory_gib"].as_object()["value"] = 1.0;
+  const std::string out = boost::json::serialize(o);
+  std::fwrite(out.data(), 1, out.size(), f);
+  std::fclose(f);
+  const auto r = run_kvtier("plan --trace " + kTrace + " --json --profile " + profile);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto d = boost::json::parse(r.out).as_object();
+  EXPECT_FALSE(d.at("device").as_object().at("fits_device").as_bool());
+  const std::string rec(d.at("recommendation").as_string());
+  EXPECT_EQ(rec.find("device:"), std::string::npos) << rec;
+  for (const auto& uv : d.at("mirror").as_array()) {
+    const auto& u = uv.as_object();
+    const std::int64_t chosen = u.at("within_slots").as_int64();
+    for (const auto& pv : u.at("points").as_array()) {
+      const auto& p = pv.as_object();
+      if (p.at("slots").as_int64() == chosen) {
+        EXPECT_TRUE(p.at("fits_device").as_bool());
+      }
+    }
+  }
 }
 
 TEST(CliPlan, BadInputIsAClearError) {
