@@ -264,14 +264,17 @@ std::string plan_to_html(const PlanResult& r) {
   }
   h += "</div><h2>Placements side by side</h2><table><tr><th>placement</th><th>unit</th>"
        "<th>slots</th><th>decode tok/s</th><th>prefill tok/s</th><th>hit rate</th>"
-       "<th>LRU misses (MRC)</th><th>Belady misses</th><th>drops</th><th>PCIe H2D use</th></tr>";
+       "<th>LRU misses (MRC)</th><th>Belady misses</th><th>drops</th><th>PCIe H2D use</th>"
+       "<th>device memory</th></tr>";
   auto row = [&](const std::string& p, const std::string& u, const std::string& slots,
                  const PointSummary& s, const std::string& lru, const std::string& opt) {
     h += "<tr><td>" + p + "</td><td>" + u + "</td><td>" + slots + "</td><td>" +
          fixed(s.decode_tps, 1) + "</td><td>" + fixed(s.prefill_tps, 1) + "</td><td>" +
          fixed(s.hit_rate * 100, 2) + " %</td><td>" + lru + "</td><td>" + opt + "</td><td>" +
          tick(static_cast<double>(s.drops), false) + "</td><td>" + fixed(s.h2d_util * 100, 1) +
-         " %</td></tr>";
+         " %</td><td>" +
+         fixed(static_cast<double>(s.device_bytes) / (1024.0 * 1024.0 * 1024.0), 2) + " GiB" +
+         (s.fits_device ? "" : " (does not fit)") + "</td></tr>";
   };
   if (r.has_device) row("device", "-", "-", r.device, "-", "-");
   if (r.has_host) row("host", "-", "-", r.host, "-", "-");
