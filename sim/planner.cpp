@@ -49,7 +49,8 @@ void parallel_for(std::size_t n, int threads, const std::function<void(std::size
   std::atomic<std::size_t> next{0}, done{0};
   std::mutex err_mu;
   std::exception_ptr err;
-  auto worker = [&] {
+  // Takes jobs until none is left; the first exception is kept and rethrown at the end.
+  auto work = [&](bool reports) {
     for (std::size_t i = next++; i < n; i = next++) {
       try {
         job(i);
@@ -58,23 +59,14 @@ void parallel_for(std::size_t n, int threads, const std::function<void(std::size
         if (!err) err = std::current_exception();
       }
       ++done;
+      if (reports && progress) progress(done, n);
     }
   };
   std::vector<std::thread> pool;
   const int t = std::max(1, std::min<int>(threads, static_cast<int>(n)));
   for (int i = 1; i < t; ++i)
-    pool.emplace_back(worker);
-  // The calling thread works too and reports progress between jobs.
-  for (std::size_t i = next++; i < n; i = next++) {
-    try {
-      job(i);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(err_mu);
-      if (!err) err = std::current_exception();
-    }
-    ++done;
-    if (progress) progress(done, n);
-  }
+    pool.emplace_back(work, false);
+  work(true);  // the calling thread works too and reports progress between its jobs
   for (auto& th : pool)
     th.join();
   if (progress) progress(n, n);

@@ -1,10 +1,7 @@
 #include "sim/trace_source.hpp"
 
-#include <stdexcept>
 
-#if KVTIER_SIM_HAVE_TRACES
 #include "traces/trace_io.hpp"
-#endif
 
 namespace kvtier::sim {
 namespace {
@@ -35,7 +32,6 @@ TraceInput memory_trace(std::string name, traces::TraceHeader header,
   return t;
 }
 
-#if KVTIER_SIM_HAVE_TRACES
 namespace {
 class FileStream final : public RecordStream {
  public:
@@ -58,15 +54,5 @@ TraceInput file_trace(const std::string& path) {
 std::string default_trace_path() {
   return traces::default_sample_path();
 }
-#else
-TraceInput file_trace(const std::string& path) {
-  throw std::runtime_error("cannot read trace '" + path +
-                           "': kvtier was built without the trace library");
-}
-
-std::string default_trace_path() {
-  return {};
-}
-#endif
 
 }  // namespace kvtier::sim
