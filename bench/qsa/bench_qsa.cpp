@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/qsa/qsa_kernels.hpp"
@@ -83,10 +84,33 @@ std::string gbs(double bytes, double us, double ceiling_gbs) {
   return buf;
 }
 
+// A variant of a measured call: a label and the environment knobs set around it (the kernels
+// read KVTIER_QSA_* per call); `splits` > 0 overrides the attend default.
+struct Variant {
+  std::string label;
+  std::vector<std::pair<std::string, std::string>> env;
+  int splits = 0;
+};
+template <class F>
+double with_env(const Variant& v, F&& f) {
+  for (const auto& [k, val] : v.env)
+    setenv(k.c_str(), val.c_str(), 1);
+  const double r = f();
+  for (const auto& [k, val] : v.env)
+    unsetenv(k.c_str());
+  return r;
+}
+std::vector<Variant> attend_kernels(const std::vector<const char*>& names) {
+  std::vector<Variant> out;
+  for (const char* n : names)
+    out.push_back({n, {{"KVTIER_QSA_ATTEND", n}}});
+  return out;
+}
+
 // Decode attend: `rows` rows, each 2051 random distinct tokens of a 64k-token context whose
 // pages sit in a pool of `context` tokens per row (device or mapped host memory).
 void bench_attend(int rows, bool fp8, bool host,
-                  const std::vector<const char*>& variants = {"mma"}) {
+                  const std::vector<Variant>& variants = attend_kernels({"mma"})) {
   const int width = 2051, heads = 24, kv_heads = 2, ps = 64, context = 65536;
   const int pages = context / ps;
   const std::int64_t phys = std::int64_t{rows} * pages + 1;
@@ -128,27 +152,31 @@ void bench_attend(int rows, bool fp8, bool host,
   dpos.upload(pos);
   Buf<std::uint16_t> dq(std::size_t(rows) * heads * q::kHeadDim);
   fill_random<std::uint16_t>(dq, 5, rand_bf16);
-  const int splits = q::attend_default_splits(rows, kv_heads, width);
-  Buf<float> work(static_cast<std::size_t>(q::attend_workspace_floats(rows, heads, splits)));
+  const int default_splits = q::attend_default_splits(rows, kv_heads, width);
+  int max_splits = default_splits;
+  for (const Variant& var : variants)
+    max_splits = std::max(max_splits, var.splits);
+  Buf<float> work(static_cast<std::size_t>(q::attend_workspace_floats(rows, heads, max_splits)));
   Buf<float> o(std::size_t(rows) * heads * q::kHeadDim), lse(std::size_t(rows) * heads);
   const q::KvBanks kv{k.get(), v.get(), ks.get(), vs.get(), fp8, ps, kv_heads, host};
   const q::PageTable pt{dt.get(), pages, static_cast<std::int32_t>(phys - 1)};
   const q::Rows rr{dreq.get(), dpos.get(), rows};
-  for (const char* variant : variants) {
-    setenv("KVTIER_QSA_ATTEND", variant, 1);
-    const double us = median_us(
-        [&] {
-          q::attend(dq.get(), heads, rr, dtok.get(), width, kv, pt, splits, work.get(), o.get(),
-                    lse.get(), nullptr);
-        },
-        100);
-    unsetenv("KVTIER_QSA_ATTEND");
+  for (const Variant& variant : variants) {
+    const int splits = variant.splits > 0 ? variant.splits : default_splits;
+    const double us = with_env(variant, [&] {
+      return median_us(
+          [&] {
+            q::attend(dq.get(), heads, rr, dtok.get(), width, kv, pt, splits, work.get(), o.get(),
+                      lse.get(), nullptr);
+          },
+          100);
+    });
     const double token_bytes = kv_heads * q::kHeadDim * (fp8 ? 1.0 : 2.0) * 2 + (fp8 ? 16 : 0);
     const double bytes = double(rows) * width * token_bytes;
     char size[64];
-    std::snprintf(size, sizeof size, "%d row%s x 2051 tok, %s", rows, rows > 1 ? "s" : "",
-                  fp8 ? "fp8" : "bf16");
-    const std::string kernel = fp8 ? "simt" : variant;
+    std::snprintf(size, sizeof size, "%d row%s x 2051 tok, %s, %d sp", rows, rows > 1 ? "s" : "",
+                  fp8 ? "fp8" : "bf16", splits);
+    const std::string kernel = fp8 ? "simt" : variant.label;
     g_rows.push_back({std::string("attend ") + (host ? "host " : "HBM ") + kernel, size, us,
                       gbs(bytes, us, host ? 51.0 : 4300.0),
                       host ? (fp8 ? "" : "<= 90 us") : (rows >= 16 && !fp8 ? ">= 50% HBM" : "")});
@@ -156,7 +184,10 @@ void bench_attend(int rows, bool fp8, bool host,
 }
 
 // Index scoring of the last `rows` rows of a prefill of `context` tokens (one request).
-void bench_index(int context, int rows) {
+std::vector<Variant> index_default() {
+  return {{"mma (default)", {}}};
+}
+void bench_index(int context, int rows, const std::vector<Variant>& variants = index_default()) {
   const int heads = 4;
   const std::int64_t blocks = context / 4;
   Buf<std::uint16_t> iq(std::size_t(rows) * heads * q::kIndexDim),
@@ -170,20 +201,24 @@ void bench_index(int context, int rows) {
   dpos.upload(pos);
   Buf<float> logits(static_cast<std::size_t>(rows) * blocks);
   const q::Rows rr{dreq.get(), dpos.get(), rows};
-  const double us = median_us(
-      [&] {
-        q::index_scores(iq.get(), heads, rr, slab.get(), blocks, logits.get(), blocks, blocks,
-                        nullptr);
-      },
-      10);
   double flops = 0;
   for (int p : pos)
     flops += double((p + 1) / 4) * heads * q::kIndexDim * 2;
-  char rate[96], size[64];
-  std::snprintf(rate, sizeof rate, "%.1f TFLOP/s (%.0f%% of 790)", flops / us / 1e6,
-                100 * flops / us / 1e6 / 790);
-  std::snprintf(size, sizeof size, "%d rows at %dk ctx", rows, context / 1024);
-  g_rows.push_back({"index scoring (prefill chunk)", size, us, rate, ">= 40% of bf16 peak"});
+  for (const Variant& variant : variants) {
+    const double us = with_env(variant, [&] {
+      return median_us(
+          [&] {
+            q::index_scores(iq.get(), heads, rr, slab.get(), blocks, logits.get(), blocks, blocks,
+                            nullptr);
+          },
+          20);
+    });
+    char rate[96], size[64];
+    std::snprintf(rate, sizeof rate, "%.1f TFLOP/s (%.0f%% of 790)", flops / us / 1e6,
+                  100 * flops / us / 1e6 / 790);
+    std::snprintf(size, sizeof size, "%d rows at %dk ctx", rows, context / 1024);
+    g_rows.push_back({"index " + variant.label, size, us, rate, ">= 40% of bf16 peak"});
+  }
 }
 
 void bench_topk(int rows, int n, int k, bool multi) {
@@ -295,23 +330,51 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   if (profile) {  // the kernels that miss their targets, a few launches each
     g_max_reps = 2;
-    bench_attend(16, false, false, {"mma"});
-    bench_attend(1, false, true, {"mma"});
+    bench_attend(16, false, false);
+    bench_attend(1, false, true);
     bench_topk(1, 262144, 512, true);
     bench_index(131072, 4096);
     print_table();
     return 0;
   }
-  for (int rows : {1, 16, 64})
-    bench_attend(rows, false, false, {"mma", "mma_v1", "mma_ld", "simt"});
-  bench_attend(1, false, true, {"mma_ld", "mma", "mma_v1", "simt"});
-  bench_attend(16, true, false);
-  bench_attend(1, true, true);
-  for (bool multi : {true, false}) {
-    bench_topk(1, 262144, 512, multi);
-    bench_topk(16, 262144, 512, multi);
-    bench_topk(64, 16384, 512, multi);
+  if (argc > 1 && std::string(argv[1]) == "targets") {  // the figures that miss, with knobs
+    const std::vector<Variant> index_variants = {
+        {"wmma (old)", {{"KVTIER_QSA_INDEX", "wmma"}}},
+        {"mma (16 blocks/step)", {{"KVTIER_QSA_INDEX", "mma"}}},
+        {"mma chunk 8192", {{"KVTIER_QSA_INDEX", "mma"}, {"KVTIER_QSA_INDEX_CHUNK", "8192"}}},
+        {"mma32 (32 blocks/step)", {{"KVTIER_QSA_INDEX", "mma32"}}},
+        {"mma32 chunk 4096", {{"KVTIER_QSA_INDEX", "mma32"}, {"KVTIER_QSA_INDEX_CHUNK", "4096"}}},
+        {"mma32 chunk 8192", {{"KVTIER_QSA_INDEX", "mma32"}, {"KVTIER_QSA_INDEX_CHUNK", "8192"}}}};
+    bench_index(131072, 4096, index_variants);
+    bench_index(131072, 4096, index_variants);  // again: the spread between runs
+    bench_index(32768, 4096, {index_variants[0], index_variants[1], index_variants[3]});
+    bench_index(4096, 4096, {index_variants[0], index_variants[1], index_variants[3]});
+    const std::vector<std::pair<std::string, std::string>> old_launch = {
+        {"KVTIER_QSA_ATTEND_GRID", "split"}, {"KVTIER_QSA_ATTEND_PDL", "0"}};
+    auto st = [](const char* n) {
+      return std::vector<std::pair<std::string, std::string>>{{"KVTIER_QSA_ATTEND_STAGES", n}};
+    };
+    std::vector<Variant> attend_variants = {{"mma old launch, 3 stages", old_launch},
+                                            {"mma default, 3 stages", {}},
+                                            {"mma 3 stages", {}, 2},
+                                            {"mma 3 stages", {}, 3},
+                                            {"mma 3 stages", {}, 4},
+                                            {"mma 3 stages", {}, 5},
+                                            {"mma 4 stages", st("4"), 3},
+                                            {"mma 4 stages", st("4"), 4},
+                                            {"mma 6 stages", st("6"), 3},
+                                            {"mma 6 stages", st("6"), 4},
+                                            {"mma 6 stages", st("6"), 5},
+                                            {"mma 6 stages", st("6"), 8}};
+    bench_attend(16, false, false, attend_variants);
+    bench_attend(16, false, false, attend_variants);  // again: the spread between runs
+    bench_attend(1, false, false, {attend_variants[0], attend_variants[1]});
+    print_table();
+    return 0;
   }
+  for (int rows : {1, 16, 64})
+    bench_attend(rows, false, false, attend_kernels({"mma", "mma_v1", "mma_ld", "simt"}));
+  bench_attend(1, false, true, attend_kernels({"mma_ld", "mma", "mma_v1", "simt"}));
   bench_index(131072, 4096);
   bench_index(32768, 4096);
   bench_small(16);

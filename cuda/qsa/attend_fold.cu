@@ -27,6 +27,7 @@ struct AttendParams {
   int splits;
   float* work_acc;  // [rows][q_heads][splits][256]
   float* work_ml;   // [rows][q_heads][splits][2]
+  bool kv_inner;    // grid (kv_heads, splits, rows) instead of (splits, kv_heads, rows)
 };
 
 template <bool kFp8>
@@ -64,7 +65,8 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const __grid_constant_
   __shared__ __align__(16) float qs[kGroup][kHeadDim];
   __shared__ __align__(16) float acc_s[kGroup][kHeadDim];
   __shared__ float ml_s[kWarps][kGroup][2];
-  const int split = blockIdx.x, kvh = blockIdx.y, r = blockIdx.z;
+  const int split = p.kv_inner ? blockIdx.y : blockIdx.x;
+  const int kvh = p.kv_inner ? blockIdx.x : blockIdx.y, r = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float qscale = rsqrtf(static_cast<float>(kHeadDim)) * kLog2e;
   for (int t = threadIdx.x; t < kGroup * kHeadDim; t += kThreads) {
@@ -193,51 +195,28 @@ constexpr int kSPad = kTile + 4;
 
 constexpr int kMapCap = 2048;  // tokens of a segment whose bank rows are looked up up front
 
+template <int kSt>
 struct MmaSmem {
-  std::uint16_t k[kStages][kTile][kRowPad];
-  std::uint16_t v[kStages][kTile][kRowPad];
+  std::uint16_t k[kSt][kTile][kRowPad];
+  std::uint16_t v[kSt][kTile][kRowPad];
   float s[16][kSPad];
 };
 // With the map: the physical bank row (page * page_size + offset, -1 = no token) of each token
 // of the current segment of the CTA's slice, filled once per segment, so the gather of a tile
 // issues its copies without waiting on the token list and page table loads.
+template <int kSt>
 struct MmaSmemMap {
-  MmaSmem base;
+  MmaSmem<kSt> base;
   std::int32_t map[kMapCap];
 };
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const unsigned (&a)[4], unsigned b0,
-                                         unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+using detail::cp_async16;
+using detail::cp_async_commit;
+using detail::cp_async_wait;
+using detail::ldmatrix_x4;
+using detail::ldmatrix_x4_trans;
+using detail::mma_bf16;
+
 // Two fp32 -> packed bf16 pair (x in the low half); hi + lo split of each.
 __device__ __forceinline__ unsigned pack_bf16(float x, float y) {
   return static_cast<unsigned>(detail::float_to_bf16(x)) |
@@ -253,16 +232,21 @@ __device__ __forceinline__ void split_pair(float x, float y, unsigned& hi, unsig
 // kAsync: cp.async gather (device banks); otherwise 16-byte register loads then shared stores
 // (faster over the host link). kMap: bank rows looked up per segment into shared memory (else
 // per tile, in the gather).
-template <bool kAsync, bool kMap>
+// kSt: pipeline stages (3: two CTAs fit an SM; more: one CTA per SM, more tiles in flight).
+template <bool kAsync, bool kMap, int kSt = kStages>
 __global__ void __launch_bounds__(kThreads, 2)
     attend_mma_kernel(const __grid_constant__ AttendParams p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  MmaSmem& sm = *reinterpret_cast<MmaSmem*>(smem_raw);
-  std::int32_t* map = reinterpret_cast<MmaSmemMap*>(smem_raw)->map;  // only with kMap
-  const int split = blockIdx.x, kvh = blockIdx.y, r = blockIdx.z;
+  MmaSmem<kSt>& sm = *reinterpret_cast<MmaSmem<kSt>*>(smem_raw);
+  std::int32_t* map = reinterpret_cast<MmaSmemMap<kSt>*>(smem_raw)->map;  // only with kMap
+  const int split = p.kv_inner ? blockIdx.y : blockIdx.x;
+  const int kvh = p.kv_inner ? blockIdx.x : blockIdx.y, r = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const float qscale = rsqrtf(static_cast<float>(kHeadDim)) * kLog2e;
+  // The merge kernel (launched as a programmatic dependent) may start now: it waits for this
+  // grid's completion and memory (griddepcontrol.wait) before reading the partials.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
   // Q fragments (A of q.k): rows = heads (12 real, 4 zero), k = dims, 16 k-steps.
   const std::uint16_t* qrow = p.q + (std::int64_t{r} * p.q_heads + kvh * 12) * kHeadDim;
@@ -349,19 +333,19 @@ __global__ void __launch_bounds__(kThreads, 2)
       __syncthreads();
     }
 #pragma unroll
-    for (int st = 0; st < kStages - 1; ++st) {
+    for (int st = 0; st < kSt - 1; ++st) {
       if (st < n_tiles) issue(st, st);
       if constexpr (kAsync) cp_async_commit();
     }
     for (int tile = 0; tile < n_tiles; ++tile) {
-      if constexpr (kAsync) cp_async_wait<kStages - 2>();
+      if constexpr (kAsync) cp_async_wait<kSt - 2>();
       __syncthreads();  // tile ready for all; every warp done with tile - 1 (its stage, sm.s)
       {
-        const int nt = tile + kStages - 1;
-        if (nt < n_tiles) issue(nt, nt % kStages);
+        const int nt = tile + kSt - 1;
+        if (nt < n_tiles) issue(nt, nt % kSt);
         if constexpr (kAsync) cp_async_commit();
       }
-      const int stage = tile % kStages;
+      const int stage = tile % kSt;
       // q.k: warp w scores tokens 8w .. 8w + 7 of the tile.
       float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
@@ -474,16 +458,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-template <bool kAsync, bool kMap>
+template <bool kAsync, bool kMap, int kSt = kStages>
 void launch_attend_mma(const dim3& grid, const AttendParams& p, cudaStream_t s) {
-  constexpr std::size_t bytes = kMap ? sizeof(MmaSmemMap) : sizeof(MmaSmem);
+  constexpr std::size_t bytes = kMap ? sizeof(MmaSmemMap<kSt>) : sizeof(MmaSmem<kSt>);
   static const bool configured = [] {
-    return cudaFuncSetAttribute(attend_mma_kernel<kAsync, kMap>,
+    return cudaFuncSetAttribute(attend_mma_kernel<kAsync, kMap, kSt>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(bytes)) == cudaSuccess;
   }();
   if (!configured) detail::check_launch("attend (shared memory attribute)");
-  attend_mma_kernel<kAsync, kMap><<<grid, kThreads, bytes, s>>>(p);
+  attend_mma_kernel<kAsync, kMap, kSt><<<grid, kThreads, bytes, s>>>(p);
 }
 
 struct MergeParams {
@@ -496,6 +480,9 @@ struct MergeParams {
 
 // grid: rows * q_heads; block: 256 threads, one dim each. Splits merged in order.
 __global__ void merge_kernel(const __grid_constant__ MergeParams p) {
+  // Launched with programmatic stream serialization: wait for the attend grid (its partials
+  // complete and visible). Without a programmatic launch this returns at once.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
   const std::int64_t rh = blockIdx.x;
   const int d = threadIdx.x;
   const float* ml = p.work_ml + rh * p.splits * 2;
@@ -556,6 +543,25 @@ int attend_default_splits(int rows, int kv_heads, int width) {
   return std::clamp(want, 1, std::max(1, (width + 31) / 32));
 }
 
+namespace {
+
+// Launch knobs read per call (benchmarks, diagnosis): KVTIER_QSA_ATTEND_GRID = split | kv (the
+// fastest-varying grid index: the split (first versions) or the KV head, so that the CTAs
+// reading the two 512-byte halves of a token's K / V row run side by side; default kv);
+// KVTIER_QSA_ATTEND_PDL = 0 | 1 (merge launched as a programmatic dependent; default 1).
+bool env_flag(const char* name, const char* on_value, bool fallback) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == 0) return fallback;
+  return std::strcmp(e, on_value) == 0;
+}
+// KVTIER_QSA_ATTEND_STAGES = 3 | 4 | 6: pipeline stages of the cp.async kernel (default 3).
+int env_int(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  return e == nullptr || *e == 0 ? fallback : std::atoi(e);
+}
+
+}  // namespace
+
 AttendVariant attend_variant() {
   const char* e = std::getenv("KVTIER_QSA_ATTEND");
   if (e == nullptr) return AttendVariant::automatic;
@@ -578,8 +584,10 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
   detail::require(rows.count <= 65535, "rows", rows.count);
   float* work_acc = work;
   float* work_ml = work + std::int64_t{rows.count} * q_heads * splits * kHeadDim;
-  AttendParams p{q, q_heads, rows, tokens, width, kv, table, splits, work_acc, work_ml};
-  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(kv.kv_heads),
+  const bool kv_inner = env_flag("KVTIER_QSA_ATTEND_GRID", "kv", true);
+  AttendParams p{q, q_heads, rows, tokens, width, kv, table, splits, work_acc, work_ml, kv_inner};
+  const dim3 grid(static_cast<unsigned>(kv_inner ? kv.kv_heads : splits),
+                  static_cast<unsigned>(kv_inner ? splits : kv.kv_heads),
                   static_cast<unsigned>(rows.count));
   AttendVariant variant = attend_variant();
   if (variant == AttendVariant::automatic)
@@ -592,10 +600,31 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
     launch_attend_mma<false, true>(grid, p, s);
   else if (variant == AttendVariant::mma_async_v1)
     launch_attend_mma<true, false>(grid, p, s);
+  else if (const int st = env_int("KVTIER_QSA_ATTEND_STAGES", kStages); st == 6)
+    launch_attend_mma<true, true, 6>(grid, p, s);
+  else if (st == 4)
+    launch_attend_mma<true, true, 4>(grid, p, s);
   else
     launch_attend_mma<true, true>(grid, p, s);
   detail::check_launch("attend");
-  merge_kernel<<<rows.count * q_heads, kHeadDim, 0, s>>>({work_acc, work_ml, splits, o, lse});
+  const MergeParams mp{work_acc, work_ml, splits, o, lse};
+  if (env_flag("KVTIER_QSA_ATTEND_PDL", "1", true)) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(rows.count * q_heads));
+    cfg.blockDim = dim3(kHeadDim);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, merge_kernel, mp);
+    if (e != cudaSuccess)
+      throw std::runtime_error(std::string("qsa attend merge: ") + cudaGetErrorString(e));
+  } else {
+    merge_kernel<<<rows.count * q_heads, kHeadDim, 0, s>>>(mp);
+  }
   detail::check_launch("attend merge");
 }
 

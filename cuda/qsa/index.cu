@@ -1,9 +1,23 @@
-// Index scoring: logits[r][b] = sum_h relu(q_h . k_b) / sqrt(128). A CTA scores a tile of 64
-// rows x 64 blocks. When the tile's rows belong to one request (prefill), the 4 head products
-// run on tensor cores (WMMA bf16 16x16x16, fp32 accumulate) and relu + sum over heads is applied
-// to the accumulator fragments; otherwise (decode batches mixing requests) each thread scores
-// (row, block) pairs on the CUDA cores.
+// Index scoring: logits[r][b] = sum_h relu(q_h . k_b) / sqrt(128).
+//
+// Main kernel (`index_mma_kernel`, 4 index heads): a CTA owns 128 rows (8 warps x 16 rows) and a
+// chunk of blocks. Each warp keeps the A fragments of its 16 rows x 4 heads x 128 dims in
+// registers for the whole chunk (loaded once); the slab rows stream through shared memory in
+// tiles of 64 blocks (cp.async, 4 stages, XOR-swizzled 16-byte chunks: conflict-free ldmatrix).
+// Per 16 blocks a warp runs 8 k-steps x 4 heads x 2 n-tiles of mma.sync m16n8k16 (bf16 in, fp32
+// accumulate), applies relu + the sum over heads (in head order, from 0.0f, then the scale: the
+// same operations and order as the WMMA kernel) and stores the fp32 scores as 16-byte rows after
+// one shuffle. Entries at or beyond a row's visible blocks are never written; 16-block groups
+// beyond the warp's rows' visibility are skipped (causal). CTAs whose rows span several
+// requests score on the CUDA cores.
+//
+// Older kernel (`index_wmma_kernel`, any head count; KVTIER_QSA_INDEX=wmma forces it): 64 x 64
+// tiles, WMMA 16x16x16 from padded shared memory, the Q tile reloaded per head.
 #include <mma.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "cuda/qsa/qsa_common.cuh"
 
@@ -32,7 +46,8 @@ __device__ __forceinline__ std::int64_t visible(const IndexParams& p, int r) {
   return (std::int64_t{p.rows.pos[r]} + 1) / kRatio;
 }
 
-__global__ void __launch_bounds__(kThreads) index_kernel(const __grid_constant__ IndexParams p) {
+__global__ void __launch_bounds__(kThreads)
+    index_wmma_kernel(const __grid_constant__ IndexParams p) {
   using namespace nvcuda;
   __shared__ __align__(128) unsigned char smem_q[kTileRows * kLd * 2];  // Q tile, then scores
   __shared__ __align__(128) __nv_bfloat16 ks[kTileBlocks * kLd];
@@ -131,6 +146,234 @@ __global__ void __launch_bounds__(kThreads) index_kernel(const __grid_constant__
   }
 }
 
+// ---- Tensor-core kernel with the A fragments in registers (4 index heads) ----------------------
+constexpr int kMmaHeads = 4;
+constexpr int kMmaWarps = 8;
+constexpr int kMmaThreads = kMmaWarps * 32;
+constexpr int kMmaRows = kMmaWarps * 16;  // rows of a CTA
+constexpr int kSlabTile = 64;             // blocks per pipeline stage
+constexpr int kSlabStages = 4;
+constexpr int kRowChunks = kIndexDim / 8;  // 16-byte chunks of a slab row
+constexpr std::size_t kMmaSmemBytes =
+    std::size_t{kSlabStages} * kSlabTile * kIndexDim * sizeof(std::uint16_t);  // 64 KiB
+
+__device__ __forceinline__ void store_scores(const IndexParams& p, int row, int vis, std::int64_t b,
+                                             float4 v, bool vec) {
+  if (b >= vis) return;
+  float* dst = p.logits + std::int64_t{row} * p.logit_stride + b;
+  if (b + 3 < vis && vec) {
+    *reinterpret_cast<float4*>(dst) = v;
+    return;
+  }
+  dst[0] = v.x;
+  if (b + 1 < vis) dst[1] = v.y;
+  if (b + 2 < vis) dst[2] = v.z;
+  if (b + 3 < vis) dst[3] = v.w;
+}
+
+// grid: (block chunks, row tiles of 128); block: 8 warps; 64 KiB dynamic shared memory.
+// `chunk`: blocks per CTA, a multiple of kSlabTile. `vec`: 16-byte aligned logit rows.
+// kNt: n-tiles of 8 blocks per step (2: 16 blocks, 8 accumulator chains; 4: 32 blocks, 16).
+template <int kNt>
+__global__ void __launch_bounds__(kMmaThreads, 1)
+    index_mma_kernel(const __grid_constant__ IndexParams p, std::int64_t chunk, bool vec) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  std::uint16_t* slab_s = reinterpret_cast<std::uint16_t*>(smem_raw);
+  __shared__ int s_vis;  // max visible blocks over the CTA's rows
+  __shared__ int s_one;  // the rows belong to one request
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int r0 = blockIdx.y * kMmaRows;
+  const int nr = min(kMmaRows, p.rows.count - r0);
+  if (threadIdx.x == 0) {
+    s_vis = 0;
+    s_one = p.rows.req[r0] == p.rows.req[r0 + nr - 1];
+  }
+  __syncthreads();
+  {
+    int v = threadIdx.x < nr ? static_cast<int>(visible(p, r0 + threadIdx.x)) : 0;
+    v = __reduce_max_sync(0xffffffffu, v);
+    if (lane == 0 && v > 0) atomicMax(&s_vis, v);
+  }
+  __syncthreads();
+  const std::int64_t max_vis = s_vis;
+  const std::int64_t c0 = std::int64_t{blockIdx.x} * chunk;
+  if (c0 >= max_vis) return;  // causal: nothing visible in this chunk (CTA-uniform)
+  const std::int64_t c1 = min(c0 + chunk, max_vis);
+  const float inv_sqrt = rsqrtf(static_cast<float>(kIndexDim));
+
+  if (!s_one) {  // rows of several requests (decode batches): CUDA cores, as the WMMA kernel
+    const std::int64_t span = c1 - c0;
+    for (std::int64_t x = threadIdx.x; x < nr * span; x += kMmaThreads) {
+      const int r = r0 + static_cast<int>(x / span);
+      const std::int64_t b = c0 + x % span;
+      if (b >= visible(p, r)) continue;
+      const std::uint16_t* k =
+          p.slab + (std::int64_t{p.rows.req[r]} * p.slab_stride + b) * kIndexDim;
+      float score = 0.0f;
+      for (int h = 0; h < p.heads; ++h) {
+        const std::uint16_t* q = p.iq + (std::int64_t{r} * p.heads + h) * kIndexDim;
+        float dot = 0.0f;
+        for (int d = 0; d < kIndexDim; ++d)
+          dot += detail::bf16_to_float(q[d]) * detail::bf16_to_float(k[d]);
+        score += fmaxf(dot, 0.0f);
+      }
+      p.logits[std::int64_t{r} * p.logit_stride + b] = score * inv_sqrt;
+    }
+    return;
+  }
+
+  const std::uint16_t* slab = p.slab + std::int64_t{p.rows.req[r0]} * p.slab_stride * kIndexDim;
+  const int n_tiles = static_cast<int>((c1 - c0 + kSlabTile - 1) / kSlabTile);
+  // Stage layout: [kSlabTile rows][16 chunks of 16 B], chunk c of row j at c ^ (j % 8).
+  auto issue = [&](int tile, int stage) {
+    const std::int64_t b0 = c0 + std::int64_t{tile} * kSlabTile;
+    std::uint16_t* dst = slab_s + stage * kSlabTile * kIndexDim;
+#pragma unroll
+    for (int i = threadIdx.x; i < kSlabTile * kRowChunks; i += kMmaThreads) {
+      const int j = i / kRowChunks, c = i % kRowChunks;
+      const bool ok = b0 + j < c1;  // blocks past the visible ones: zero-filled, never read
+      detail::cp_async16(dst + j * kIndexDim + ((c ^ (j & 7)) * 8),
+                         slab + (ok ? b0 + j : c0) * kIndexDim + c * 8, ok);
+    }
+  };
+#pragma unroll
+  for (int st = 0; st < kSlabStages - 1; ++st) {
+    if (st < n_tiles) issue(st, st);
+    detail::cp_async_commit();
+  }
+
+  // A fragments of rows ra = 16 w + g and rb = ra + 8, all heads and k-steps (m16n8k16 layout).
+  const int ra = r0 + warp * 16 + g, rb = ra + 8;
+  const bool has_a = ra < r0 + nr, has_b = rb < r0 + nr;
+  unsigned qa[kMmaHeads][kIndexDim / 16][4];
+#pragma unroll
+  for (int h = 0; h < kMmaHeads; ++h) {
+    const std::uint16_t* qra = p.iq + (std::int64_t{ra} * p.heads + h) * kIndexDim + 2 * t;
+    const std::uint16_t* qrb = p.iq + (std::int64_t{rb} * p.heads + h) * kIndexDim + 2 * t;
+#pragma unroll
+    for (int ks = 0; ks < kIndexDim / 16; ++ks) {
+      qa[h][ks][0] = has_a ? *reinterpret_cast<const unsigned*>(qra + 16 * ks) : 0u;
+      qa[h][ks][1] = has_b ? *reinterpret_cast<const unsigned*>(qrb + 16 * ks) : 0u;
+      qa[h][ks][2] = has_a ? *reinterpret_cast<const unsigned*>(qra + 16 * ks + 8) : 0u;
+      qa[h][ks][3] = has_b ? *reinterpret_cast<const unsigned*>(qrb + 16 * ks + 8) : 0u;
+    }
+  }
+  const int vis_a = has_a ? static_cast<int>(visible(p, ra)) : 0;
+  const int vis_b = has_b ? static_cast<int>(visible(p, rb)) : 0;
+  const int warp_vis = __reduce_max_sync(0xffffffffu, max(vis_a, vis_b));
+  const bool odd = (t & 1) != 0;
+  const int col = odd ? 6 + 2 * t : 2 * t;  // first of the 4 scores a lane stores per row
+
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    detail::cp_async_wait<kSlabStages - 2>();
+    __syncthreads();  // tile ready for all; every warp done with tile - 1's stage
+    {
+      const int nt = tile + kSlabStages - 1;
+      if (nt < n_tiles) issue(nt, nt % kSlabStages);
+      detail::cp_async_commit();
+    }
+    const std::uint16_t* st = slab_s + (tile % kSlabStages) * kSlabTile * kIndexDim;
+    const std::int64_t b0 = c0 + std::int64_t{tile} * kSlabTile;
+#pragma unroll 1
+    for (int nn = 0; nn < kSlabTile / (8 * kNt); ++nn) {
+      const std::int64_t bn = b0 + 8 * kNt * nn;
+      if (bn >= warp_vis) break;  // warp-uniform: no row of the warp sees these blocks
+      float acc[kMmaHeads][kNt][4];
+#pragma unroll
+      for (int h = 0; h < kMmaHeads; ++h)
+#pragma unroll
+        for (int j = 0; j < kNt; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            acc[h][j][e] = 0.0f;
+#pragma unroll
+      for (int ks = 0; ks < kIndexDim / 16; ++ks) {
+#pragma unroll
+        for (int jp = 0; jp < kNt / 2; ++jp) {
+          // slab row this lane addresses for n-tiles 2 jp, 2 jp + 1
+          const int j = 8 * kNt * nn + 16 * jp + (lane / 16) * 8 + lane % 8;
+          unsigned b[4];  // n-tile 2 jp: k 0-7, 8-15; n-tile 2 jp + 1: k 0-7, 8-15
+          detail::ldmatrix_x4(b, st + j * kIndexDim + (((2 * ks + (lane / 8) % 2) ^ (j & 7)) * 8));
+#pragma unroll
+          for (int h = 0; h < kMmaHeads; ++h) {
+            detail::mma_bf16(acc[h][2 * jp], qa[h][ks], b[0], b[1]);
+            detail::mma_bf16(acc[h][2 * jp + 1], qa[h][ks], b[2], b[3]);
+          }
+        }
+      }
+#pragma unroll
+      for (int jp = 0; jp < kNt / 2; ++jp) {
+        const std::int64_t bg = bn + 16 * jp;
+        // relu + sum over heads, in head order from 0.0f, then the scale (as the WMMA kernel).
+        float s[2][4];
+#pragma unroll
+        for (int jn = 0; jn < 2; ++jn)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float x = 0.0f;
+#pragma unroll
+            for (int h = 0; h < kMmaHeads; ++h)
+              x += fmaxf(acc[h][2 * jp + jn][e], 0.0f);
+            s[jn][e] = x * inv_sqrt;
+          }
+        // Lane t holds columns 2t, 2t+1 (n-tile 0) and 8+2t, 9+2t (n-tile 1) of rows ra, rb;
+        // after one exchange with lane t ^ 1, even lanes hold 2t .. 2t+3, odd lanes 6+2t .. 9+2t.
+        const float sa0 = odd ? s[0][0] : s[1][0], sa1 = odd ? s[0][1] : s[1][1];
+        const float sb0 = odd ? s[0][2] : s[1][2], sb1 = odd ? s[0][3] : s[1][3];
+        const float ga0 = __shfl_xor_sync(0xffffffffu, sa0, 1);
+        const float ga1 = __shfl_xor_sync(0xffffffffu, sa1, 1);
+        const float gb0 = __shfl_xor_sync(0xffffffffu, sb0, 1);
+        const float gb1 = __shfl_xor_sync(0xffffffffu, sb1, 1);
+        const float4 oa =
+            odd ? make_float4(ga0, ga1, s[1][0], s[1][1]) : make_float4(s[0][0], s[0][1], ga0, ga1);
+        const float4 ob =
+            odd ? make_float4(gb0, gb1, s[1][2], s[1][3]) : make_float4(s[0][2], s[0][3], gb0, gb1);
+        store_scores(p, ra, vis_a, bg + col, oa, vec);
+        store_scores(p, rb, vis_b, bg + col, ob, vec);
+      }
+    }
+  }
+  detail::cp_async_wait<0>();  // only empty groups can remain; leave nothing in flight
+}
+
+enum class IndexVariant { automatic, wmma, mma, mma32 };
+IndexVariant index_variant() {
+  const char* e = std::getenv("KVTIER_QSA_INDEX");
+  if (e == nullptr) return IndexVariant::automatic;
+  if (std::strcmp(e, "wmma") == 0) return IndexVariant::wmma;
+  if (std::strcmp(e, "mma") == 0) return IndexVariant::mma;
+  if (std::strcmp(e, "mma32") == 0) return IndexVariant::mma32;
+  return IndexVariant::automatic;
+}
+
+// Blocks per CTA of the tensor-core kernel: about two CTAs per SM over the whole grid (one CTA
+// fits an SM), in whole stages; KVTIER_QSA_INDEX_CHUNK (blocks) overrides it for benchmarks.
+std::int64_t mma_chunk(int row_tiles, std::int64_t max_blocks) {
+  std::int64_t chunk = 0;
+  if (const char* e = std::getenv("KVTIER_QSA_INDEX_CHUNK")) chunk = std::atoll(e);
+  if (chunk <= 0) {
+    int dev = 0, sms = 132;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      sms = 132;
+    const std::int64_t n_chunks = std::max<std::int64_t>(1, (2 * sms + row_tiles / 2) / row_tiles);
+    chunk = (max_blocks + n_chunks - 1) / n_chunks;
+  }
+  return std::max<std::int64_t>(kSlabTile, (chunk + kSlabTile - 1) / kSlabTile * kSlabTile);
+}
+
+template <int kNt>
+void launch_mma(const dim3& grid, const IndexParams& p, std::int64_t chunk, bool vec,
+                cudaStream_t s) {
+  static const bool configured = [] {
+    return cudaFuncSetAttribute(index_mma_kernel<kNt>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(kMmaSmemBytes)) == cudaSuccess;
+  }();
+  if (!configured) detail::check_launch("index_scores (shared memory attribute)");
+  index_mma_kernel<kNt><<<grid, kMmaThreads, kMmaSmemBytes, s>>>(p, chunk, vec);
+}
+
 }  // namespace
 
 void index_scores(const std::uint16_t* iq, int heads, Rows rows, const std::uint16_t* slab,
@@ -140,10 +383,25 @@ void index_scores(const std::uint16_t* iq, int heads, Rows rows, const std::uint
   detail::require(max_blocks <= logit_stride, "max_blocks (> logit_stride)", max_blocks);
   detail::require((rows.count + kTileRows - 1) / kTileRows <= 65535, "rows", rows.count);
   if (rows.count == 0 || max_blocks <= 0) return;
-  const dim3 grid(static_cast<unsigned>((max_blocks + kTileBlocks - 1) / kTileBlocks),
-                  static_cast<unsigned>((rows.count + kTileRows - 1) / kTileRows));
-  index_kernel<<<grid, kThreads, 0, s>>>(
-      {iq, heads, rows, slab, slab_stride, logits, logit_stride});
+  const IndexParams p{iq, heads, rows, slab, slab_stride, logits, logit_stride};
+  IndexVariant variant = index_variant();
+  if (variant == IndexVariant::automatic || heads != kMmaHeads)
+    variant = heads == kMmaHeads ? IndexVariant::mma : IndexVariant::wmma;
+  if (variant == IndexVariant::mma || variant == IndexVariant::mma32) {
+    const int row_tiles = (rows.count + kMmaRows - 1) / kMmaRows;
+    const std::int64_t chunk = mma_chunk(row_tiles, max_blocks);
+    const bool vec = logit_stride % 4 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0;
+    const dim3 grid(static_cast<unsigned>((max_blocks + chunk - 1) / chunk),
+                    static_cast<unsigned>(row_tiles));
+    if (variant == IndexVariant::mma32)
+      launch_mma<4>(grid, p, chunk, vec, s);
+    else
+      launch_mma<2>(grid, p, chunk, vec, s);
+  } else {
+    const dim3 grid(static_cast<unsigned>((max_blocks + kTileBlocks - 1) / kTileBlocks),
+                    static_cast<unsigned>((rows.count + kTileRows - 1) / kTileRows));
+    index_wmma_kernel<<<grid, kThreads, 0, s>>>(p);
+  }
   detail::check_launch("index_scores");
 }
 

@@ -174,10 +174,14 @@ TEST(QsaGpu, ContextWithinBudgetPlus3IsDenseCausal) {
 }
 
 // Chunked prefill cut at 1001 / 4096 / 4097 tokens: same selections and output bits as one-shot.
+// KVTIER_QSA_TEST_SMALL=1 (for compute-sanitizer runs, which are too slow at full size): 603
+// tokens cut at 101 / 512 / 513 instead (512: a whole number of pages and index row tiles).
 TEST(QsaGpu, ChunkedPrefillIsBitIdentical) {
   REQUIRE_GPU();
   const qsa_ref::Dims d = gpu_dims(64);
-  const int n = 4203;
+  const bool small = std::getenv("KVTIER_QSA_TEST_SMALL") != nullptr;
+  const int n = small ? 603 : 4203;
+  const int c1 = small ? 101 : 1001, c2 = small ? 512 : 4096, c3 = c2 + 1;
   qsa_ref::LayerInput in = qsa_ref::random_input(n, d, 5);
   LayerConfig cfg;
   cfg.dims = d;
@@ -188,9 +192,8 @@ TEST(QsaGpu, ChunkedPrefillIsBitIdentical) {
   const auto o = one.o_.download();
   const auto lse = one.lse_.download();
   const auto slab = one.slab_.download();
-  for (const std::vector<int>& cuts :
-       {std::vector<int>{1001}, std::vector<int>{4096}, std::vector<int>{4097},
-        std::vector<int>{1001, 4096, 4097}}) {
+  for (const std::vector<int>& cuts : {std::vector<int>{c1}, std::vector<int>{c2},
+                                       std::vector<int>{c3}, std::vector<int>{c1, c2, c3}}) {
     GpuLayer c(in, cfg);
     c.run_chunks(cuts);
     EXPECT_EQ(c.slab_.download(), slab) << cuts.size();
@@ -391,6 +394,94 @@ TEST(QsaGpu, FoldedWindowsEqualOnePass) {
                     lse_all[std::size_t(first + i) * d.q_heads + h], 1e-4);
     }
   }
+}
+
+// Index scores against exact sums (fp64 over the bf16 inputs) for a batch of three requests:
+// a prefill chunk deep in its context, one decode row, a prefill from position 0; CTAs of one
+// request (tensor cores) and of several (CUDA cores); logit rows 16-byte aligned or not. Entries
+// at or beyond a row's visible blocks keep their poison. On a batch of one request the
+// tensor-core kernels (mma.sync with the queries in registers, and the older WMMA one) give the
+// same bits.
+TEST(QsaGpu, IndexScoresMatchExactSums) {
+  REQUIRE_GPU();
+  const int heads = 4, dim = kIndexDim;
+  struct Req {
+    int rows, pos0;
+  };
+  const std::vector<Req> reqs = {{300, 1000}, {1, 77}, {200, 0}};
+  const std::int64_t slab_stride = 400;  // >= (1299 + 1) / 4 = 325 visible blocks
+  std::vector<std::int32_t> req, pos;
+  for (int q = 0; q < static_cast<int>(reqs.size()); ++q)
+    for (int i = 0; i < reqs[q].rows; ++i) {
+      req.push_back(q);
+      pos.push_back(reqs[q].pos0 + i);
+    }
+  const int rows = static_cast<int>(req.size());
+  std::mt19937 rng(606);
+  std::normal_distribution<float> normal(0.0f, 0.5f);
+  std::vector<std::uint16_t> iq(std::size_t(rows) * heads * dim),
+      slab(std::size_t(reqs.size()) * slab_stride * dim);
+  for (auto& x : iq)
+    x = qsa_ref::bf16_bits(normal(rng));
+  for (auto& x : slab)
+    x = qsa_ref::bf16_bits(normal(rng));
+  Buf<std::uint16_t> diq(iq.size()), dslab(slab.size());
+  diq.upload(iq);
+  dslab.upload(slab);
+  Buf<std::int32_t> dreq(req.size()), dpos(pos.size());
+  dreq.upload(req);
+  dpos.upload(pos);
+  const std::int64_t max_blocks = 325;
+  auto vis = [&](int r) { return (std::int64_t{pos[r]} + 1) / 4; };
+  for (const std::int64_t stride : {std::int64_t{327}, std::int64_t{328}}) {
+    Buf<float> logits(static_cast<std::size_t>(rows * stride));  // poisoned (0xff bytes)
+    index_scores(diq.get(), heads, Rows{dreq.get(), dpos.get(), rows}, dslab.get(), slab_stride,
+                 logits.get(), stride, max_blocks, nullptr);
+    QSA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> out = logits.download();
+    int bad = 0, unwritten_changed = 0;
+    for (int r = 0; r < rows; ++r)
+      for (std::int64_t b = 0; b < stride; ++b) {
+        const float got = out[std::size_t(r * stride + b)];
+        std::uint32_t bits;
+        std::memcpy(&bits, &got, 4);
+        if (b >= vis(r)) {
+          unwritten_changed += bits != 0xffffffffu;
+          continue;
+        }
+        double score = 0.0, mag = 0.0;
+        for (int h = 0; h < heads; ++h) {
+          double dot = 0.0;
+          for (int i = 0; i < dim; ++i) {
+            const double x = qsa_ref::bf16_value(iq[(std::size_t(r) * heads + h) * dim + i]) *
+                             qsa_ref::bf16_value(slab[(req[r] * slab_stride + b) * dim + i]);
+            dot += x;
+            mag += std::fabs(x);
+          }
+          score += std::max(dot, 0.0);
+        }
+        score /= std::sqrt(double(dim));
+        mag /= std::sqrt(double(dim));
+        if (!(std::fabs(got - score) <= 2e-5 * mag + 1e-30)) {
+          if (++bad < 5)
+            ADD_FAILURE() << "row " << r << " block " << b << ": " << got << " vs " << score;
+        }
+      }
+    EXPECT_EQ(bad, 0) << stride;
+    EXPECT_EQ(unwritten_changed, 0) << stride;
+  }
+  // One request (the first 300 rows): both tensor-core kernels, same bits.
+  std::vector<std::vector<float>> outs;
+  for (const char* v : {"mma", "wmma"}) {
+    setenv("KVTIER_QSA_INDEX", v, 1);
+    Buf<float> logits(static_cast<std::size_t>(300 * 328));
+    index_scores(diq.get(), heads, Rows{dreq.get(), dpos.get(), 300}, dslab.get(), slab_stride,
+                 logits.get(), 328, max_blocks, nullptr);
+    QSA_CHECK(cudaDeviceSynchronize());
+    outs.push_back(logits.download());
+  }
+  unsetenv("KVTIER_QSA_INDEX");
+  EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 4), 0);
 }
 
 // top-k equals the reference set on random, tied, ragged, -inf and NaN inputs.
