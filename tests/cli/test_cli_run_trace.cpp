@@ -1,0 +1,45 @@
+// `kvtier run --trace` on the command line, without a GPU: the read modes are documented in
+// --help, a bad --read value is refused by name, and a machine without a device says so.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/cli/cli_runner.hpp"
+
+namespace kvtier {
+namespace {
+
+using testing::run_kvtier;
+
+const std::string kTrace = std::string(KVTIER_SAMPLES_DIR) + "/prefill-shared-prefix.ktr";
+
+bool has(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+TEST(CliRunTrace, HelpTellsTheReadModes) {
+  const auto r = run_kvtier("run --trace " + kTrace + " --help");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "--read attend|checksum")) << r.out;
+  EXPECT_TRUE(has(r.out, "attend (default")) << r.out;
+  EXPECT_TRUE(has(r.out, "the default with --verify")) << r.out;
+  EXPECT_TRUE(has(r.out, "implies --read")) << r.out;
+  EXPECT_TRUE(has(r.out, "generation is excluded")) << r.out;
+}
+
+TEST(CliRunTrace, BadReadModeOrNoDeviceIsAnError) {
+  const auto bad = run_kvtier("run --trace " + kTrace + " --read both");
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  // A CUDA build names the bad value; a build without CUDA says it has no backend.
+  EXPECT_TRUE(has(bad.out, "--read: expected attend or checksum, got 'both'") ||
+              has(bad.out, "without the CUDA backend"))
+      << bad.out;
+  const auto dec = run_kvtier("run --trace " + kTrace + " --decisions /dev/null");
+  EXPECT_EQ(dec.exit_code, 1) << dec.out;
+  EXPECT_TRUE(has(dec.out, "--decisions needs --verify") ||
+              has(dec.out, "without the CUDA backend"))
+      << dec.out;
+}
+
+}  // namespace
+}  // namespace kvtier

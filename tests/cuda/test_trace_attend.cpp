@@ -1,0 +1,225 @@
+// `kvtier run --trace` in attend mode (cuda/trace_replay.hpp, ReadMode::attend): the trace's
+// selections drive the real QSA attention kernel. Device, host and mirror placements give the
+// same output digest (bit-identical attention outputs) whenever no placement drops pages, in
+// bf16 and fp8, including a mirror pool that evicts; the mirror's compacted queries and copy
+// lists still equal the core's and its --decisions lines the simulator's; the checksum mode
+// still verifies on the same sample. The bundled samples are cut to their first forwards.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "cuda/trace_replay.hpp"
+#include "model/config_error.hpp"
+#include "model/cost_model.hpp"
+#include "sim/front_end.hpp"
+#include "sim/profiles.hpp"
+#include "sim/replay.hpp"
+#include "tests/cuda/gpu_test_util.hpp"
+#include "traces/generator.hpp"
+
+namespace kvtier::cuda {
+namespace {
+
+// The first `forwards` forwards of a bundled sample (and the request records before them).
+sim::TraceInput cut_sample(const std::string& file, std::int64_t forwards) {
+  const sim::TraceInput in = sim::file_trace(std::string(KVTIER_SAMPLES_DIR) + "/" + file);
+  auto stream = in.open();
+  std::vector<traces::Record> recs;
+  traces::Record r;
+  std::int64_t n = 0;
+  while (n < forwards && stream->next(r)) {
+    if (std::holds_alternative<traces::Forward>(r)) ++n;
+    recs.push_back(r);
+  }
+  return sim::memory_trace(file + " (first " + std::to_string(forwards) + " forwards)", in.header,
+                           std::move(recs));
+}
+
+// The shared-prefix sample's first 40 forwards: 3 requests at a time sharing 192 pages, 771
+// pages at the peak. A pool of 850 slots never drops a page (and never evicts); 300 evicts
+// and drops (checked against the simulator on the CPU when this file was written).
+constexpr const char* kSample = "prefill-shared-prefix.ktr";
+constexpr std::int64_t kForwards = 40;
+constexpr std::int64_t kNoDropPool = 850;
+constexpr std::int64_t kEvictingPool = 300;
+
+// Flash-Next geometry, one request of 64k tokens (prefill chunks of 4096, then 24 decode
+// steps): rows select at most 513 of 1025 pages, so a pool of 900 slots evicts (about 4,300
+// times) without dropping a page.
+sim::TraceInput long_request() {
+  const Geometry g;
+  traces::GenParams p = traces::gen_preset("dsv4-flash");
+  p.seed = 11;
+  p.prompt_min = p.prompt_max = 65536;
+  p.decode_min = p.decode_max = 24;
+  p.prefill_chunk = 4096;
+  p.prefill_samples = 4;
+  traces::TraceGenerator gen(g, p);
+  std::vector<traces::Record> recs;
+  traces::Record r;
+  while (gen.next(r))
+    recs.push_back(r);
+  traces::TraceHeader h;
+  h.geometry = g;
+  return sim::memory_trace("one 64k request", h, std::move(recs));
+}
+constexpr std::int64_t kLongPool = 900;
+
+std::string sim_decisions(const sim::TraceInput& in, std::int64_t pool) {
+  const sim::TraceStats stats = sim::scan_trace(in);
+  const CostModel cost(sim::load_profile("h200-pcie5"));
+  std::ostringstream out;
+  sim::SimConfig c;
+  c.placement = Placement::mirror;
+  c.pool_slots = pool;
+  c.check_memory = false;
+  c.decisions = &out;
+  sim::simulate(in, stats, cost, c);
+  return out.str();
+}
+
+ReplayConfig attend_config(Placement p, KvDtype dt, std::int64_t pool = 0) {
+  ReplayConfig c;
+  c.read = ReadMode::attend;
+  c.placement = p;
+  c.dtype = dt;
+  c.pool_pages = pool;
+  return c;
+}
+
+// The attend kernel's compiled sizes are checked before anything is allocated (no GPU needed).
+TEST(TraceAttend, NeedsTheCompiledHeadDimAndGroup) {
+  Geometry g;
+  g.head_dim = 64;
+  traces::GenParams p = traces::gen_preset("dsv4-flash");
+  p.prompt_min = p.prompt_max = 512;
+  p.decode_min = p.decode_max = 2;
+  traces::TraceGenerator gen(g, p);
+  std::vector<traces::Record> recs;
+  traces::Record r;
+  while (gen.next(r))
+    recs.push_back(r);
+  traces::TraceHeader h;
+  h.geometry = g;
+  const sim::TraceInput in = sim::memory_trace("head_dim 64", h, std::move(recs));
+  try {
+    replay_trace(in, attend_config(Placement::device, KvDtype::bf16));
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("head_dim 256"), std::string::npos) << what;
+    EXPECT_NE(what.find("GQA group 12"), std::string::npos) << what;
+    EXPECT_NE(what.find("head_dim 64"), std::string::npos) << what;
+  }
+  EXPECT_EQ(parse_read_mode("attend", "--read"), ReadMode::attend);
+  EXPECT_EQ(parse_read_mode("checksum", "--read"), ReadMode::checksum);
+  EXPECT_THROW(parse_read_mode("both", "--read"), ConfigError);
+}
+
+TEST(TraceAttend, SampleDigestIsTheSameInEveryPlacement) {
+  KVT_REQUIRE_GPU();
+  const sim::TraceInput in = cut_sample(kSample, kForwards);
+  unsigned long long bf16_digest = 0;
+  for (KvDtype dt : {KvDtype::bf16, KvDtype::fp8}) {
+    ReplayConfig c = attend_config(Placement::device, dt);
+    const ReplayResult dev = replay_trace(in, c);
+    c.write_through = true;
+    const ReplayResult wt = replay_trace(in, c);
+    const ReplayResult host = replay_trace(in, attend_config(Placement::host, dt));
+    const ReplayResult mir = replay_trace(in, attend_config(Placement::mirror, dt, kNoDropPool));
+    EXPECT_EQ(dev.read, "attend");
+    EXPECT_EQ(dev.total.forward, kForwards);
+    EXPECT_EQ(dev.q_heads, 24);
+    EXPECT_FALSE(dev.attend_kernel.empty());
+    EXPECT_NE(dev.checksum, 0u);
+    for (const ReplayResult* r : {&dev, &wt, &host, &mir}) {
+      EXPECT_EQ(r->total.drops, 0) << r->placement;
+      EXPECT_EQ(r->total.missing, 0) << r->placement;
+      EXPECT_EQ(r->checksum, dev.checksum) << r->placement << " " << r->dtype;
+      EXPECT_GT(r->total.gpu_us, 0) << r->placement;
+    }
+    EXPECT_GT(mir.total.hits, 0);
+    EXPECT_GT(mir.total.misses, 0);
+    EXPECT_GT(host.total.h2d_bytes, 0);
+    EXPECT_EQ(dev.total.d2h_bytes, 0);
+    EXPECT_EQ(mir.total.d2h_bytes, wt.total.d2h_bytes);
+    if (dt == KvDtype::bf16) {
+      bf16_digest = dev.checksum;
+    } else {
+      EXPECT_NE(dev.checksum, bf16_digest);  // fp8 pages give other outputs
+    }
+  }
+  // The digest covers every forward's outputs: one forward fewer gives another digest.
+  const ReplayResult shorter = replay_trace(cut_sample(kSample, kForwards - 1),
+                                            attend_config(Placement::device, KvDtype::bf16));
+  EXPECT_NE(shorter.checksum, bf16_digest);
+}
+
+TEST(TraceAttend, SampleMirrorDecisionsMatchTheCore) {
+  KVT_REQUIRE_GPU();
+  const sim::TraceInput in = cut_sample(kSample, kForwards);
+  const std::string expected = sim_decisions(in, kEvictingPool);
+  ASSERT_FALSE(expected.empty());
+  for (KvDtype dt : {KvDtype::bf16, KvDtype::fp8}) {
+    std::ostringstream decisions;
+    ReplayConfig c = attend_config(Placement::mirror, dt, kEvictingPool);
+    c.verify = true;
+    c.decisions = &decisions;
+    const ReplayResult r = replay_trace(in, c);
+    EXPECT_EQ(r.read, "attend");
+    EXPECT_EQ(r.query_mismatches, 0) << r.first_mismatch;
+    EXPECT_EQ(r.decision_mismatches, 0) << r.first_mismatch;
+    EXPECT_EQ(r.total.missing, 0);
+    EXPECT_GT(r.total.evictions, 0);
+    EXPECT_GT(r.total.drops, 0);
+    EXPECT_EQ(decisions.str(), expected);
+  }
+}
+
+// A pool that evicts (and refetches from the host bank) but never drops: the outputs are
+// still those of the device placement, bit for bit, and the decisions the core's.
+TEST(TraceAttend, EvictingMirrorMatchesDevice) {
+  KVT_REQUIRE_GPU();
+  const sim::TraceInput in = long_request();
+  const std::string expected = sim_decisions(in, kLongPool);
+  for (KvDtype dt : {KvDtype::bf16, KvDtype::fp8}) {
+    const ReplayResult dev = replay_trace(in, attend_config(Placement::device, dt));
+    std::ostringstream decisions;
+    ReplayConfig c = attend_config(Placement::mirror, dt, kLongPool);
+    c.verify = true;
+    c.decisions = &decisions;
+    const ReplayResult mir = replay_trace(in, c);
+    EXPECT_EQ(mir.query_mismatches, 0) << mir.first_mismatch;
+    EXPECT_EQ(mir.decision_mismatches, 0) << mir.first_mismatch;
+    EXPECT_EQ(decisions.str(), expected);
+    EXPECT_GT(mir.total.evictions, 0);
+    EXPECT_EQ(mir.total.drops, 0);
+    EXPECT_EQ(dev.total.drops, 0);
+    EXPECT_EQ(mir.total.missing, 0);
+    EXPECT_NE(dev.checksum, 0u);
+    EXPECT_EQ(mir.checksum, dev.checksum) << to_string(dt);
+  }
+}
+
+// The checksum mode (what --verify proves on the CPU) on the same sample and pool.
+TEST(TraceAttend, ChecksumModeStillVerifiesOnTheSample) {
+  KVT_REQUIRE_GPU();
+  const sim::TraceInput in = cut_sample(kSample, kForwards);
+  ReplayConfig c;
+  c.read = ReadMode::checksum;
+  c.placement = Placement::mirror;
+  c.pool_pages = kEvictingPool;
+  c.verify = true;
+  const ReplayResult r = replay_trace(in, c);
+  EXPECT_EQ(r.read, "checksum");
+  EXPECT_EQ(r.query_mismatches, 0) << r.first_mismatch;
+  EXPECT_EQ(r.decision_mismatches, 0) << r.first_mismatch;
+  EXPECT_EQ(r.total.missing, 0);
+  EXPECT_EQ(r.checksum, r.expected_checksum);
+}
+
+}  // namespace
+}  // namespace kvtier::cuda
