@@ -1,14 +1,16 @@
-// `kvtier run --trace FILE --placement device|mirror|host [--pool-pages N]`: replays a
-// selection trace on the GPU with real page data (cuda/trace_replay.hpp) and reports per
-// forward GPU time, hits, misses, bytes each way, drops and the checksum of every selected
-// token's K/V, as a table or JSON.
+// `kvtier run --trace FILE --placement device|mirror|host [--pool-pages N] [--read MODE]`:
+// replays a selection trace on the GPU with real page data (cuda/trace_replay.hpp). By default
+// (--read attend) the trace's selections drive the real QSA attention kernel; --read checksum
+// reads every selected token into a checksum instead (what --verify recomputes on the CPU).
+// Reports per forward GPU time, hits, misses, bytes each way, drops and the digest of the
+// attention outputs (or the checksum), as a table or JSON.
 #include <boost/json.hpp>
 #include <fstream>
 #include <iostream>
 
-#include "cli/command.hpp"
 #include "cli/options.hpp"
 #include "cli/progress.hpp"
+#include "cli/run_modes.hpp"
 #include "cli/table.hpp"
 #include "model/config_error.hpp"
 #include "model/kv_dtype.hpp"
@@ -47,19 +49,26 @@ boost::json::object step_json(const cuda::ReplayStep& s) {
 }
 #endif
 
-int run_run(const std::vector<std::string>& args) {
+}  // namespace
+
+int run_trace(const std::vector<std::string>& args) {
   po::options_description desc("options");
   desc.add_options()("help,h", "show this help")("trace", po::value<std::string>(),
                                                  "selection trace (binary or JSON lines)")(
       "placement", po::value<std::string>()->default_value("mirror"), "device, mirror or host")(
       "pool-pages", po::value<long long>()->default_value(0), "mirror: GPU slots per QSA layer")(
       "kv-dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp8")(
+      "read", po::value<std::string>(),
+      "how the selected tokens are read: attend (default: the QSA attention kernel with a "
+      "deterministic query per row; needs head_dim 256 and GQA group 12) or checksum (every "
+      "selected token's bytes into a checksum; the default with --verify)")(
       "ensure-form", po::value<std::string>()->default_value("block"),
       "device ensure kernel: block, multi-block or core-thread")(
       "write-through", "device placement: also store every token to a host bank")(
       "verify",
-      "check every layer-step against the core on the CPU (compacted query, copy list) and "
-      "the checksum against a CPU reference (synchronises: slow)")(
+      "check every layer-step against the core on the CPU (mirror: compacted query, copy "
+      "list) and, in checksum mode, the checksum against a CPU reference; implies --read "
+      "checksum unless --read attend is given (synchronises: slow)")(
       "decisions", po::value<std::string>(),
       "with --verify: every install as JSON lines (the simulator's format)")(
       "forwards", po::value<long long>()->default_value(-1), "replay at most N forwards")(
@@ -68,7 +77,12 @@ int run_run(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_options(args, desc, vm,
                      "kvtier run --trace FILE --placement device|mirror|host [--pool-pages N] "
-                     "[--kv-dtype bf16|fp8] [--json]"))
+                     "[--kv-dtype bf16|fp8] [--read attend|checksum] [--json]\n\n"
+                     "Replays a selection trace on the GPU with real K/V pages in the chosen "
+                     "placement. GPU time per forward: attend, the sum over QSA layers of each "
+                     "layer's store .. attention (mirror: compaction .. attention; the K/V and "
+                     "query generation is excluded); checksum, the whole forward including the "
+                     "generation of the K/V bytes."))
     return 0;
   if (!vm.count("trace")) throw ConfigError("run: --trace FILE is required");
 #if defined(KVTIER_WITH_CUDA)
@@ -89,6 +103,9 @@ int run_run(const std::vector<std::string>& args) {
   }
   c.write_through = vm.count("write-through") > 0;
   c.verify = vm.count("verify") > 0;
+  c.read = vm.count("read") ? cuda::parse_read_mode(vm["read"].as<std::string>(), "--read")
+           : c.verify       ? cuda::ReadMode::checksum
+                            : cuda::ReadMode::attend;
   c.max_forwards = vm["forwards"].as<long long>();
   std::ofstream decisions;
   if (vm.count("decisions")) {
@@ -120,6 +137,7 @@ int run_run(const std::vector<std::string>& args) {
     boost::json::object o{{"trace", input.name},
                           {"placement", r.placement},
                           {"kv_dtype", r.dtype},
+                          {"read", r.read},
                           {"pool_pages", r.pool_pages},
                           {"num_pages", r.num_pages},
                           {"qsa_layers", r.layers},
@@ -130,8 +148,17 @@ int run_run(const std::vector<std::string>& args) {
                           {"hit_rate", hit_rate},
                           {"total", step_json(t)},
                           {"steps", steps}};
+    if (c.read == cuda::ReadMode::attend) {
+      o["attend_kernel"] = r.attend_kernel;
+      o["q_heads"] = r.q_heads;
+      o["gpu_us_measures"] =
+          "per QSA layer: store .. attention (mirror: compaction .. "
+          "attention), summed; K/V and query generation excluded";
+    } else {
+      o["gpu_us_measures"] = "the forward, K/V byte generation included";
+    }
     if (r.verified) {
-      o["expected_checksum"] = hex64(r.expected_checksum);
+      if (c.read == cuda::ReadMode::checksum) o["expected_checksum"] = hex64(r.expected_checksum);
       o["query_mismatches"] = r.query_mismatches;
       o["decision_mismatches"] = r.decision_mismatches;
       o["first_mismatch"] = r.first_mismatch;
@@ -153,30 +180,42 @@ int run_run(const std::vector<std::string>& args) {
     tt.add({"trace", input.name});
     tt.add({"placement", r.placement + (c.write_through ? " (+ write-through store)" : "")});
     tt.add({"kv dtype", r.dtype});
+    tt.add({"read mode",
+            c.read == cuda::ReadMode::attend
+                ? "attend (QSA attention, " + std::to_string(r.q_heads) + " query heads per row)"
+                : "checksum (read every selected token into a checksum)"});
+    if (c.read == cuda::ReadMode::attend) tt.add({"attention kernel", r.attend_kernel});
     tt.add({"pool pages per layer", r.pool_pages > 0 ? fmt_int(r.pool_pages) : "-"});
     tt.add({"logical pages", fmt_int(r.num_pages)});
     tt.add({"forwards", fmt_int(t.forward)});
     tt.add({"GPU time, total", fmt_fixed(t.gpu_us / 1000.0, 3) + " ms"});
-    tt.add({"GPU time per forward", fmt_fixed(us_per_forward, 2) + " us"});
+    tt.add({"GPU time per forward",
+            fmt_fixed(us_per_forward, 2) + " us" +
+                (c.read == cuda::ReadMode::attend ? " (layers' store .. attention, summed)"
+                                                  : " (whole forward)")});
     tt.add({"hits / misses / evictions",
             fmt_int(t.hits) + " / " + fmt_int(t.misses) + " / " + fmt_int(t.evictions)});
     tt.add({"hit rate", fmt_fixed(100.0 * hit_rate, 2) + " %"});
     tt.add({"drops (pages past the width)", fmt_int(t.drops)});
     tt.add({"selected tokens read", fmt_int(t.selected_tokens)});
-    tt.add({"non-resident reads", fmt_int(t.missing)});
+    tt.add({c.read == cuda::ReadMode::attend ? "selected pages not resident" : "non-resident reads",
+            fmt_int(t.missing)});
     tt.add({"host -> device", fmt_bytes(static_cast<double>(t.h2d_bytes))});
     tt.add({"device -> host", fmt_bytes(static_cast<double>(t.d2h_bytes))});
-    tt.add({"checksum", hex64(r.checksum)});
+    tt.add({c.read == cuda::ReadMode::attend ? "attention output digest" : "checksum",
+            hex64(r.checksum)});
     if (r.verified) {
-      tt.add({"expected checksum (CPU)", hex64(r.expected_checksum)});
+      if (c.read == cuda::ReadMode::checksum)
+        tt.add({"expected checksum (CPU)", hex64(r.expected_checksum)});
       tt.add({"query / decision mismatches",
               fmt_int(r.query_mismatches) + " / " + fmt_int(r.decision_mismatches)});
       if (!r.first_mismatch.empty()) tt.add({"first mismatch", r.first_mismatch});
     }
     tt.print();
   }
-  if (r.verified && (r.query_mismatches != 0 || r.decision_mismatches != 0 ||
-                     (t.missing == 0 && r.checksum != r.expected_checksum))) {
+  const bool checksum_differs =
+      c.read == cuda::ReadMode::checksum && t.missing == 0 && r.checksum != r.expected_checksum;
+  if (r.verified && (r.query_mismatches != 0 || r.decision_mismatches != 0 || checksum_differs)) {
     std::fprintf(stderr, "kvtier run: verification failed: %s\n",
                  r.first_mismatch.empty() ? "checksum differs" : r.first_mismatch.c_str());
     return 2;
@@ -187,8 +226,4 @@ int run_run(const std::vector<std::string>& args) {
 #endif
 }
 
-const CommandRegistrar reg{
-    {"run", "replay a selection trace on the GPU with real page data", run_run}};
-
-}  // namespace
 }  // namespace kvtier::cli
