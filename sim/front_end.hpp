@@ -49,6 +49,8 @@ class FrontEnd {
   // Grows the page tables of the forward's rows and collects its write pages.
   void prepare(const traces::Forward& f);
   int write_pages() const { return static_cast<int>(writes_.size()); }
+  // The prepared forward's write pages, ascending (the head of every layer's query).
+  std::span<const PageId> writes() const { return writes_; }
   // Most distinct pages a row of the prepared forward can touch (bounds select_width).
   std::int64_t max_row_pages() const { return max_row_pages_; }
   // Pages per row for the prepared forward: with a pool of `pool_slots` (mirror), the core's

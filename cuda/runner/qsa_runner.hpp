@@ -1,64 +1,155 @@
 #pragma once
-// The QSA model runner, device placement (issue 7, first part): one request, all KV pages in
-// GPU memory. Per QSA layer: zero-centred RMSNorm, Q/K/V, indexer and gate projections
-// (cuBLAS, bf16 in, fp32 accumulate), the QSA layer through cuda/qsa (RoPE, index queries,
-// store, compress, index, top-k, expand, attend), sigmoid gate, output projection added to the
-// fp32 residual stream. Embedding before, final norm, LM head and greedy argmax after.
+// The QSA model runner (issue 7): a fixed batch of requests through the QSA layers of a
+// geometry, with the K/V pages in any placement (device, mirror, host; bf16 or fp8). Per
+// forward and QSA layer: zero-centred RMSNorm, Q/K/V, indexer and gate projections (cuBLAS,
+// bf16 in, fp32 accumulate), the QSA layer through cuda/qsa (RoPE, index queries, compress,
+// index, top-k, expand, store, attend), sigmoid gate, output projection added to the fp32
+// residual stream; the non-QSA layers are skipped or, optionally, stood in by a dense gated
+// MLP (clearly not the model: it exists to put real GPU work between QSA layers).
+// Embedding before, final norm, LM head and greedy argmax after, per request.
 //
-// Not yet: the mirror and host placements, several requests, the stand-in MLP layers, fp8
-// pages, CUDA graphs (the forward uploads its row table with a synchronous copy).
+// Placements and residency: request page tables come from sim::FrontEnd, exactly as the
+// simulator builds them from a trace, and every forward is also described as a trace
+// forward (one row per request: position, count, and per QSA layer the union of the
+// selections of the request's rows). Mirror runs the core's ensure on that description
+// (compaction on the device, the same select width and step stamps as sim/replay.cpp), so a
+// trace recorded here (`set_recorder`) replays in the simulator with the same decisions.
+// Decode rows (forwards of one row per request) read through the pool (mirror), in place
+// from the host bank (host) or from device memory. Prefill forwards on host and mirror read
+// the host bank in place, or, when a request's rows would read more than it holds
+// (rows x select width > cached tokens), through device staging windows whose passes fold by
+// log-sum-exp (DESIGN.md section 2).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
-#include "cuda/qsa/qsa_kernels.hpp"
+#include "cuda/host_bank.hpp"
 #include "cuda/weights/safetensors.hpp"
 #include "model/geometry.hpp"
+#include "model/kv_dtype.hpp"
+#include "model/placement.hpp"
+#include "traces/trace_io.hpp"
 
 namespace kvtier::runner {
 
 struct RunnerConfig {
-  int max_rows = 512;               // rows of one forward (prefill chunk)
-  std::int64_t max_context = 4096;  // positions of the request
+  int max_rows = 512;               // query rows of one forward, all requests together
+  int max_requests = 1;             // requests of the batch (ids 0 .. max_requests - 1)
+  std::int64_t max_context = 4096;  // positions per request
   bool yarn = false;
   int splits = 0;  // attend splits; 0 = the kernels' default for the rows
   float norm_eps = 1e-6f;
+  Placement placement = Placement::device;
+  KvDtype dtype = KvDtype::bf16;
+  std::int64_t pool_pages = 0;  // mirror: GPU slots per QSA layer
+  std::int64_t host_pages = 0;  // logical pages; 0: max_requests x the pages of max_context
+  std::int64_t staging_window_tokens = 131072;  // host / mirror prefill
+  int stand_in_width = 0;  // width of the stand-in gated MLP of every non-QSA layer; 0: off
+};
+
+// Counters since construction (or reset_stats). Byte counts are the K/V traffic of the
+// placement: misses copied to the pool, pages staged for prefill, tokens read in place over
+// the link, and tokens written through to the host bank.
+struct RunnerStats {
+  std::int64_t forwards = 0;
+  std::int64_t prefill_tokens = 0;
+  std::int64_t decode_tokens = 0;
+  double prefill_ms = 0;  // wall time of prefill forwards (each ends with a synchronise)
+  double decode_ms = 0;
+  std::int64_t hits = 0;  // mirror ensure, summed over QSA layers
+  std::int64_t misses = 0;
+  std::int64_t evictions = 0;
+  std::int64_t drops = 0;  // pages past the select width (mirror)
+  std::int64_t miss_copy_bytes = 0;
+  std::int64_t staged_bytes = 0;
+  std::int64_t staged_windows = 0;
+  std::int64_t in_place_bytes = 0;
+  std::int64_t write_through_bytes = 0;
+  std::int64_t filled_tokens = 0;  // positions written by fill() instead of prefill
+};
+
+// Query rows of one request in one forward.
+struct RequestRows {
+  int request = 0;
+  std::vector<std::int32_t> tokens;
 };
 
 class QsaRunner {
  public:
-  // Uploads the weights (checked against the geometry) and allocates every buffer. Throws
-  // ConfigError for a geometry the compiled kernels do not support (head_dim 256, index dim
-  // 128, GQA group 12, index_kv_heads 1) or a context past the rope table, WeightsError for a bad
-  // file.
+  // Uploads the weights (checked against the geometry) and allocates every buffer and the
+  // placement's pages. Throws ConfigError for a geometry the compiled kernels do not
+  // support (head_dim 256, index dim 128, GQA group 12, index_kv_heads 1) or a bad
+  // configuration, CapacityError when memory runs out (saying what was asked), WeightsError
+  // for a bad file.
   QsaRunner(const weights::SafetensorsFile& file, const Geometry& g, std::int64_t vocab,
-            const RunnerConfig& c);
+            const RunnerConfig& c, const cuda::ProgressFn& progress = {});
   ~QsaRunner();
   QsaRunner(const QsaRunner&) = delete;
   QsaRunner& operator=(const QsaRunner&) = delete;
 
-  // Appends `tokens` at the request's next positions as one forward (at most max_rows) and
-  // returns the greedy next token after the last of them.
+  // Declares a request's prompt length before its first forward (rows inside the prompt are
+  // prefill rows of the trace, later ones decode rows). A request used without it is opened
+  // with a prompt of 0 tokens.
+  void open(int request, std::int64_t prompt_tokens);
+  // One forward: each request's tokens at its next positions (at most max_rows rows in all,
+  // each request at most once). Returns the greedy next token after each request's last row,
+  // in the order given.
+  std::vector<std::int32_t> step(const std::vector<RequestRows>& rows);
+  // Request 0 only (tests).
   std::int32_t forward(const std::vector<std::int32_t>& tokens);
-  // Prefill in chunks of `chunk` rows, then `decode` greedy steps; returns the decoded tokens.
+  // Prefill every prompt in chunks of `chunk` rows per request per forward, then `decode`
+  // greedy steps of one row per request; returns each request's decoded tokens.
+  // `on_forward` (optional) sees the prompt tokens done and in total after each prefill
+  // forward.
+  std::vector<std::vector<std::int32_t>> generate(
+      const std::vector<std::vector<std::int32_t>>& prompts, int chunk, int decode,
+      const std::function<void(std::int64_t, std::int64_t)>& on_forward = {});
   std::vector<std::int32_t> generate(const std::vector<std::int32_t>& prompt, int chunk,
                                      int decode);
-  std::int64_t position() const { return pos_; }
+  // Writes deterministic K/V and index-key (slab and ring) rows for positions [0, depth) of
+  // every request directly, as if prefilled (no projections, no trace record): decode cost at
+  // depth without the prefill. Only before any forward.
+  void fill(std::int64_t depth);
+  // Ends every open request: pages released (mirror pool), RequestEnd recorded.
+  void close();
+
+  // Every forward from now on is written as a trace record (RequestBegin at a request's
+  // first forward, Forward, RequestEnd at close()); downloads the selections (synchronises
+  // once per QSA layer).
+  void set_recorder(traces::TraceWriter* w);
+  traces::TraceHeader trace_header(const std::string& producer) const;
+
+  std::int64_t position(int request = 0) const;
+  const RunnerStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+  std::int64_t kv_device_bytes() const;     // pages, pool and staging window
+  std::int64_t kv_host_bytes() const;       // host bank
+  std::int64_t other_device_bytes() const;  // weights, activations, workspaces
 
   // Tests: when on, every forward appends each QSA layer's output hidden states (fp32
-  // [rows][hidden], residual added) to captured()[layer index], and the last row's logits are
-  // kept in last_logits().
+  // [rows][hidden], residual added) to captured()[layer index], and the last request's last
+  // row's logits are kept in last_logits().
   void set_capture(bool on) { capture_ = on; }
   const std::vector<std::vector<float>>& captured() const { return captured_; }
   const std::vector<float>& last_logits() const { return last_logits_; }
+  // Tests: the V row (fp32 [kv_heads][head_dim], as projected, before storage) of request 0
+  // at `position` per QSA layer, and the attention output (fp32 [q_heads][head_dim]) of the
+  // last row of each forward per QSA layer.
+  void set_probe(std::int64_t position);
+  const std::vector<std::vector<float>>& probe_values() const { return probe_v_; }
+  const std::vector<std::vector<float>>& last_attention() const { return last_attn_; }
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  std::int64_t pos_ = 0;
+  RunnerStats stats_;
   bool capture_ = false;
   std::vector<std::vector<float>> captured_;
   std::vector<float> last_logits_;
+  std::int64_t probe_pos_ = -1;
+  std::vector<std::vector<float>> probe_v_;
+  std::vector<std::vector<float>> last_attn_;
 };
 
 }  // namespace kvtier::runner

@@ -2,6 +2,7 @@
 
 #include <boost/json.hpp>
 #include <cmath>
+#include <random>
 
 #include "model/config_error.hpp"
 
@@ -77,6 +78,52 @@ NeedlePlan needle_plan_from_json(const std::string& text) {
   p.head_dim = static_cast<int>(num("head_dim"));
   p.index_head_dim = static_cast<int>(num("index_head_dim"));
   return p;
+}
+
+}  // namespace kvtier::weights
+
+namespace kvtier::weights {
+
+std::vector<std::int32_t> needle_prompt(const NeedlePlan& plan, std::int64_t vocab,
+                                        std::int64_t length, std::int64_t needle_pos,
+                                        std::uint64_t seed) {
+  if (length < 2 || needle_pos < 0 || needle_pos >= length - 1)
+    throw ConfigError("needle: the position must be 0.." + std::to_string(length - 2) +
+                      " (before the query token that ends the prompt), got " +
+                      std::to_string(needle_pos));
+  if (vocab > INT32_MAX) throw ConfigError("needle: the vocabulary must fit 32 bits");
+  std::mt19937_64 rng(seed);
+  std::vector<std::int32_t> t(static_cast<std::size_t>(length));
+  for (auto& x : t) {
+    std::int64_t v;
+    do {
+      v = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(vocab));
+    } while (v == plan.needle_token || v == plan.query_token);
+    x = static_cast<std::int32_t>(v);
+  }
+  t[static_cast<std::size_t>(needle_pos)] = static_cast<std::int32_t>(plan.needle_token);
+  t.back() = static_cast<std::int32_t>(plan.query_token);
+  return t;
+}
+
+double needle_cosine(const std::vector<float>& attention, const std::vector<float>& value,
+                     int q_heads, int kv_heads, int head_dim) {
+  const auto n = static_cast<std::size_t>(q_heads) * head_dim;
+  if (attention.size() != n || value.size() != static_cast<std::size_t>(kv_heads) * head_dim ||
+      kv_heads < 1 || q_heads % kv_heads != 0)
+    throw ConfigError("needle: attention / value shapes do not match the heads");
+  const int group = q_heads / kv_heads;
+  double dot = 0, aa = 0, vv = 0;
+  for (int h = 0; h < q_heads; ++h) {
+    for (int d = 0; d < head_dim; ++d) {
+      const double a = attention[static_cast<std::size_t>(h) * head_dim + d];
+      const double v = value[static_cast<std::size_t>(h / group) * head_dim + d];
+      dot += a * v;
+      aa += a * a;
+      vv += v * v;
+    }
+  }
+  return aa > 0 && vv > 0 ? dot / std::sqrt(aa * vv) : 0.0;
 }
 
 }  // namespace kvtier::weights

@@ -14,6 +14,7 @@
 // needle's raw key. Everything else stays random.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/geometry.hpp"
 
@@ -44,5 +45,21 @@ NeedlePlan needle_plan(const Geometry& g, std::int64_t vocab);
 std::string needle_plan_to_json(const NeedlePlan& p);
 // Throws ConfigError on malformed JSON or a missing field.
 NeedlePlan needle_plan_from_json(const std::string& text);
+
+}  // namespace kvtier::weights
+
+namespace kvtier::weights {
+
+// The needle prompt: `length` filler tokens (uniform over the vocabulary without the two
+// reserved tokens, from `seed`), the needle token at `needle_pos`, the query token last.
+// Throws ConfigError unless 0 <= needle_pos < length - 1.
+std::vector<std::int32_t> needle_prompt(const NeedlePlan& plan, std::int64_t vocab,
+                                        std::int64_t length, std::int64_t needle_pos,
+                                        std::uint64_t seed);
+
+// Cosine between an attention output [q_heads][head_dim] and the needle's value
+// [kv_heads][head_dim] repeated for the query heads of each KV head (consecutive groups).
+double needle_cosine(const std::vector<float>& attention, const std::vector<float>& value,
+                     int q_heads, int kv_heads, int head_dim);
 
 }  // namespace kvtier::weights

@@ -1,0 +1,366 @@
+// `kvtier run --weights W ...`: the QSA model on the GPU (cuda/runner/qsa_runner.hpp) from a
+// weights file. Prefill in chunks, greedy decode, figures as a table or JSON: prefill and
+// decode tokens/s, hits, misses and drops, bytes moved each way, memory held on the device
+// and in host RAM. The memory budget (model/memory_budget.hpp) is checked before anything is
+// allocated. --record writes the indexer's selections as a trace; --fill-depth decodes at a
+// depth written directly instead of prefilled; --needle-at runs the needle proof.
+#include <boost/json.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include "cli/options.hpp"
+#include "cli/progress.hpp"
+#include "cli/run_modes.hpp"
+#include "cli/table.hpp"
+#include "model/config_error.hpp"
+#include "model/kv_dtype.hpp"
+#include "model/memory_budget.hpp"
+#include "model/placement.hpp"
+#if defined(KVTIER_WITH_CUDA) && defined(KVTIER_WITH_RUNNER)
+#include <cuda_runtime.h>
+
+#include <random>
+
+#include "cuda/host_bank.hpp"
+#include "cuda/runner/qsa_runner.hpp"
+#include "cuda/weights/needle.hpp"
+#include "cuda/weights/qsa_tensors.hpp"
+#include "traces/trace_io.hpp"
+#endif
+
+namespace kvtier::cli {
+
+#if defined(KVTIER_WITH_CUDA) && defined(KVTIER_WITH_RUNNER)
+namespace {
+
+std::vector<std::int64_t> parse_lengths(const std::string& text) {
+  std::vector<std::int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      std::size_t used = 0;
+      const long long v = std::stoll(item, &used);
+      if (used != item.size() || v < 1) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw ConfigError("--prompt-tokens: expected positive lengths separated by commas, got '" +
+                        text + "'");
+    }
+  }
+  if (out.empty()) throw ConfigError("--prompt-tokens: no length given");
+  return out;
+}
+
+// One request per non-empty line of whitespace-separated token ids.
+std::vector<std::vector<std::int32_t>> read_prompts(const std::string& path, std::int64_t vocab) {
+  std::istringstream in(read_text_file(path));
+  std::vector<std::vector<std::int32_t>> out;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    std::istringstream ls(line);
+    std::vector<std::int32_t> p;
+    std::string tok;
+    while (ls >> tok) {
+      long long v = -1;
+      try {
+        std::size_t used = 0;
+        v = std::stoll(tok, &used);
+        if (used != tok.size()) v = -1;
+      } catch (const std::exception&) {
+        v = -1;
+      }
+      if (v < 0 || v >= vocab)
+        throw ConfigError(path + ":" + std::to_string(line_no) + ": '" + tok +
+                          "' is not a token id of the vocabulary (0.." + std::to_string(vocab - 1) +
+                          ")");
+      p.push_back(static_cast<std::int32_t>(v));
+    }
+    if (!p.empty()) out.push_back(std::move(p));
+  }
+  if (out.empty()) throw ConfigError(path + ": no prompt (one request per line of token ids)");
+  return out;
+}
+
+double rate(std::int64_t tokens, double ms) {
+  return ms > 0 ? 1000.0 * static_cast<double>(tokens) / ms : 0.0;
+}
+
+}  // namespace
+#endif
+
+int run_model(const std::vector<std::string>& args) {
+  po::options_description desc("options");
+  desc.add_options()("help,h", "show this help")(
+      "weights", po::value<std::string>(),
+      "weights file (kvtier weights gen); geometry and vocabulary from its metadata")(
+      "prompt-tokens", po::value<std::string>(),
+      "random prompts of these lengths, one request each (e.g. 4096 or 8000,2000,500)")(
+      "prompt", po::value<std::string>(), "prompts file: one request per line of token ids")(
+      "decode", po::value<int>()->default_value(16), "greedy decode steps per request")(
+      "placement", po::value<std::string>()->default_value("device"), "device, mirror or host")(
+      "pool-pages", po::value<long long>()->default_value(0), "mirror: GPU slots per QSA layer")(
+      "host-pages", po::value<long long>()->default_value(0),
+      "logical pages of the page space (0: every request's whole context)")(
+      "kv-dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp8")(
+      "yarn", "YaRN RoPE scaling (contexts past the geometry's rope_max_positions)")(
+      "chunk", po::value<int>()->default_value(2048), "prefill rows per request per forward")(
+      "window", po::value<long long>()->default_value(131072),
+      "host / mirror: prefill staging window in tokens")(
+      "stand-in-width", po::value<int>()->default_value(0),
+      "width of a stand-in gated MLP run for every non-QSA layer (0: off; not the model)")(
+      "fill-depth", po::value<long long>()->default_value(0),
+      "write deterministic K/V and index keys for this many positions of every request "
+      "directly (no prefill), then run the prompt and decode: decode cost at depth")(
+      "needle-at", po::value<long long>(),
+      "needle proof (weights gen --needle): plant the needle at this position of a prompt of "
+      "--prompt-tokens, decode the query token last, report per QSA layer the cosine between "
+      "its attention output and the needle's value")("record", po::value<std::string>(),
+                                                     "write the indexer's selections as a trace")(
+      "seed", po::value<std::uint64_t>()->default_value(1), "seed of random prompts")(
+      "json", "print JSON instead of tables");
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm,
+                     "kvtier run --weights W (--prompt-tokens N[,N...] | --prompt FILE) "
+                     "[--decode N] [--placement device|mirror|host] [--pool-pages P] "
+                     "[--host-pages H] [--kv-dtype bf16|fp8] [--yarn] [--fill-depth D] "
+                     "[--record FILE] [--json]"))
+    return 0;
+#if defined(KVTIER_WITH_CUDA) && defined(KVTIER_WITH_RUNNER)
+  const weights::SafetensorsFile file(vm["weights"].as<std::string>());
+  const Geometry g = weights::file_geometry(file);
+  const std::int64_t vocab = weights::file_vocab(file);
+  const bool prompt_file = vm.count("prompt") > 0;
+  if (prompt_file == (vm.count("prompt-tokens") > 0))
+    throw ConfigError("run: give --prompt-tokens N[,N...] or --prompt FILE (one of them)");
+  const int decode = vm["decode"].as<int>();
+  if (decode < 1) throw ConfigError("--decode: at least 1 step (the token after the prompt)");
+  const bool needle = vm.count("needle-at") > 0;
+  const std::int64_t fill = vm["fill-depth"].as<long long>();
+  if (fill < 0) throw ConfigError("--fill-depth: must be >= 0");
+  if (fill > 0 && vm.count("record")) throw ConfigError("--record: a filled context has no trace");
+  std::vector<std::vector<std::int32_t>> prompts;
+  std::int64_t needle_pos = -1;
+  std::optional<weights::NeedlePlan> plan;
+  if (prompt_file) {
+    prompts = read_prompts(vm["prompt"].as<std::string>(), vocab);
+  } else {
+    const auto lengths = parse_lengths(vm["prompt-tokens"].as<std::string>());
+    std::mt19937_64 rng(vm["seed"].as<std::uint64_t>());
+    for (std::int64_t n : lengths) {
+      std::vector<std::int32_t> p(static_cast<std::size_t>(n));
+      for (auto& t : p)
+        t = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(vocab));
+      prompts.push_back(std::move(p));
+    }
+  }
+  if (needle) {
+    const auto meta = file.metadata().find(weights::kMetaNeedle);
+    if (meta == file.metadata().end())
+      throw ConfigError("--needle-at: the weights carry no needle (kvtier weights gen --needle)");
+    if (prompts.size() != 1 || prompt_file || fill > 0)
+      throw ConfigError("--needle-at: one request from --prompt-tokens N, no --fill-depth");
+    plan = weights::needle_plan_from_json(meta->second);
+    needle_pos = vm["needle-at"].as<long long>();
+    prompts[0] = weights::needle_prompt(*plan, vocab, static_cast<std::int64_t>(prompts[0].size()),
+                                        needle_pos, vm["seed"].as<std::uint64_t>());
+  }
+  std::int64_t longest = 0;
+  for (const auto& p : prompts)
+    longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(p.size()));
+
+  runner::RunnerConfig rc;
+  rc.placement = parse_placement(vm["placement"].as<std::string>(), "--placement");
+  rc.dtype = parse_kv_dtype(vm["kv-dtype"].as<std::string>(), "--kv-dtype");
+  rc.yarn = vm.count("yarn") > 0;
+  rc.max_requests = static_cast<int>(prompts.size());
+  const int chunk = vm["chunk"].as<int>();
+  if (chunk < 1) throw ConfigError("--chunk: must be positive");
+  rc.max_rows = static_cast<int>(std::min<std::int64_t>(
+      std::int64_t{chunk} * rc.max_requests, std::max<std::int64_t>(longest, 1) * rc.max_requests));
+  rc.max_context = fill + longest + decode - 1;  // the last decoded token is not stored
+  rc.pool_pages = vm["pool-pages"].as<long long>();
+  rc.host_pages = vm["host-pages"].as<long long>();
+  rc.staging_window_tokens = vm["window"].as<long long>();
+  rc.stand_in_width = vm["stand-in-width"].as<int>();
+  if (rc.placement != Placement::mirror && rc.pool_pages != 0)
+    throw ConfigError("--pool-pages applies to placement mirror only");
+
+  // The start-up budget of the pages (the foundation's memory_budget): refuses what cannot
+  // fit before anything is allocated, saying the minimum.
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+    throw ConfigError("run: no CUDA device (cudaGetDeviceCount found none)");
+  std::size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+    throw std::runtime_error("run: cudaMemGetInfo failed");
+  BudgetRequest br;
+  br.geometry = g;
+  br.dtype = rc.dtype;
+  br.placement = rc.placement;
+  br.host_pages =
+      rc.host_pages > 0 ? rc.host_pages : g.pages_for_context(rc.max_context) * rc.max_requests;
+  br.pool_slots = rc.pool_pages;
+  br.batch_rows = rc.max_requests;
+  br.write_pages = rc.max_requests * static_cast<int>(g.pages_for_context(chunk) + 1);
+  br.context_tokens = rc.max_context;
+  br.staging_window_tokens = rc.staging_window_tokens;
+  br.device_capacity_bytes = static_cast<std::int64_t>(free_b);
+  br.host_capacity_bytes = cuda::HostBank::available_host_bytes();
+  const MemoryBudget budget = memory_budget(br);
+
+  std::unique_ptr<Progress> alloc;
+  const auto t_setup = std::chrono::steady_clock::now();
+  runner::QsaRunner r(file, g, vocab, rc, [&](std::uint64_t done, std::uint64_t total) {
+    if (!alloc) alloc = std::make_unique<Progress>("host bank", total, "bytes");
+    alloc->update(done);
+  });
+  if (alloc) alloc->finish();
+  const double setup_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_setup).count();
+  std::unique_ptr<traces::TraceWriter> writer;
+  if (vm.count("record")) {
+    const std::string path = vm["record"].as<std::string>();
+    writer = traces::TraceWriter::create(path, r.trace_header("kvtier run --weights"),
+                                         traces::trace_format_for_path(path));
+    r.set_recorder(writer.get());
+  }
+  if (fill > 0) r.fill(fill);
+  std::unique_ptr<Progress> progress;
+  auto on_forward = [&](std::int64_t done, std::int64_t total) {
+    if (!progress)
+      progress = std::make_unique<Progress>("prefill", static_cast<std::uint64_t>(total), "tokens");
+    progress->update(static_cast<std::uint64_t>(done));
+  };
+  std::vector<std::vector<std::int32_t>> out;
+  std::vector<double> cosines;
+  if (needle) {
+    // Everything but the query token is prefilled; the query token is a decode row.
+    const std::vector<std::int32_t> query{prompts[0].back()};
+    prompts[0].pop_back();
+    r.set_probe(needle_pos);
+    r.generate(prompts, chunk, 1, on_forward);
+    if (progress) progress->finish();
+    std::vector<std::int32_t> toks{r.step({{0, query}})[0]};
+    for (std::size_t l = 0; l < r.last_attention().size(); ++l)
+      cosines.push_back(weights::needle_cosine(r.last_attention()[l], r.probe_values()[l],
+                                               g.q_heads, g.kv_heads, g.head_dim));
+    r.set_probe(-1);
+    for (int d = 1; d < decode; ++d)
+      toks.push_back(r.step({{0, {toks.back()}}})[0]);
+    out.push_back(toks);
+  } else {
+    out = r.generate(prompts, chunk, decode, on_forward);
+    if (progress) progress->finish();
+  }
+  r.close();
+  if (writer) writer->close();
+  const runner::RunnerStats& s = r.stats();
+  const std::int64_t lookups = s.hits + s.misses;
+  const double hit_rate =
+      lookups > 0 ? static_cast<double>(s.hits) / static_cast<double>(lookups) : 1.0;
+  const std::int64_t decode_forwards = s.decode_tokens / rc.max_requests;
+  const double ms_per_step =
+      decode_forwards > 0 ? s.decode_ms / static_cast<double>(decode_forwards) : 0.0;
+  const std::int64_t h2d = s.miss_copy_bytes + s.staged_bytes + s.in_place_bytes;
+  if (vm.count("json")) {
+    boost::json::array toks;
+    for (const auto& o : out)
+      toks.push_back(boost::json::value_from(o));
+    boost::json::object o{{"weights", file.path()},
+                          {"placement", std::string(to_string(rc.placement))},
+                          {"kv_dtype", std::string(to_string(rc.dtype))},
+                          {"yarn", rc.yarn},
+                          {"requests", rc.max_requests},
+                          {"fill_depth", fill},
+                          {"prefill_tokens", s.prefill_tokens},
+                          {"decode_tokens", s.decode_tokens},
+                          {"prefill_ms", s.prefill_ms},
+                          {"decode_ms", s.decode_ms},
+                          {"prefill_tokens_per_s", rate(s.prefill_tokens, s.prefill_ms)},
+                          {"decode_tokens_per_s", rate(s.decode_tokens, s.decode_ms)},
+                          {"decode_ms_per_step", ms_per_step},
+                          {"hits", s.hits},
+                          {"misses", s.misses},
+                          {"evictions", s.evictions},
+                          {"hit_rate", hit_rate},
+                          {"drops", s.drops},
+                          {"h2d_bytes", h2d},
+                          {"miss_copy_bytes", s.miss_copy_bytes},
+                          {"staged_bytes", s.staged_bytes},
+                          {"staged_windows", s.staged_windows},
+                          {"in_place_bytes", s.in_place_bytes},
+                          {"d2h_bytes", s.write_through_bytes},
+                          {"kv_device_bytes", r.kv_device_bytes()},
+                          {"other_device_bytes", r.other_device_bytes()},
+                          {"host_bytes", r.kv_host_bytes()},
+                          {"budget_device_bytes", budget.device_bytes},
+                          {"budget_host_bytes", budget.host_bytes},
+                          {"setup_s", setup_s},
+                          {"tokens", toks}};
+    if (needle) {
+      o["needle_at"] = needle_pos;
+      o["needle_cosine"] = boost::json::value_from(cosines);
+    }
+    std::cout << boost::json::serialize(o) << "\n";
+  } else {
+    Table t({"figure", "value"});
+    t.add({"placement", std::string(to_string(rc.placement)) +
+                            (rc.placement == Placement::mirror
+                                 ? " (" + fmt_int(rc.pool_pages) + " slots per layer)"
+                                 : "")});
+    t.add({"kv dtype / YaRN", std::string(to_string(rc.dtype)) + (rc.yarn ? " / on" : " / off")});
+    t.add({"requests", fmt_int(rc.max_requests)});
+    if (fill > 0)
+      t.add({"filled depth (written directly, not prefilled)", fmt_int(fill) + " per request"});
+    t.add({"prefill", fmt_int(s.prefill_tokens) + " tokens in " + fmt_fixed(s.prefill_ms, 1) +
+                          " ms: " + fmt_fixed(rate(s.prefill_tokens, s.prefill_ms), 0) +
+                          " tokens/s"});
+    t.add({"decode", fmt_int(s.decode_tokens) + " tokens in " + fmt_fixed(s.decode_ms, 1) +
+                         " ms: " + fmt_fixed(rate(s.decode_tokens, s.decode_ms), 1) +
+                         " tokens/s, " + fmt_fixed(ms_per_step, 3) + " ms per step"});
+    if (rc.placement == Placement::mirror) {
+      t.add({"hits / misses / evictions",
+             fmt_int(s.hits) + " / " + fmt_int(s.misses) + " / " + fmt_int(s.evictions)});
+      t.add({"hit rate", fmt_fixed(100.0 * hit_rate, 2) + " %"});
+      t.add({"drops (pages past the width)", fmt_int(s.drops)});
+    }
+    t.add({"host -> device", fmt_bytes(static_cast<double>(h2d)) + " (misses " +
+                                 fmt_bytes(static_cast<double>(s.miss_copy_bytes)) + ", staged " +
+                                 fmt_bytes(static_cast<double>(s.staged_bytes)) + " in " +
+                                 fmt_int(s.staged_windows) + " windows, in place " +
+                                 fmt_bytes(static_cast<double>(s.in_place_bytes)) + ")"});
+    t.add(
+        {"device -> host (write-through)", fmt_bytes(static_cast<double>(s.write_through_bytes))});
+    t.add({"device memory: pages / other",
+           fmt_bytes(static_cast<double>(r.kv_device_bytes())) + " / " +
+               fmt_bytes(static_cast<double>(r.other_device_bytes()))});
+    t.add({"host memory (pinned bank)", fmt_bytes(static_cast<double>(r.kv_host_bytes()))});
+    t.add({"set-up (weights, banks)", fmt_fixed(setup_s, 2) + " s"});
+    for (std::size_t q = 0; q < out.size(); ++q) {
+      std::string list;
+      for (std::size_t i = 0; i < out[q].size() && i < 12; ++i)
+        list += (i ? " " : "") + std::to_string(out[q][i]);
+      if (out[q].size() > 12) list += " ...";
+      t.add({"tokens, request " + std::to_string(q), list});
+    }
+    if (needle) {
+      for (std::size_t l = 0; l < cosines.size(); ++l)
+        t.add({"needle cosine, QSA layer " + std::to_string(g.qsa_layer_ids[l]),
+               fmt_fixed(cosines[l], 4)});
+    }
+    t.print();
+  }
+  return 0;
+#else
+  throw ConfigError("run --weights: this kvtier was built without the CUDA model runner");
+#endif
+}
+
+}  // namespace kvtier::cli

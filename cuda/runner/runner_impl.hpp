@@ -1,0 +1,90 @@
+#pragma once
+// The state of a QsaRunner (qsa_runner.cpp: construction, batching, fill, recording;
+// runner_layer.cpp: one QSA layer of a forward, per placement). Private to cuda/runner.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/qsa/qsa_kernels.hpp"
+#include "cuda/runner/gemm.hpp"
+#include "cuda/runner/paged_kv.hpp"
+#include "cuda/runner/qsa_runner.hpp"
+#include "sim/front_end.hpp"
+
+namespace kvtier::runner {
+
+using cuda::DeviceArray;
+
+struct LayerWeights {
+  DeviceArray<std::uint16_t> input_norm, q, k, v, iq, ik, gate, o;
+  DeviceArray<float> iq_norm, ik_norm;
+  DeviceArray<std::uint16_t> slab;  // [requests][slab_stride][128]
+  DeviceArray<float> ring;          // [requests][4][128]
+};
+
+// What the host prepared for one forward (the trace description and its device copies).
+struct ForwardPlan {
+  traces::Forward trace;        // rows per request (selections filled when recording)
+  int rows = 0;                 // query rows
+  int trows = 0;                // trace rows (requests in the forward)
+  bool decode = false;          // every request has one row
+  bool union_needed = false;    // some request has several rows
+  bool staged = false;          // host / mirror prefill through staging windows
+  int width_pages = 0;          // mirror: the core's select width
+  int writes = 0;               // mirror: write pages at the head of the query
+  std::int64_t max_blocks = 1;  // most visible blocks of any row
+  std::int64_t step_base = 0;   // forward index * layers (the simulator's stamps)
+  int splits = 1;               // attend splits for this forward's rows
+  std::vector<std::int32_t> row_req;
+  std::vector<std::int32_t> row_pos;
+};
+
+struct DeviceCounters {
+  long long ensure[3];  // hits, misses, evictions
+  int dropped;
+  int bad_rows;
+  int missing;     // reserved: non-resident pages read (checked after every forward)
+  int unselected;  // translate of whole request tables: pages not resident (expected)
+};
+
+struct QsaRunner::Impl {
+  Geometry g;
+  std::int64_t vocab = 0;
+  RunnerConfig c;
+  qsa::Rope rope;
+  Gemm gemm;
+  cudaStream_t s = nullptr;
+  int qd = 0, kvd = 0, iqd = 0, ikd = 0, k = 0, width = 0, R = 0, L = 0;
+  std::int64_t stride = 0, slab_stride = 0;
+  std::int64_t other_device_bytes = 0;
+  std::optional<PagedKv> kv;
+  std::optional<sim::FrontEnd> fe;
+  std::vector<std::int64_t> pos, prompt;
+  std::vector<bool> opened, begun;
+  std::int64_t forwards = 0;
+  traces::TraceWriter* recorder = nullptr;
+  std::vector<std::vector<std::int32_t>> recorded;  // [layer * trows + trow] when recording
+
+  DeviceArray<std::uint16_t> embed, final_norm, lm_head;
+  std::vector<LayerWeights> layers;
+  // stand-in MLP (one weight set shared by every non-QSA layer)
+  DeviceArray<std::uint16_t> mlp_up, mlp_gate, mlp_down, mlp_norm, mlp_a, mlp_b;
+
+  // per forward
+  DeviceArray<std::int32_t> tokens, req, rpos, fwd, tables, phys, store_tbl, wtable, blocks, sel,
+      sel_w, group_of_row, lists, counts, last_idx, argmax_out, topk_work;
+  DeviceArray<std::uint32_t> bitmap;
+  DeviceArray<PageId> trow_tables, query;
+  DeviceArray<std::int64_t> trow_len, trow_pos;
+  DeviceArray<DeviceCounters> counters;
+  DeviceArray<float> hidden, o, o_w, lse, lse_w, work, logits_idx, logits_vocab, last_hidden;
+  DeviceArray<std::uint16_t> xn, q, kk, v, iq_raw, iq, ik, gate, attn_g;
+
+  // One QSA layer (index li among the QSA layers) of the planned forward (runner_layer.cpp).
+  void qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner);
+  void attend_staged(int li, const ForwardPlan& p, qsa::Rows r, RunnerStats& st);
+  void stand_in_mlp(int rows);
+};
+
+}  // namespace kvtier::runner

@@ -1,0 +1,179 @@
+// One QSA layer of a planned forward, per placement (see qsa_runner.hpp for the rules).
+#include <algorithm>
+
+#include "cuda/kernels.hpp"
+#include "cuda/runner/ops.hpp"
+#include "cuda/runner/runner_impl.hpp"
+#include "cuda/runner/tier_ops.hpp"
+
+namespace kvtier::runner {
+
+void QsaRunner::Impl::stand_in_mlp(int rows) {
+  const int H = g.hidden_size;
+  const int W = c.stand_in_width;
+  rms_norm(hidden.get(), mlp_norm.get(), rows, H, c.norm_eps, xn.get(), s);
+  gemm.bf16_out(xn.get(), mlp_gate.get(), rows, H, W, mlp_a.get());
+  gemm.bf16_out(xn.get(), mlp_up.get(), rows, H, W, mlp_b.get());
+  silu_mul(mlp_a.get(), mlp_b.get(), std::int64_t{rows} * W, mlp_a.get(), s);
+  gemm.f32_out(mlp_a.get(), mlp_down.get(), rows, W, H, hidden.get(), true);
+}
+
+void QsaRunner::Impl::attend_staged(int li, const ForwardPlan& p, qsa::Rows r, RunnerStats& st) {
+  const PagedKv& store = *kv;
+  const std::int64_t wp = store.window_pages();
+  const qsa::PageTable wt{wtable.get(), stride, static_cast<std::int32_t>(wp)};
+  qsa::fold_reset(o.get(), lse.get(), p.rows, g.q_heads, s);
+  for (const auto& row : p.trace.rows) {
+    const int rq = static_cast<int>(row.request);
+    const std::int64_t pages = g.pages_for_context(row.position + row.count);
+    for (std::int64_t p0 = 0; p0 < pages; p0 += wp) {
+      const std::int64_t p1 = std::min(pages, p0 + wp);
+      store.stage(li, tables.get() + rq * stride + p0, p1 - p0, s);
+      window_table(R, stride, rq, p0, p1, wtable.get(), s);
+      window_tokens(sel.get(), width, req.get(), p.rows, rq, p0 * g.page_size, p1 * g.page_size,
+                    sel_w.get(), s);
+      qsa::attend(q.get(), g.q_heads, r, sel_w.get(), width, store.window_banks(), wt, p.splits,
+                  work.get(), o_w.get(), lse_w.get(), s);
+      qsa::fold(o.get(), lse.get(), o_w.get(), lse_w.get(), p.rows, g.q_heads, s);
+      st.staged_bytes += (p1 - p0) * store.layout().layer_page_bytes();
+      ++st.staged_windows;
+    }
+  }
+}
+
+void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) {
+  LayerWeights& l = layers[static_cast<std::size_t>(li)];
+  RunnerStats& st = owner.stats_;
+  const int rows = p.rows;
+  const int H = g.hidden_size;
+  const qsa::Rows r{req.get(), rpos.get(), rows};
+  const qsa::Forward f{fwd.get(), fwd.get() + R, fwd.get() + 2 * R, R};
+  rms_norm(hidden.get(), l.input_norm.get(), rows, H, c.norm_eps, xn.get(), s);
+  gemm.bf16_out(xn.get(), l.q.get(), rows, H, qd, q.get());
+  gemm.bf16_out(xn.get(), l.k.get(), rows, H, kvd, kk.get());
+  gemm.bf16_out(xn.get(), l.v.get(), rows, H, kvd, v.get());
+  gemm.bf16_out(xn.get(), l.iq.get(), rows, H, iqd, iq_raw.get());
+  gemm.bf16_out(xn.get(), l.ik.get(), rows, H, ikd, ik.get());
+  gemm.bf16_out(xn.get(), l.gate.get(), rows, H, qd, gate.get());
+  qsa::rope_inplace(q.get(), g.q_heads, g.head_dim, r, rope, s);
+  qsa::rope_inplace(kk.get(), g.kv_heads, g.head_dim, r, rope, s);
+  qsa::index_queries(iq_raw.get(), l.iq_norm.get(), g.index_q_heads, c.norm_eps, r, rope, iq.get(),
+                     s);
+  qsa::compress(ik.get(), r, f, l.ik_norm.get(), c.norm_eps, rope, l.ring.get(), l.slab.get(),
+                slab_stride, s);
+  qsa::index_scores(iq.get(), g.index_q_heads, r, l.slab.get(), slab_stride, logits_idx.get(),
+                    slab_stride, p.max_blocks, s);
+  qsa::topk(logits_idx.get(), slab_stride, nullptr, r, g.compress_ratio, k, blocks.get(),
+            topk_work.get(), p.max_blocks, s);
+  qsa::expand(blocks.get(), k, r, g.compress_ratio, sel.get(), width, s);
+
+  // The trace row selections: each request's rows' union (or the row itself).
+  const std::int32_t* row_sel = blocks.get();
+  int nb = k;
+  const bool mirror = c.placement == Placement::mirror;
+  if ((mirror || recorder != nullptr) && p.union_needed) {
+    union_selections(blocks.get(), k, rows, group_of_row.get(), p.trows, p.max_blocks, bitmap.get(),
+                     lists.get(), p.max_blocks, counts.get(), s);
+    row_sel = lists.get();
+    nb = static_cast<int>(p.max_blocks);
+  }
+  if (recorder != nullptr) {
+    std::vector<std::int32_t> h(static_cast<std::size_t>(p.trows) * nb);
+    KVT_CUDA_CHECK(cudaMemcpyAsync(h.data(), row_sel, h.size() * 4, cudaMemcpyDeviceToHost, s));
+    KVT_CUDA_CHECK(cudaStreamSynchronize(s));
+    for (int t = 0; t < p.trows; ++t) {
+      auto& out = recorded[static_cast<std::size_t>(li) * p.trows + t];
+      out.clear();
+      for (int i = 0; i < nb; ++i) {
+        const std::int32_t b = h[static_cast<std::size_t>(t) * nb + i];
+        if (b >= 0) out.push_back(b);
+      }
+    }
+  }
+  if (owner.probe_pos_ >= 0) {
+    for (int i = 0; i < rows; ++i) {
+      if (p.row_req[static_cast<std::size_t>(i)] != 0 ||
+          p.row_pos[static_cast<std::size_t>(i)] != owner.probe_pos_)
+        continue;
+      std::vector<std::uint16_t> b(static_cast<std::size_t>(kvd));
+      KVT_CUDA_CHECK(cudaMemcpyAsync(b.data(), v.get() + std::int64_t{i} * kvd, b.size() * 2,
+                                     cudaMemcpyDeviceToHost, s));
+      KVT_CUDA_CHECK(cudaStreamSynchronize(s));
+      auto& pv = owner.probe_v_[static_cast<std::size_t>(li)];
+      pv.resize(b.size());
+      for (std::size_t j = 0; j < b.size(); ++j)
+        pv[j] = weights::bf16_to_float(b[j]);
+    }
+  }
+
+  PagedKv& store = *kv;
+  const qsa::KvBanks logical = store.logical_banks(li);
+  const qsa::PageTable logical_table{tables.get(), stride, store.logical_dummy()};
+  if (mirror) {
+    cuda::MirrorEngine& m = store.mirror();
+    DeviceCounters* dc = counters.get();
+    cuda::CompactParams cp{row_sel,
+                           trow_pos.get(),
+                           trow_tables.get(),
+                           trow_len.get(),
+                           query.get() + p.writes,
+                           &dc->dropped,
+                           &dc->bad_rows,
+                           p.trows,
+                           nb,
+                           static_cast<int>(stride),
+                           p.width_pages,
+                           g.compress_ratio,
+                           g.page_size};
+    cuda::launch_compact(cp, s);
+    cuda::launch_set_step(m.step(), (p.step_base + li) * 2 + 1, s);
+    m.ensure_async(li, query.get(), p.writes + p.trows * p.width_pages, s);
+    cuda::launch_accumulate(m.result(), dc->ensure, s);
+    // Writes go to the host bank and to the slot of every resident page (all written pages
+    // are: they head the query); reads go through the core's translate.
+    const std::int32_t* slot_of_page = m.device_view(li).slot_of_page;
+    resident_slots(tables.get(), R * stride, slot_of_page, store.config().num_pages,
+                   store_tbl.get(), s);
+    qsa::store_kv(kk.get(), v.get(), r, logical, logical_table, store.pool_banks(li),
+                  qsa::PageTable{store_tbl.get(), stride, store.pool_dummy()}, s);
+    if (p.decode) {
+      cuda::TranslateParams tp{tables.get(),
+                               phys.get(),
+                               slot_of_page,
+                               &dc->unselected,
+                               store.config().num_pages,
+                               store.pool_dummy(),
+                               static_cast<int>(R * stride)};
+      cuda::launch_translate(tp, s);
+      qsa::attend(q.get(), g.q_heads, r, sel.get(), width, store.pool_banks(li),
+                  qsa::PageTable{phys.get(), stride, store.pool_dummy()}, p.splits, work.get(),
+                  o.get(), nullptr, s);
+    }
+  } else {
+    qsa::store_kv(kk.get(), v.get(), r, logical, logical_table, qsa::KvBanks{}, qsa::PageTable{},
+                  s);
+  }
+  const bool pool_read = c.placement == Placement::device || (mirror && p.decode);
+  if (!pool_read) {
+    if (p.staged) {
+      attend_staged(li, p, r, st);
+    } else {
+      qsa::attend(q.get(), g.q_heads, r, sel.get(), width, logical, logical_table, p.splits,
+                  work.get(), o.get(), nullptr, s);
+    }
+  } else if (c.placement == Placement::device) {
+    qsa::attend(q.get(), g.q_heads, r, sel.get(), width, logical, logical_table, p.splits,
+                work.get(), o.get(), nullptr, s);
+  }
+  if (owner.probe_pos_ >= 0) {
+    auto& a = owner.last_attn_[static_cast<std::size_t>(li)];
+    a.resize(static_cast<std::size_t>(qd));
+    KVT_CUDA_CHECK(cudaMemcpyAsync(a.data(), o.get() + std::int64_t{rows - 1} * qd, a.size() * 4,
+                                   cudaMemcpyDeviceToHost, s));
+  }
+  gate_mul(o.get(), gate.get(), std::int64_t{rows} * qd, attn_g.get(), s);
+  gemm.f32_out(attn_g.get(), l.o.get(), rows, qd, H, hidden.get(), true);
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
+}
+
+}  // namespace kvtier::runner

@@ -1,0 +1,382 @@
+// A forward of the batch: the host plans it (trace description, page tables, select width,
+// staging), the layers run (runner_layer.cpp), the LM head picks each request's next token.
+// Also generate(), fill() and close().
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "cuda/kernels.hpp"
+#include "cuda/runner/ops.hpp"
+#include "cuda/runner/runner_impl.hpp"
+#include "cuda/runner/tier_ops.hpp"
+#include "model/config_error.hpp"
+
+namespace kvtier::runner {
+
+namespace {
+
+template <class T>
+void upload(DeviceArray<T>& d, const std::vector<T>& v, cudaStream_t s) {
+  if (v.size() > d.size()) throw std::logic_error("runner: staging buffer too small");
+  if (!v.empty())
+    KVT_CUDA_CHECK(
+        cudaMemcpyAsync(d.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, s));
+}
+
+// Tokens a row at `pos` attends: its chosen blocks' tokens and the open group's causal tail.
+std::int64_t attended_tokens(std::int64_t pos, int ratio, int k) {
+  const std::int64_t visible = (pos + 1) / ratio;
+  return std::min<std::int64_t>(k, visible) * ratio + (pos + 1 - visible * ratio);
+}
+
+}  // namespace
+
+std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch) {
+  Impl& m = *impl_;
+  const Geometry& g = m.g;
+  if (batch.empty()) throw ConfigError("runner: a forward needs at least one request");
+  std::set<int> seen;
+  int rows = 0;
+  for (const auto& rr : batch) {
+    if (rr.request < 0 || rr.request >= m.R)
+      throw ConfigError("runner: request " + std::to_string(rr.request) + " outside 0.." +
+                        std::to_string(m.R - 1));
+    if (!seen.insert(rr.request).second)
+      throw ConfigError("runner: request " + std::to_string(rr.request) + " twice in a forward");
+    if (rr.tokens.empty()) throw ConfigError("runner: a request row without tokens");
+    for (std::int32_t t : rr.tokens)
+      if (t < 0 || t >= m.vocab)
+        throw ConfigError("runner: token " + std::to_string(t) + " outside the vocabulary");
+    const auto i = static_cast<std::size_t>(rr.request);
+    if (m.opened[i] && m.pos[i] + static_cast<std::int64_t>(rr.tokens.size()) > m.c.max_context)
+      throw ConfigError("runner: request " + std::to_string(rr.request) +
+                        " would pass the context of " + std::to_string(m.c.max_context));
+    rows += static_cast<int>(rr.tokens.size());
+  }
+  if (rows > m.c.max_rows)
+    throw ConfigError("runner: a forward takes at most " + std::to_string(m.c.max_rows) +
+                      " rows, got " + std::to_string(rows));
+  for (const auto& rr : batch)
+    if (!m.opened[static_cast<std::size_t>(rr.request)]) open(rr.request, 0);
+
+  // --- plan: the trace description of the forward, the page tables, the query rows
+  ForwardPlan p;
+  p.rows = rows;
+  p.trows = static_cast<int>(batch.size());
+  p.decode = true;
+  p.step_base = m.forwards * m.L;
+  std::vector<std::int32_t> tokens, fwd(static_cast<std::size_t>(3 * m.R), 0), group, last_idx;
+  for (int t = 0; t < p.trows; ++t) {
+    const auto& rr = batch[static_cast<std::size_t>(t)];
+    const auto i = static_cast<std::size_t>(rr.request);
+    const auto count = static_cast<std::int32_t>(rr.tokens.size());
+    traces::ForwardRow row;
+    row.request = rr.request;
+    row.position = m.pos[i];
+    row.count = count;
+    row.kind =
+        count > 1 || m.pos[i] < m.prompt[i] ? traces::RowKind::prefill : traces::RowKind::decode;
+    p.trace.rows.push_back(row);
+    p.decode = p.decode && count == 1;
+    fwd[i] = static_cast<std::int32_t>(tokens.size());
+    fwd[static_cast<std::size_t>(m.R) + i] = count;
+    fwd[static_cast<std::size_t>(2 * m.R) + i] = static_cast<std::int32_t>(m.pos[i]);
+    for (std::int32_t j = 0; j < count; ++j) {
+      p.row_req.push_back(rr.request);
+      p.row_pos.push_back(static_cast<std::int32_t>(m.pos[i] + j));
+      group.push_back(t);
+    }
+    tokens.insert(tokens.end(), rr.tokens.begin(), rr.tokens.end());
+    last_idx.push_back(static_cast<std::int32_t>(tokens.size()) - 1);
+    p.max_blocks = std::max<std::int64_t>(p.max_blocks, (m.pos[i] + count) / g.compress_ratio);
+  }
+  p.union_needed = !p.decode;
+  p.splits = m.c.splits > 0 ? m.c.splits : qsa::attend_default_splits(rows, g.kv_heads, m.width);
+  m.fe->prepare(p.trace);  // grows the page tables (throws when the page space is full)
+  std::vector<std::int32_t> tables(static_cast<std::size_t>(m.R * m.stride), kNoPage);
+  for (int r = 0; r < m.R; ++r) {
+    if (!m.opened[static_cast<std::size_t>(r)]) continue;
+    const auto t = m.fe->table(r);
+    std::copy(t.begin(), t.end(), tables.begin() + r * m.stride);
+  }
+  std::vector<PageId> trow_tables(static_cast<std::size_t>(p.trows * m.stride), kNoPage);
+  std::vector<std::int64_t> trow_len(static_cast<std::size_t>(p.trows)),
+      trow_pos(static_cast<std::size_t>(p.trows));
+  for (int t = 0; t < p.trows; ++t) {
+    const auto& row = p.trace.rows[static_cast<std::size_t>(t)];
+    const auto tb = m.fe->table(row.request);
+    std::copy(tb.begin(), tb.end(), trow_tables.begin() + t * m.stride);
+    trow_len[static_cast<std::size_t>(t)] = static_cast<std::int64_t>(tb.size());
+    trow_pos[static_cast<std::size_t>(t)] = row.position + row.count - 1;
+  }
+  const bool mirror = m.c.placement == Placement::mirror;
+  if (mirror) {
+    p.width_pages = m.fe->row_width(p.trows, m.c.pool_pages);
+    p.writes = m.fe->write_pages();
+    const auto w = m.fe->writes();
+    KVT_CUDA_CHECK(cudaMemcpyAsync(m.query.get(), w.data(), w.size() * sizeof(PageId),
+                                   cudaMemcpyHostToDevice, m.s));
+  }
+  if (m.c.placement != Placement::device && !p.decode) {
+    for (const auto& row : p.trace.rows)
+      if (std::int64_t{row.count} * m.width > row.position + row.count) p.staged = true;
+  }
+  upload(m.tokens, tokens, m.s);
+  upload(m.req, p.row_req, m.s);
+  upload(m.rpos, p.row_pos, m.s);
+  upload(m.fwd, fwd, m.s);
+  upload(m.tables, tables, m.s);
+  upload(m.group_of_row, group, m.s);
+  upload(m.last_idx, last_idx, m.s);
+  upload(m.trow_tables, trow_tables, m.s);
+  upload(m.trow_len, trow_len, m.s);
+  upload(m.trow_pos, trow_pos, m.s);
+  KVT_CUDA_CHECK(cudaMemsetAsync(m.counters.get(), 0, sizeof(DeviceCounters), m.s));
+  if (m.recorder != nullptr) m.recorded.assign(static_cast<std::size_t>(m.L * p.trows), {});
+
+  // --- the layers
+  const auto t0 = std::chrono::steady_clock::now();
+  const int H = g.hidden_size;
+  embed(m.embed.get(), m.tokens.get(), rows, H, m.hidden.get(), m.s);
+  int li = 0;
+  for (int id = 0; id < g.total_layers; ++id) {
+    const bool is_qsa = li < m.L && g.qsa_layer_ids[static_cast<std::size_t>(li)] == id;
+    if (!is_qsa) {
+      if (m.c.stand_in_width > 0) m.stand_in_mlp(rows);
+      continue;
+    }
+    m.qsa_layer(li, p, *this);
+    if (capture_) {
+      auto& out = captured_[static_cast<std::size_t>(li)];
+      const std::size_t at = out.size();
+      out.resize(at + static_cast<std::size_t>(rows) * H);
+      KVT_CUDA_CHECK(cudaMemcpyAsync(out.data() + at, m.hidden.get(),
+                                     static_cast<std::size_t>(rows) * H * 4, cudaMemcpyDeviceToHost,
+                                     m.s));
+      KVT_CUDA_CHECK(cudaStreamSynchronize(m.s));
+    }
+    ++li;
+  }
+  // --- each request's last row: final norm, LM head, greedy pick
+  const int V = static_cast<int>(m.vocab);
+  gather_rows(m.hidden.get(), m.last_idx.get(), p.trows, H, m.last_hidden.get(), m.s);
+  rms_norm(m.last_hidden.get(), m.final_norm.get(), p.trows, H, m.c.norm_eps, m.xn.get(), m.s);
+  m.gemm.f32_out(m.xn.get(), m.lm_head.get(), p.trows, H, V, m.logits_vocab.get(), false);
+  argmax(m.logits_vocab.get(), p.trows, V, m.argmax_out.get(), m.s);
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
+  std::vector<std::int32_t> next(static_cast<std::size_t>(p.trows));
+  KVT_CUDA_CHECK(cudaMemcpyAsync(next.data(), m.argmax_out.get(), next.size() * 4,
+                                 cudaMemcpyDeviceToHost, m.s));
+  DeviceCounters dc{};
+  KVT_CUDA_CHECK(cudaMemcpyAsync(&dc, m.counters.get(), sizeof dc, cudaMemcpyDeviceToHost, m.s));
+  if (capture_) {
+    last_logits_.resize(static_cast<std::size_t>(V));
+    KVT_CUDA_CHECK(cudaMemcpyAsync(last_logits_.data(),
+                                   m.logits_vocab.get() + std::int64_t{p.trows - 1} * V,
+                                   static_cast<std::size_t>(V) * 4, cudaMemcpyDeviceToHost, m.s));
+  }
+  KVT_CUDA_CHECK(cudaStreamSynchronize(m.s));
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (mirror) {
+    const cuda::MirrorEngine::Counters ec = m.kv->mirror().read_counters();
+    if (ec.ensure_errors != 0 || dc.bad_rows != 0 || dc.missing != 0)
+      throw std::runtime_error("runner: residency failed on the device (ensure errors " +
+                               std::to_string(ec.ensure_errors) + ", bad rows " +
+                               std::to_string(dc.bad_rows) + ", non-resident reads " +
+                               std::to_string(dc.missing) + ")");
+  }
+
+  // --- statistics and the trace record
+  RunnerStats& st = stats_;
+  ++st.forwards;
+  const PageLayout& lay = m.kv->layout();
+  const std::int64_t token_bytes = lay.layer_page_bytes() / lay.page_size;
+  for (const auto& row : p.trace.rows)
+    (row.kind == traces::RowKind::decode ? st.decode_tokens : st.prefill_tokens) += row.count;
+  (p.decode ? st.decode_ms : st.prefill_ms) += ms;
+  st.hits += dc.ensure[0];
+  st.misses += dc.ensure[1];
+  st.evictions += dc.ensure[2];
+  st.drops += dc.dropped;
+  st.miss_copy_bytes += dc.ensure[1] * lay.layer_page_bytes();
+  if (m.c.placement != Placement::device) st.write_through_bytes += rows * token_bytes * m.L;
+  const bool in_place =
+      m.c.placement == Placement::host ? !p.staged : (mirror && !p.decode && !p.staged);
+  if (in_place) {
+    for (int i = 0; i < rows; ++i)
+      st.in_place_bytes +=
+          attended_tokens(p.row_pos[static_cast<std::size_t>(i)], g.compress_ratio, m.k) *
+          token_bytes * m.L;
+  }
+  if (m.recorder != nullptr) {
+    for (const auto& row : p.trace.rows) {
+      const auto i = static_cast<std::size_t>(row.request);
+      if (!m.begun[i]) m.recorder->write(traces::RequestBegin{row.request, m.prompt[i], 0, 0});
+      m.begun[i] = true;
+    }
+    p.trace.layers = m.L;
+    p.trace.offsets.assign(1, 0);
+    for (const auto& sel : m.recorded) {
+      p.trace.ids.insert(p.trace.ids.end(), sel.begin(), sel.end());
+      p.trace.offsets.push_back(static_cast<std::int64_t>(p.trace.ids.size()));
+    }
+    m.recorder->write(p.trace);
+  }
+  for (const auto& rr : batch)
+    m.pos[static_cast<std::size_t>(rr.request)] += static_cast<std::int64_t>(rr.tokens.size());
+  ++m.forwards;
+  return next;
+}
+
+std::int32_t QsaRunner::forward(const std::vector<std::int32_t>& tokens) {
+  return step({RequestRows{0, tokens}})[0];
+}
+
+std::vector<std::vector<std::int32_t>> QsaRunner::generate(
+    const std::vector<std::vector<std::int32_t>>& prompts, int chunk, int decode,
+    const std::function<void(std::int64_t, std::int64_t)>& on_forward) {
+  Impl& m = *impl_;
+  const int n = static_cast<int>(prompts.size());
+  if (n < 1 || n > m.R)
+    throw ConfigError("runner: 1.." + std::to_string(m.R) + " prompts, got " + std::to_string(n));
+  if (chunk < 1) throw ConfigError("runner: the prefill chunk must be positive");
+  if (std::int64_t{chunk} * n > m.c.max_rows)
+    throw ConfigError("runner: " + std::to_string(n) + " requests x chunk " +
+                      std::to_string(chunk) + " rows exceed the forward's " +
+                      std::to_string(m.c.max_rows) + " rows");
+  if (decode < 0) throw ConfigError("runner: decode steps must be >= 0");
+  for (int r = 0; r < n; ++r) {
+    const auto& pr = prompts[static_cast<std::size_t>(r)];
+    if (pr.empty()) throw ConfigError("runner: empty prompt for request " + std::to_string(r));
+    const auto i = static_cast<std::size_t>(r);
+    const std::int64_t base = m.opened[i] ? m.pos[i] : 0;
+    if (base + static_cast<std::int64_t>(pr.size()) + decode > m.c.max_context + 1)
+      throw ConfigError("runner: request " + std::to_string(r) + " needs " +
+                        std::to_string(base + static_cast<std::int64_t>(pr.size()) + decode - 1) +
+                        " positions, the context holds " + std::to_string(m.c.max_context));
+    if (!m.opened[i]) open(r, static_cast<std::int64_t>(pr.size()));
+  }
+  std::vector<std::int32_t> next(static_cast<std::size_t>(n), 0);
+  std::vector<std::size_t> done(static_cast<std::size_t>(n), 0);
+  std::int64_t total = 0, sofar = 0;
+  for (const auto& pr : prompts)
+    total += static_cast<std::int64_t>(pr.size());
+  for (;;) {
+    std::vector<RequestRows> batch;
+    for (int r = 0; r < n; ++r) {
+      const auto& pr = prompts[static_cast<std::size_t>(r)];
+      const std::size_t b = done[static_cast<std::size_t>(r)];
+      if (b >= pr.size()) continue;
+      const std::size_t e = std::min(pr.size(), b + static_cast<std::size_t>(chunk));
+      batch.push_back({r, std::vector<std::int32_t>(pr.begin() + static_cast<std::ptrdiff_t>(b),
+                                                    pr.begin() + static_cast<std::ptrdiff_t>(e))});
+      done[static_cast<std::size_t>(r)] = e;
+    }
+    if (batch.empty()) break;
+    const auto out = step(batch);
+    for (std::size_t j = 0; j < batch.size(); ++j) {
+      next[static_cast<std::size_t>(batch[j].request)] = out[j];
+      sofar += static_cast<std::int64_t>(batch[j].tokens.size());
+    }
+    if (on_forward) on_forward(sofar, total);
+  }
+  std::vector<std::vector<std::int32_t>> decoded(static_cast<std::size_t>(n));
+  for (int d = 0; d < decode; ++d) {
+    std::vector<RequestRows> batch;
+    for (int r = 0; r < n; ++r) {
+      decoded[static_cast<std::size_t>(r)].push_back(next[static_cast<std::size_t>(r)]);
+      batch.push_back({r, {next[static_cast<std::size_t>(r)]}});
+    }
+    if (d + 1 == decode) break;
+    const auto out = step(batch);
+    for (int r = 0; r < n; ++r)
+      next[static_cast<std::size_t>(r)] = out[static_cast<std::size_t>(r)];
+  }
+  return decoded;
+}
+
+std::vector<std::int32_t> QsaRunner::generate(const std::vector<std::int32_t>& prompt, int chunk,
+                                              int decode) {
+  return generate(std::vector<std::vector<std::int32_t>>{prompt}, chunk, decode)[0];
+}
+
+void QsaRunner::fill(std::int64_t depth) {
+  Impl& m = *impl_;
+  const Geometry& g = m.g;
+  if (m.forwards != 0 || stats_.filled_tokens != 0)
+    throw ConfigError("runner: fill comes before any forward");
+  if (m.recorder != nullptr)
+    throw ConfigError("runner: a filled context has no trace (fill writes no forwards)");
+  if (depth < 1 || depth >= m.c.max_context)
+    throw ConfigError("runner: the fill depth must be 1.." + std::to_string(m.c.max_context - 1) +
+                      " (the context holds " + std::to_string(m.c.max_context) + ")");
+  traces::Forward all;
+  for (int r = 0; r < m.R; ++r) {
+    if (!m.opened[static_cast<std::size_t>(r)]) open(r, depth);
+    all.rows.push_back(
+        {static_cast<RequestId>(r), 0, static_cast<std::int32_t>(depth), traces::RowKind::prefill});
+  }
+  m.fe->prepare(all);  // the page tables of [0, depth)
+  std::vector<std::int32_t> tables(static_cast<std::size_t>(m.R * m.stride), kNoPage);
+  for (int r = 0; r < m.R; ++r) {
+    const auto t = m.fe->table(r);
+    std::copy(t.begin(), t.end(), tables.begin() + r * m.stride);
+  }
+  upload(m.tables, tables, m.s);
+  const qsa::PageTable table{m.tables.get(), m.stride, m.kv->logical_dummy()};
+  const int chunk = m.c.max_rows;
+  for (int li = 0; li < m.L; ++li) {
+    LayerWeights& l = m.layers[static_cast<std::size_t>(li)];
+    const qsa::KvBanks banks = m.kv->logical_banks(li);
+    for (int r = 0; r < m.R; ++r) {
+      const std::uint64_t salt = (static_cast<std::uint64_t>(li) << 40) ^
+                                 (static_cast<std::uint64_t>(r) << 20) ^ 0xF111ull;
+      for (std::int64_t p0 = 0; p0 < depth; p0 += chunk) {
+        const int n = static_cast<int>(std::min<std::int64_t>(chunk, depth - p0));
+        hash_bf16(m.kk.get(), n, m.kvd, p0, salt + 1, 1.0f, m.s);
+        hash_bf16(m.v.get(), n, m.kvd, p0, salt + 2, 1.0f, m.s);
+        iota_i32(m.rpos.get(), n, static_cast<std::int32_t>(p0), m.s);
+        fill_i32(m.req.get(), n, r, m.s);
+        qsa::store_kv(m.kk.get(), m.v.get(), qsa::Rows{m.req.get(), m.rpos.get(), n}, banks, table,
+                      qsa::KvBanks{}, qsa::PageTable{}, m.s);
+      }
+      // Index keys: the closed groups' slab rows, the open group's raw keys in the ring.
+      const std::int64_t closed = depth / g.compress_ratio;
+      hash_bf16(l.slab.get() + r * m.slab_stride * m.ikd, closed, m.ikd, 0, salt + 3, 1.7f, m.s);
+      const std::int64_t open_from = closed * g.compress_ratio;
+      for (std::int64_t q = open_from; q < depth; ++q)
+        hash_f32(l.ring.get() + (std::int64_t{r} * 4 + q % 4) * m.ikd, 1, m.ikd, q, salt + 4, 1.0f,
+                 m.s);
+    }
+  }
+  KVT_CUDA_CHECK(cudaStreamSynchronize(m.s));
+  for (int r = 0; r < m.R; ++r)
+    m.pos[static_cast<std::size_t>(r)] = depth;
+  stats_.filled_tokens += depth * m.R;
+}
+
+void QsaRunner::close() {
+  Impl& m = *impl_;
+  for (int r = 0; r < m.R; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    if (!m.opened[i]) continue;
+    const std::vector<PageId> freed = m.fe->end(traces::RequestEnd{static_cast<RequestId>(r)});
+    if (m.c.placement == Placement::mirror && !freed.empty()) {
+      DeviceArray<PageId> d(freed.size());
+      KVT_CUDA_CHECK(cudaMemcpyAsync(d.get(), freed.data(), freed.size() * sizeof(PageId),
+                                     cudaMemcpyHostToDevice, m.s));
+      for (int l = 0; l < m.L; ++l)
+        cuda::launch_release(m.kv->mirror().device_view(l), d.get(), static_cast<int>(freed.size()),
+                             m.s);
+      KVT_CUDA_CHECK(cudaStreamSynchronize(m.s));
+    }
+    if (m.recorder != nullptr && m.begun[i])
+      m.recorder->write(traces::RequestEnd{static_cast<RequestId>(r)});
+    m.opened[i] = false;
+    m.begun[i] = false;
+    m.pos[i] = 0;
+  }
+}
+
+}  // namespace kvtier::runner

@@ -1,0 +1,278 @@
+// The model runner's placements, batching, fp8, fill and trace recording on a small geometry
+// with the compiled head sizes (tests/runner/test_runner_gpu.cpp has the geometry's CPU
+// reference). Label gpu; skips without a device.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <sstream>
+
+#include "cuda/runner/qsa_runner.hpp"
+#include "cuda/trace_replay.hpp"
+#include "cuda/weights/synth.hpp"
+#include "model/capacity_error.hpp"
+#include "model/config_error.hpp"
+#include "sim/profiles.hpp"
+#include "sim/replay.hpp"
+#include "tests/weights/weights_test_util.hpp"
+#include "traces/trace_io.hpp"
+
+namespace kvtier::runner_test {
+namespace {
+
+using weights::test::TempDir;
+
+bool have_device() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+// hidden 256, 24 / 2 heads of 256, indexer 4 x 128, ratio 4, budget 64 tokens (16 blocks),
+// pages of 64, two QSA layers of four (the other two are stand-in slots).
+Geometry small_geometry() {
+  Geometry g;
+  g.total_layers = 4;
+  g.qsa_layer_ids = {1, 3};
+  g.hidden_size = 256;
+  g.q_heads = 24;
+  g.kv_heads = 2;
+  g.head_dim = 256;
+  g.rope_dims = 64;
+  g.rope_theta = 10000.0;
+  g.index_q_heads = 4;
+  g.index_kv_heads = 1;
+  g.index_head_dim = 128;
+  g.compress_ratio = 4;
+  g.select_budget = 64;
+  g.page_size = 64;
+  g.rope_max_positions = 65536;
+  g.validate();
+  return g;
+}
+
+constexpr std::int64_t kVocab = 64;
+
+std::vector<std::int32_t> random_tokens(std::uint64_t seed, int n) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int32_t> t(static_cast<std::size_t>(n));
+  for (auto& x : t)
+    x = static_cast<std::int32_t>(rng() % kVocab);
+  return t;
+}
+
+struct Weights {
+  TempDir dir{"runner-placements"};
+  std::string path;
+  std::unique_ptr<weights::SafetensorsFile> file;
+  explicit Weights(std::uint64_t seed) {
+    path = dir.file("w.safetensors");
+    weights::write_synthetic_weights(path, small_geometry(), kVocab, {seed, false});
+    file = std::make_unique<weights::SafetensorsFile>(path);
+  }
+};
+
+runner::RunnerConfig config(Placement p, std::int64_t pool = 0) {
+  runner::RunnerConfig c;
+  c.max_rows = 512;
+  c.max_requests = 3;
+  c.max_context = 2048;
+  c.placement = p;
+  c.pool_pages = pool;
+  return c;
+}
+
+struct RunOut {
+  std::vector<std::vector<std::int32_t>> tokens;
+  std::vector<float> logits;
+  runner::RunnerStats stats;
+};
+
+RunOut run(const Weights& w, const runner::RunnerConfig& c,
+           const std::vector<std::vector<std::int32_t>>& prompts, int chunk, int decode) {
+  runner::QsaRunner r(*w.file, small_geometry(), kVocab, c);
+  r.set_capture(true);
+  RunOut out;
+  out.tokens = r.generate(prompts, chunk, decode);
+  out.logits = r.last_logits();
+  out.stats = r.stats();
+  return out;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)
+    m = std::max(m, std::abs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+const std::vector<std::vector<std::int32_t>>& prompts() {
+  static const std::vector<std::vector<std::int32_t>> p = {
+      random_tokens(1, 1500), random_tokens(2, 700), random_tokens(3, 1100)};
+  return p;
+}
+
+// The three placements read the same bytes with the same kernel: the same tokens, and the
+// same logits bit for bit while the staging window holds the whole context.
+TEST(RunnerPlacements, SameTokensAndLogitsOnEveryPlacement) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Weights w(21);
+  const RunOut dev = run(w, config(Placement::device), prompts(), 256, 12);
+  const RunOut host = run(w, config(Placement::host), prompts(), 256, 12);
+  // Pool: the widest forward (3 rows x width + writes) must fit; 40 slots is 1/2 of the pages.
+  const RunOut mir = run(w, config(Placement::mirror, 40), prompts(), 256, 12);
+  EXPECT_EQ(dev.tokens, host.tokens);
+  EXPECT_EQ(dev.tokens, mir.tokens);
+  EXPECT_EQ(dev.logits, host.logits);
+  EXPECT_EQ(dev.logits, mir.logits);
+  EXPECT_GT(host.stats.staged_windows, 0);  // prefill chunks read through the window
+  EXPECT_GT(mir.stats.misses, 0);
+  EXPECT_GT(mir.stats.hits, 0);
+  EXPECT_GT(host.stats.in_place_bytes, 0);
+  EXPECT_EQ(dev.stats.decode_tokens, 3 * 11);
+  EXPECT_EQ(dev.stats.prefill_tokens, 1500 + 700 + 1100);
+  std::printf("mirror: hits %lld misses %lld evictions %lld drops %lld\n",
+              static_cast<long long>(mir.stats.hits), static_cast<long long>(mir.stats.misses),
+              static_cast<long long>(mir.stats.evictions), static_cast<long long>(mir.stats.drops));
+}
+
+// Several staging windows per request fold by log-sum-exp: the tokens stay, the logits move
+// only by fp32 rounding.
+TEST(RunnerPlacements, SmallStagingWindowsFoldToTheSameResult) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Weights w(22);
+  const RunOut dev = run(w, config(Placement::device), prompts(), 256, 6);
+  auto c = config(Placement::host);
+  c.staging_window_tokens = 192;  // 3 pages: up to 8 windows per request
+  const RunOut host = run(w, c, prompts(), 256, 6);
+  EXPECT_EQ(dev.tokens, host.tokens);
+  EXPECT_GT(host.stats.staged_windows, 3 * 2 * 6);
+  double scale = 0;
+  for (float x : dev.logits)
+    scale = std::max(scale, std::abs(static_cast<double>(x)));
+  EXPECT_LT(max_abs_diff(dev.logits, host.logits), 1e-3 * scale);
+}
+
+// A batch gives each request what it gets alone (the projections may round differently with
+// the batch's row count, so logits are compared loosely, tokens exactly).
+TEST(RunnerPlacements, BatchEqualsEachRequestAlone) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Weights w(23);
+  for (Placement p : {Placement::device, Placement::mirror}) {
+    const RunOut batch = run(w, config(p, 40), prompts(), 256, 8);
+    for (std::size_t r = 0; r < prompts().size(); ++r) {
+      const RunOut alone = run(w, config(p, 40), {prompts()[r]}, 256, 8);
+      EXPECT_EQ(alone.tokens[0], batch.tokens[r]) << "request " << r;
+    }
+  }
+}
+
+// fp8 pages run on every placement, agree across placements, and stay close to bf16.
+TEST(RunnerPlacements, Fp8RunsAndStaysClose) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Weights w(24);
+  const RunOut bf = run(w, config(Placement::device), prompts(), 256, 4);
+  std::vector<RunOut> f8;
+  for (Placement p : {Placement::device, Placement::host, Placement::mirror}) {
+    auto c = config(p, 40);
+    c.dtype = KvDtype::fp8;
+    f8.push_back(run(w, c, prompts(), 256, 4));
+  }
+  EXPECT_EQ(f8[0].tokens, f8[1].tokens);
+  EXPECT_EQ(f8[0].tokens, f8[2].tokens);
+  EXPECT_EQ(f8[0].logits, f8[2].logits);
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < bf.logits.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(f8[0].logits[i]));
+    num += std::pow(static_cast<double>(f8[0].logits[i]) - bf.logits[i], 2);
+    den += std::pow(static_cast<double>(bf.logits[i]), 2);
+  }
+  const double rel = std::sqrt(num / den);
+  std::printf("fp8 vs bf16: relative L2 difference of the last logits %.3e, max abs %.3e\n", rel,
+              max_abs_diff(f8[0].logits, bf.logits));
+  EXPECT_LT(rel, 0.1);
+}
+
+// A recorded trace replays in the simulator and on the GPU replay with the runner's own
+// residency decisions: the same hits, misses, evictions and drops.
+TEST(RunnerPlacements, RecordedTraceReplaysWithTheSameDecisions) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Weights w(25);
+  TempDir dir("runner-record");
+  const std::string trace = dir.file("run.ktr");
+  const std::int64_t pool = 40;
+  runner::RunnerStats stats;
+  {
+    runner::QsaRunner r(*w.file, small_geometry(), kVocab, config(Placement::mirror, pool));
+    auto writer = traces::TraceWriter::create(trace, r.trace_header("runner test"),
+                                              traces::TraceFormat::binary);
+    r.set_recorder(writer.get());
+    r.generate(prompts(), 256, 10);
+    r.close();
+    writer->close();
+    stats = r.stats();
+  }
+  const sim::TraceInput in = sim::file_trace(trace);
+  sim::SimConfig sc;
+  sc.placement = Placement::mirror;
+  sc.pool_slots = pool;
+  sc.check_memory = false;
+  std::ostringstream sim_decisions;
+  sc.decisions = &sim_decisions;
+  const sim::SimResult sr =
+      sim::simulate(in, sim::scan_trace(in), CostModel(sim::load_profile("h200-pcie5")), sc);
+  const sim::LayerStats t = sr.total();
+  EXPECT_EQ(t.hits, stats.hits);
+  EXPECT_EQ(t.misses, stats.misses);
+  EXPECT_EQ(t.evictions, stats.evictions);
+  EXPECT_EQ(t.drops, stats.drops);
+  EXPECT_GT(stats.evictions, 0);
+
+  cuda::ReplayConfig rc;
+  rc.placement = Placement::mirror;
+  rc.pool_pages = pool;
+  rc.verify = true;
+  std::ostringstream gpu_decisions;
+  rc.decisions = &gpu_decisions;
+  const cuda::ReplayResult rr = cuda::replay_trace(in, rc);
+  EXPECT_EQ(rr.decision_mismatches, 0) << rr.first_mismatch;
+  EXPECT_EQ(rr.total.hits, stats.hits);
+  EXPECT_EQ(rr.total.misses, stats.misses);
+  EXPECT_EQ(gpu_decisions.str(), sim_decisions.str());
+}
+
+// Decode at depth without a prefill: the same tokens on every placement.
+TEST(RunnerPlacements, FilledDepthDecodesAlikeOnEveryPlacement) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Weights w(26);
+  std::vector<std::vector<std::int32_t>> out;
+  for (Placement p : {Placement::device, Placement::host, Placement::mirror}) {
+    runner::QsaRunner r(*w.file, small_geometry(), kVocab, config(p, 40));
+    r.fill(1801);
+    EXPECT_EQ(r.position(2), 1801);
+    out.push_back(
+        r.generate({random_tokens(7, 1), random_tokens(8, 1), random_tokens(9, 1)}, 1, 6)[1]);
+    EXPECT_EQ(r.stats().filled_tokens, 3 * 1801);
+    EXPECT_THROW(r.fill(10), ConfigError);
+  }
+  EXPECT_EQ(out[0], out[1]);
+  EXPECT_EQ(out[0], out[2]);
+}
+
+TEST(RunnerPlacements, BadConfigurationsSayWhy) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Weights w(27);
+  EXPECT_THROW(runner::QsaRunner(*w.file, small_geometry(), kVocab, config(Placement::mirror, 0)),
+               ConfigError);
+  runner::QsaRunner tiny(*w.file, small_geometry(), kVocab, config(Placement::mirror, 3));
+  // Three prefill rows of 256 tokens write 12 pages: more than 3 slots.
+  EXPECT_THROW(tiny.generate(prompts(), 256, 1), ConfigError);
+  runner::QsaRunner r(*w.file, small_geometry(), kVocab, config(Placement::device));
+  EXPECT_THROW(r.step({{0, random_tokens(1, 513)}}), ConfigError);
+  EXPECT_THROW(r.step({{3, {1}}}), ConfigError);
+  EXPECT_THROW(r.step({{0, {1}}, {0, {2}}}), ConfigError);
+  EXPECT_THROW(r.step({{0, {static_cast<std::int32_t>(kVocab)}}}), ConfigError);
+}
+
+}  // namespace
+}  // namespace kvtier::runner_test
