@@ -337,12 +337,31 @@ int main(int argc, char** argv) {
     print_table();
     return 0;
   }
+  if (argc > 1 && std::string(argv[1]) == "quick") {  // the target figures, old against new
+    const std::vector<Variant> iv = {{"wmma (old)", {{"KVTIER_QSA_INDEX", "wmma"}}},
+                                     {"mma (16 blocks/step)", {{"KVTIER_QSA_INDEX", "mma"}}},
+                                     {"mma32 (default)", {}}};
+    bench_index(131072, 4096, iv);
+    bench_index(131072, 4096, iv);
+    bench_index(32768, 4096, {iv[0], iv[2]});
+    const std::vector<Variant> av = {
+        {"mma old launch", {{"KVTIER_QSA_ATTEND_GRID", "split"}, {"KVTIER_QSA_ATTEND_PDL", "0"}}},
+        {"mma default", {}},
+        {"mma default", {}, 4}};
+    bench_attend(16, false, false, av);
+    bench_attend(16, false, false, av);
+    bench_attend(1, false, false, {av[0], av[1]});
+    bench_attend(1, false, true, {{"mma_ld default", {}}});
+    bench_topk(1, 262144, 512, true);
+    print_table();
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "targets") {  // the figures that miss, with knobs
     const std::vector<Variant> index_variants = {
         {"wmma (old)", {{"KVTIER_QSA_INDEX", "wmma"}}},
         {"mma (16 blocks/step)", {{"KVTIER_QSA_INDEX", "mma"}}},
         {"mma chunk 8192", {{"KVTIER_QSA_INDEX", "mma"}, {"KVTIER_QSA_INDEX_CHUNK", "8192"}}},
-        {"mma32 (32 blocks/step)", {{"KVTIER_QSA_INDEX", "mma32"}}},
+        {"mma32 (32 blocks/step, default)", {}},
         {"mma32 chunk 4096", {{"KVTIER_QSA_INDEX", "mma32"}, {"KVTIER_QSA_INDEX_CHUNK", "4096"}}},
         {"mma32 chunk 8192", {{"KVTIER_QSA_INDEX", "mma32"}, {"KVTIER_QSA_INDEX_CHUNK", "8192"}}}};
     bench_index(131072, 4096, index_variants);

@@ -4,13 +4,15 @@
 // chunk of blocks. Each warp keeps the A fragments of its 16 rows x 4 heads x 128 dims in
 // registers for the whole chunk (loaded once); the slab rows stream through shared memory in
 // tiles of 64 blocks (cp.async, 4 stages, XOR-swizzled 16-byte chunks: conflict-free ldmatrix).
-// Per 16 blocks a warp runs 8 k-steps x 4 heads x 2 n-tiles of mma.sync m16n8k16 (bf16 in, fp32
-// accumulate), applies relu + the sum over heads (in head order, from 0.0f, then the scale: the
-// same operations and order as the WMMA kernel) and stores the fp32 scores as 16-byte rows after
-// one shuffle. Entries at or beyond a row's visible blocks are never written; 16-block groups
-// beyond the warp's rows' visibility are skipped (causal). CTAs whose rows span several
-// requests score on the CUDA cores.
+// Per 32 blocks a warp runs 8 k-steps x 4 heads x 4 n-tiles of mma.sync m16n8k16 (bf16 in, fp32
+// accumulate; 16 independent accumulators: 238 registers, no spill; 16 blocks per step,
+// KVTIER_QSA_INDEX=mma, ran 15 % slower on the H200), applies relu + the sum over heads (in head
+// order, from 0.0f, then the scale: the same operations and order as the WMMA kernel) and stores
+// the fp32 scores as 16-byte rows after one shuffle. Entries at or beyond a row's visible blocks
+// are never written; 16-block groups beyond the warp's rows' visibility are skipped (causal). CTAs
+// whose rows span several requests score on the CUDA cores.
 //
+// KVTIER_QSA_INDEX = mma32 (default) | mma | wmma selects a kernel for benchmarks and tests.
 // Older kernel (`index_wmma_kernel`, any head count; KVTIER_QSA_INDEX=wmma forces it): 64 x 64
 // tiles, WMMA 16x16x16 from padded shared memory, the Q tile reloaded per head.
 #include <mma.h>
@@ -347,8 +349,9 @@ IndexVariant index_variant() {
   return IndexVariant::automatic;
 }
 
-// Blocks per CTA of the tensor-core kernel: about two CTAs per SM over the whole grid (one CTA
-// fits an SM), in whole stages; KVTIER_QSA_INDEX_CHUNK (blocks) overrides it for benchmarks.
+// Blocks per CTA of the tensor-core kernel: about one wave (one CTA fits an SM) over the whole
+// grid, in whole stages; KVTIER_QSA_INDEX_CHUNK (blocks) overrides it for benchmarks. (H200, 4096
+// rows at 128k: chunks of 8192 / 4096 / 2048 / 1024 blocks ran 411-415 / 418-420 / 504 / 528 us.)
 std::int64_t mma_chunk(int row_tiles, std::int64_t max_blocks) {
   std::int64_t chunk = 0;
   if (const char* e = std::getenv("KVTIER_QSA_INDEX_CHUNK")) chunk = std::atoll(e);
@@ -357,7 +360,7 @@ std::int64_t mma_chunk(int row_tiles, std::int64_t max_blocks) {
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
       sms = 132;
-    const std::int64_t n_chunks = std::max<std::int64_t>(1, (2 * sms + row_tiles / 2) / row_tiles);
+    const std::int64_t n_chunks = std::max<std::int64_t>(1, (sms + row_tiles / 2) / row_tiles);
     chunk = (max_blocks + n_chunks - 1) / n_chunks;
   }
   return std::max<std::int64_t>(kSlabTile, (chunk + kSlabTile - 1) / kSlabTile * kSlabTile);
@@ -386,7 +389,7 @@ void index_scores(const std::uint16_t* iq, int heads, Rows rows, const std::uint
   const IndexParams p{iq, heads, rows, slab, slab_stride, logits, logit_stride};
   IndexVariant variant = index_variant();
   if (variant == IndexVariant::automatic || heads != kMmaHeads)
-    variant = heads == kMmaHeads ? IndexVariant::mma : IndexVariant::wmma;
+    variant = heads == kMmaHeads ? IndexVariant::mma32 : IndexVariant::wmma;
   if (variant == IndexVariant::mma || variant == IndexVariant::mma32) {
     const int row_tiles = (rows.count + kMmaRows - 1) / kMmaRows;
     const std::int64_t chunk = mma_chunk(row_tiles, max_blocks);

@@ -401,7 +401,7 @@ TEST(QsaGpu, FoldedWindowsEqualOnePass) {
 // request (tensor cores) and of several (CUDA cores); logit rows 16-byte aligned or not. Entries
 // at or beyond a row's visible blocks keep their poison. On a batch of one request the
 // tensor-core kernels (mma.sync with the queries in registers, and the older WMMA one) give the
-// same bits.
+// same bits (both step widths of the mma.sync kernel, and the older WMMA one).
 TEST(QsaGpu, IndexScoresMatchExactSums) {
   REQUIRE_GPU();
   const int heads = 4, dim = kIndexDim;
@@ -472,7 +472,7 @@ TEST(QsaGpu, IndexScoresMatchExactSums) {
   }
   // One request (the first 300 rows): both tensor-core kernels, same bits.
   std::vector<std::vector<float>> outs;
-  for (const char* v : {"mma", "wmma"}) {
+  for (const char* v : {"mma32", "mma", "wmma"}) {
     setenv("KVTIER_QSA_INDEX", v, 1);
     Buf<float> logits(static_cast<std::size_t>(300 * 328));
     index_scores(diq.get(), heads, Rows{dreq.get(), dpos.get(), 300}, dslab.get(), slab_stride,
@@ -482,6 +482,7 @@ TEST(QsaGpu, IndexScoresMatchExactSums) {
   }
   unsetenv("KVTIER_QSA_INDEX");
   EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 4), 0);
+  EXPECT_EQ(std::memcmp(outs[0].data(), outs[2].data(), outs[0].size() * 4), 0);
 }
 
 // top-k equals the reference set on random, tied, ragged, -inf and NaN inputs.
