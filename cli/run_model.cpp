@@ -123,6 +123,7 @@ int run_model(const std::vector<std::string>& args) {
       "--prompt-tokens, decode the query token last, report per QSA layer the cosine between "
       "its attention output and the needle's value")("record", po::value<std::string>(),
                                                      "write the indexer's selections as a trace")(
+      "no-graphs", "run decode forwards eagerly (default: replay a CUDA graph per shape)")(
       "seed", po::value<std::uint64_t>()->default_value(1), "seed of random prompts")(
       "json", "print JSON instead of tables");
   po::variables_map vm;
@@ -133,9 +134,7 @@ int run_model(const std::vector<std::string>& args) {
                      "[--record FILE] [--json]"))
     return 0;
 #if defined(KVTIER_WITH_CUDA) && defined(KVTIER_WITH_RUNNER)
-  const weights::SafetensorsFile file(vm["weights"].as<std::string>());
-  const Geometry g = weights::file_geometry(file);
-  const std::int64_t vocab = weights::file_vocab(file);
+  // The arguments first (cheap, before a weights file of gigabytes is opened).
   const bool prompt_file = vm.count("prompt") > 0;
   if (prompt_file == (vm.count("prompt-tokens") > 0))
     throw ConfigError("run: give --prompt-tokens N[,N...] or --prompt FILE (one of them)");
@@ -145,13 +144,34 @@ int run_model(const std::vector<std::string>& args) {
   const std::int64_t fill = vm["fill-depth"].as<long long>();
   if (fill < 0) throw ConfigError("--fill-depth: must be >= 0");
   if (fill > 0 && vm.count("record")) throw ConfigError("--record: a filled context has no trace");
+  const std::vector<std::int64_t> lengths =
+      prompt_file ? std::vector<std::int64_t>{}
+                  : parse_lengths(vm["prompt-tokens"].as<std::string>());
+  runner::RunnerConfig rc;
+  rc.placement = parse_placement(vm["placement"].as<std::string>(), "--placement");
+  rc.dtype = parse_kv_dtype(vm["kv-dtype"].as<std::string>(), "--kv-dtype");
+  rc.yarn = vm.count("yarn") > 0;
+  const int chunk = vm["chunk"].as<int>();
+  if (chunk < 1) throw ConfigError("--chunk: must be positive");
+  rc.pool_pages = vm["pool-pages"].as<long long>();
+  rc.host_pages = vm["host-pages"].as<long long>();
+  rc.staging_window_tokens = vm["window"].as<long long>();
+  rc.stand_in_width = vm["stand-in-width"].as<int>();
+  rc.graphs = vm.count("no-graphs") == 0;
+  if (rc.placement != Placement::mirror && rc.pool_pages != 0)
+    throw ConfigError("--pool-pages applies to placement mirror only");
+  if (rc.placement == Placement::mirror && rc.pool_pages < 1)
+    throw ConfigError("--placement mirror needs --pool-pages N (GPU slots per QSA layer)");
+
+  const weights::SafetensorsFile file(vm["weights"].as<std::string>());
+  const Geometry g = weights::file_geometry(file);
+  const std::int64_t vocab = weights::file_vocab(file);
   std::vector<std::vector<std::int32_t>> prompts;
   std::int64_t needle_pos = -1;
   std::optional<weights::NeedlePlan> plan;
   if (prompt_file) {
     prompts = read_prompts(vm["prompt"].as<std::string>(), vocab);
   } else {
-    const auto lengths = parse_lengths(vm["prompt-tokens"].as<std::string>());
     std::mt19937_64 rng(vm["seed"].as<std::uint64_t>());
     for (std::int64_t n : lengths) {
       std::vector<std::int32_t> p(static_cast<std::size_t>(n));
@@ -175,22 +195,10 @@ int run_model(const std::vector<std::string>& args) {
   for (const auto& p : prompts)
     longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(p.size()));
 
-  runner::RunnerConfig rc;
-  rc.placement = parse_placement(vm["placement"].as<std::string>(), "--placement");
-  rc.dtype = parse_kv_dtype(vm["kv-dtype"].as<std::string>(), "--kv-dtype");
-  rc.yarn = vm.count("yarn") > 0;
   rc.max_requests = static_cast<int>(prompts.size());
-  const int chunk = vm["chunk"].as<int>();
-  if (chunk < 1) throw ConfigError("--chunk: must be positive");
-  rc.max_rows = static_cast<int>(std::min<std::int64_t>(
-      std::int64_t{chunk} * rc.max_requests, std::max<std::int64_t>(longest, 1) * rc.max_requests));
+  const int rows_per_request = static_cast<int>(std::min<std::int64_t>(chunk, longest));
+  rc.max_rows = rows_per_request * rc.max_requests;
   rc.max_context = fill + longest + decode - 1;  // the last decoded token is not stored
-  rc.pool_pages = vm["pool-pages"].as<long long>();
-  rc.host_pages = vm["host-pages"].as<long long>();
-  rc.staging_window_tokens = vm["window"].as<long long>();
-  rc.stand_in_width = vm["stand-in-width"].as<int>();
-  if (rc.placement != Placement::mirror && rc.pool_pages != 0)
-    throw ConfigError("--pool-pages applies to placement mirror only");
 
   // The start-up budget of the pages (the foundation's memory_budget): refuses what cannot
   // fit before anything is allocated, saying the minimum.
@@ -208,7 +216,7 @@ int run_model(const std::vector<std::string>& args) {
       rc.host_pages > 0 ? rc.host_pages : g.pages_for_context(rc.max_context) * rc.max_requests;
   br.pool_slots = rc.pool_pages;
   br.batch_rows = rc.max_requests;
-  br.write_pages = rc.max_requests * static_cast<int>(g.pages_for_context(chunk) + 1);
+  br.write_pages = rc.max_requests * static_cast<int>(g.pages_for_context(rows_per_request) + 1);
   br.context_tokens = rc.max_context;
   br.staging_window_tokens = rc.staging_window_tokens;
   br.device_capacity_bytes = static_cast<std::int64_t>(free_b);
@@ -245,7 +253,7 @@ int run_model(const std::vector<std::string>& args) {
     const std::vector<std::int32_t> query{prompts[0].back()};
     prompts[0].pop_back();
     r.set_probe(needle_pos);
-    r.generate(prompts, chunk, 1, on_forward);
+    r.generate(prompts, rows_per_request, 1, on_forward);
     if (progress) progress->finish();
     std::vector<std::int32_t> toks{r.step({{0, query}})[0]};
     for (std::size_t l = 0; l < r.last_attention().size(); ++l)
@@ -256,7 +264,7 @@ int run_model(const std::vector<std::string>& args) {
       toks.push_back(r.step({{0, {toks.back()}}})[0]);
     out.push_back(toks);
   } else {
-    out = r.generate(prompts, chunk, decode, on_forward);
+    out = r.generate(prompts, rows_per_request, decode, on_forward);
     if (progress) progress->finish();
   }
   r.close();
@@ -268,6 +276,8 @@ int run_model(const std::vector<std::string>& args) {
   const std::int64_t decode_forwards = s.decode_tokens / rc.max_requests;
   const double ms_per_step =
       decode_forwards > 0 ? s.decode_ms / static_cast<double>(decode_forwards) : 0.0;
+  const double gpu_ms_per_step =
+      decode_forwards > 0 ? s.decode_gpu_ms / static_cast<double>(decode_forwards) : 0.0;
   const std::int64_t h2d = s.miss_copy_bytes + s.staged_bytes + s.in_place_bytes;
   if (vm.count("json")) {
     boost::json::array toks;
@@ -286,6 +296,9 @@ int run_model(const std::vector<std::string>& args) {
                           {"prefill_tokens_per_s", rate(s.prefill_tokens, s.prefill_ms)},
                           {"decode_tokens_per_s", rate(s.decode_tokens, s.decode_ms)},
                           {"decode_ms_per_step", ms_per_step},
+                          {"decode_gpu_ms", s.decode_gpu_ms},
+                          {"decode_gpu_ms_per_step", gpu_ms_per_step},
+                          {"graph_forwards", s.graph_forwards},
                           {"hits", s.hits},
                           {"misses", s.misses},
                           {"evictions", s.evictions},
@@ -324,7 +337,9 @@ int run_model(const std::vector<std::string>& args) {
                           " tokens/s"});
     t.add({"decode", fmt_int(s.decode_tokens) + " tokens in " + fmt_fixed(s.decode_ms, 1) +
                          " ms: " + fmt_fixed(rate(s.decode_tokens, s.decode_ms), 1) +
-                         " tokens/s, " + fmt_fixed(ms_per_step, 3) + " ms per step"});
+                         " tokens/s, " + fmt_fixed(ms_per_step, 3) + " ms per step (GPU " +
+                         fmt_fixed(gpu_ms_per_step, 3) + " ms; " + fmt_int(s.graph_forwards) +
+                         " steps from CUDA graphs)"});
     if (rc.placement == Placement::mirror) {
       t.add({"hits / misses / evictions",
              fmt_int(s.hits) + " / " + fmt_int(s.misses) + " / " + fmt_int(s.evictions)});

@@ -28,11 +28,27 @@ if [[ $WHAT == tests || $WHAT == all ]]; then
 fi
 if [[ $WHAT == figures || $WHAT == all ]]; then
   [[ -f $W ]] || "$D/kvtier" weights gen --vocab 1024 --needle --out "$W" >/dev/null
-  for p in device host; do
-    run "run-32k-$p" 120 "$D/kvtier" run --weights "$W" --prompt-tokens 32768 --decode 64 \
-      --chunk 4096 --placement "$p" --json
+  K=(--weights "$W" --json)
+  # decode at depth (written directly): 12 QSA layers, bf16, one request
+  for p in host device; do
+    run "decode-128k-$p" 120 "$D/kvtier" run "${K[@]}" --prompt-tokens 1 --fill-depth 131071 \
+      --decode 128 --placement "$p"
   done
-  run run-32k-mirror 120 "$D/kvtier" run --weights "$W" --prompt-tokens 32768 --decode 64 \
-    --chunk 4096 --placement mirror --pool-pages 64 --json
+  run decode-128k-mirror 120 "$D/kvtier" run "${K[@]}" --prompt-tokens 1 --fill-depth 131071 \
+    --decode 128 --placement mirror --pool-pages 256
+  run decode-128k-host-eager 120 "$D/kvtier" run "${K[@]}" --prompt-tokens 1 \
+    --fill-depth 131071 --decode 32 --placement host --no-graphs
+  for p in host device; do
+    run "decode-1m-$p" 180 "$D/kvtier" run "${K[@]}" --yarn --prompt-tokens 1 \
+      --fill-depth 1048574 --decode 64 --placement "$p"
+  done
+  # prefill of the QSA stack at 128k
+  for p in device host; do
+    run "prefill-128k-$p" 180 "$D/kvtier" run "${K[@]}" --prompt-tokens 131072 --decode 1 \
+      --chunk 4096 --placement "$p"
+  done
+  # the needle at 1,048,576 tokens with YaRN (device placement: prefill through HBM)
+  run needle-1m-yarn-device 420 "$D/kvtier" run "${K[@]}" --yarn --prompt-tokens 1048575 \
+    --needle-at 314159 --decode 2 --chunk 4096 --placement device
 fi
 printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"

@@ -7,6 +7,8 @@ namespace kvtier::runner {
 
 namespace {
 
+constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
+
 void check(cublasStatus_t st, const char* what) {
   if (st != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error(std::string("cuBLAS error ") + cublasGetStatusName(st) + " in " +
@@ -28,14 +30,20 @@ void gemm(cublasHandle_t h, const std::uint16_t* x, const std::uint16_t* w, int 
 
 Gemm::Gemm() {
   check(cublasCreate(&h_), "cublasCreate");
+  if (cudaMalloc(&workspace_, kWorkspaceBytes) != cudaSuccess)
+    throw std::runtime_error("cuBLAS workspace: cudaMalloc failed");
+  check(cublasSetWorkspace(h_, workspace_, kWorkspaceBytes), "cublasSetWorkspace");
 }
 
 Gemm::~Gemm() {
   if (h_) cublasDestroy(h_);
+  if (workspace_) cudaFree(workspace_);
 }
 
 void Gemm::set_stream(cudaStream_t s) {
   check(cublasSetStream(h_, s), "cublasSetStream");
+  // cublasSetStream resets the workspace to the default pool
+  check(cublasSetWorkspace(h_, workspace_, kWorkspaceBytes), "cublasSetWorkspace");
 }
 
 void Gemm::bf16_out(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, int out,

@@ -26,6 +26,7 @@ class Gemm {
 
  private:
   cublasHandle_t h_ = nullptr;
+  void* workspace_ = nullptr;  // fixed, so that captured forwards never allocate
 };
 
 }  // namespace kvtier::runner

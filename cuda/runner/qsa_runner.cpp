@@ -193,6 +193,9 @@ QsaRunner::QsaRunner(const weights::SafetensorsFile& file, const Geometry& g, st
   m.trow_tables = DeviceArray<PageId>(T);
   m.trow_len = DeviceArray<std::int64_t>(R);
   m.trow_pos = DeviceArray<std::int64_t>(R);
+  m.stamps = DeviceArray<std::int64_t>(static_cast<std::size_t>(m.L));
+  KVT_CUDA_CHECK(cudaEventCreate(&m.ev_a));
+  KVT_CUDA_CHECK(cudaEventCreate(&m.ev_b));
   m.query = DeviceArray<PageId>(static_cast<std::size_t>(std::max<std::int64_t>(1, c.pool_pages)));
   m.counters = DeviceArray<DeviceCounters>(1);
   m.hidden = DeviceArray<float>(MR * H);
@@ -236,6 +239,10 @@ QsaRunner::~QsaRunner() {
   if (!impl_) return;
   cudaStream_t s = impl_->s;
   if (s) cudaStreamSynchronize(s);
+  for (auto& [key, exec] : impl_->graphs)
+    cudaGraphExecDestroy(exec);
+  if (impl_->ev_a) cudaEventDestroy(impl_->ev_a);
+  if (impl_->ev_b) cudaEventDestroy(impl_->ev_b);
   impl_.reset();  // buffers and the cuBLAS handle go before the stream they were used on
   if (s) cudaStreamDestroy(s);
 }

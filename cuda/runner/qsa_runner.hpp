@@ -46,6 +46,9 @@ struct RunnerConfig {
   std::int64_t host_pages = 0;  // logical pages; 0: max_requests x the pages of max_context
   std::int64_t staging_window_tokens = 131072;  // host / mirror prefill
   int stand_in_width = 0;  // width of the stand-in gated MLP of every non-QSA layer; 0: off
+  // Decode forwards (one row per request) replay a CUDA graph of the whole forward, captured
+  // per shape on its second occurrence (not while capturing, probing or recording).
+  bool graphs = true;
 };
 
 // Counters since construction (or reset_stats). Byte counts are the K/V traffic of the
@@ -66,7 +69,9 @@ struct RunnerStats {
   std::int64_t staged_windows = 0;
   std::int64_t in_place_bytes = 0;
   std::int64_t write_through_bytes = 0;
-  std::int64_t filled_tokens = 0;  // positions written by fill() instead of prefill
+  std::int64_t filled_tokens = 0;   // positions written by fill() instead of prefill
+  std::int64_t graph_forwards = 0;  // decode forwards replayed from a CUDA graph
+  double decode_gpu_ms = 0;         // CUDA events around the decode forwards' GPU work
 };
 
 // Query rows of one request in one forward.

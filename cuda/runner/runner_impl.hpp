@@ -2,7 +2,9 @@
 // The state of a QsaRunner (qsa_runner.cpp: construction, batching, fill, recording;
 // runner_layer.cpp: one QSA layer of a forward, per placement). Private to cuda/runner.
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "cuda/cuda_check.hpp"
@@ -76,11 +78,19 @@ struct QsaRunner::Impl {
       sel_w, group_of_row, lists, counts, last_idx, argmax_out, topk_work;
   DeviceArray<std::uint32_t> bitmap;
   DeviceArray<PageId> trow_tables, query;
-  DeviceArray<std::int64_t> trow_len, trow_pos;
+  DeviceArray<std::int64_t> trow_len, trow_pos, stamps;
   DeviceArray<DeviceCounters> counters;
   DeviceArray<float> hidden, o, o_w, lse, lse_w, work, logits_idx, logits_vocab, last_hidden;
   DeviceArray<std::uint16_t> xn, q, kk, v, iq_raw, iq, ik, gate, attn_g;
 
+  // Decode graphs by shape (rows, width pages, writes, splits): seen once -> captured.
+  using GraphKey = std::tuple<int, int, int, int>;
+  std::map<GraphKey, int> graph_seen;
+  std::map<GraphKey, cudaGraphExec_t> graphs;
+  cudaEvent_t ev_a = nullptr, ev_b = nullptr;
+
+  // The GPU work of a planned forward: embedding, every layer, each request's LM head pick.
+  void forward_work(const ForwardPlan& p, QsaRunner& owner);
   // One QSA layer (index li among the QSA layers) of the planned forward (runner_layer.cpp).
   void qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner);
   void attend_staged(int li, const ForwardPlan& p, qsa::Rows r, RunnerStats& st);

@@ -126,7 +126,8 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
                            g.compress_ratio,
                            g.page_size};
     cuda::launch_compact(cp, s);
-    cuda::launch_set_step(m.step(), (p.step_base + li) * 2 + 1, s);
+    KVT_CUDA_CHECK(cudaMemcpyAsync(m.step(), stamps.get() + li, sizeof(std::int64_t),
+                                   cudaMemcpyDeviceToDevice, s));
     m.ensure_async(li, query.get(), p.writes + p.trows * p.width_pages, s);
     cuda::launch_accumulate(m.result(), dc->ensure, s);
     // Writes go to the host bank and to the slot of every resident page (all written pages

@@ -121,6 +121,11 @@ std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch)
     for (const auto& row : p.trace.rows)
       if (std::int64_t{row.count} * m.width > row.position + row.count) p.staged = true;
   }
+  std::vector<std::int64_t> stamps(static_cast<std::size_t>(m.L));
+  for (int l = 0; l < m.L; ++l)
+    stamps[static_cast<std::size_t>(l)] = (p.step_base + l) * 2 + 1;  // sim/replay.cpp's stamps
+  upload(m.stamps, stamps, m.s);
+  if (p.decode) p.max_blocks = m.slab_stride;  // one shape per batch size (graphs)
   upload(m.tokens, tokens, m.s);
   upload(m.req, p.row_req, m.s);
   upload(m.rpos, p.row_pos, m.s);
@@ -134,36 +139,36 @@ std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch)
   KVT_CUDA_CHECK(cudaMemsetAsync(m.counters.get(), 0, sizeof(DeviceCounters), m.s));
   if (m.recorder != nullptr) m.recorded.assign(static_cast<std::size_t>(m.L * p.trows), {});
 
-  // --- the layers
+  // --- the GPU work: a graph for decode shapes seen before, else eagerly
+  const bool graph_ok =
+      m.c.graphs && p.decode && !capture_ && probe_pos_ < 0 && m.recorder == nullptr;
   const auto t0 = std::chrono::steady_clock::now();
-  const int H = g.hidden_size;
-  embed(m.embed.get(), m.tokens.get(), rows, H, m.hidden.get(), m.s);
-  int li = 0;
-  for (int id = 0; id < g.total_layers; ++id) {
-    const bool is_qsa = li < m.L && g.qsa_layer_ids[static_cast<std::size_t>(li)] == id;
-    if (!is_qsa) {
-      if (m.c.stand_in_width > 0) m.stand_in_mlp(rows);
-      continue;
+  KVT_CUDA_CHECK(cudaEventRecord(m.ev_a, m.s));
+  if (graph_ok) {
+    const Impl::GraphKey key{rows, p.width_pages, p.writes, p.splits};
+    auto it = m.graphs.find(key);
+    if (it == m.graphs.end() && m.graph_seen[key]++ > 0) {
+      cudaGraph_t graph = nullptr;
+      KVT_CUDA_CHECK(cudaStreamBeginCapture(m.s, cudaStreamCaptureModeThreadLocal));
+      m.forward_work(p, *this);
+      KVT_CUDA_CHECK(cudaStreamEndCapture(m.s, &graph));
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      KVT_CUDA_CHECK(e);
+      it = m.graphs.emplace(key, exec).first;
     }
-    m.qsa_layer(li, p, *this);
-    if (capture_) {
-      auto& out = captured_[static_cast<std::size_t>(li)];
-      const std::size_t at = out.size();
-      out.resize(at + static_cast<std::size_t>(rows) * H);
-      KVT_CUDA_CHECK(cudaMemcpyAsync(out.data() + at, m.hidden.get(),
-                                     static_cast<std::size_t>(rows) * H * 4, cudaMemcpyDeviceToHost,
-                                     m.s));
-      KVT_CUDA_CHECK(cudaStreamSynchronize(m.s));
+    if (it != m.graphs.end()) {
+      KVT_CUDA_CHECK(cudaGraphLaunch(it->second, m.s));
+      ++stats_.graph_forwards;
+    } else {
+      m.forward_work(p, *this);
     }
-    ++li;
+  } else {
+    m.forward_work(p, *this);
   }
-  // --- each request's last row: final norm, LM head, greedy pick
+  KVT_CUDA_CHECK(cudaEventRecord(m.ev_b, m.s));
   const int V = static_cast<int>(m.vocab);
-  gather_rows(m.hidden.get(), m.last_idx.get(), p.trows, H, m.last_hidden.get(), m.s);
-  rms_norm(m.last_hidden.get(), m.final_norm.get(), p.trows, H, m.c.norm_eps, m.xn.get(), m.s);
-  m.gemm.f32_out(m.xn.get(), m.lm_head.get(), p.trows, H, V, m.logits_vocab.get(), false);
-  argmax(m.logits_vocab.get(), p.trows, V, m.argmax_out.get(), m.s);
-  KVT_CUDA_CHECK(cudaPeekAtLastError());
   std::vector<std::int32_t> next(static_cast<std::size_t>(p.trows));
   KVT_CUDA_CHECK(cudaMemcpyAsync(next.data(), m.argmax_out.get(), next.size() * 4,
                                  cudaMemcpyDeviceToHost, m.s));
@@ -176,6 +181,8 @@ std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch)
                                    static_cast<std::size_t>(V) * 4, cudaMemcpyDeviceToHost, m.s));
   }
   KVT_CUDA_CHECK(cudaStreamSynchronize(m.s));
+  float gpu_ms = 0;
+  KVT_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, m.ev_a, m.ev_b));
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (mirror) {
@@ -195,6 +202,7 @@ std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch)
   for (const auto& row : p.trace.rows)
     (row.kind == traces::RowKind::decode ? st.decode_tokens : st.prefill_tokens) += row.count;
   (p.decode ? st.decode_ms : st.prefill_ms) += ms;
+  if (p.decode) st.decode_gpu_ms += gpu_ms;
   st.hits += dc.ensure[0];
   st.misses += dc.ensure[1];
   st.evictions += dc.ensure[2];
@@ -227,6 +235,38 @@ std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch)
     m.pos[static_cast<std::size_t>(rr.request)] += static_cast<std::int64_t>(rr.tokens.size());
   ++m.forwards;
   return next;
+}
+
+void QsaRunner::Impl::forward_work(const ForwardPlan& p, QsaRunner& owner) {
+  const int rows = p.rows;
+  const int H = g.hidden_size;
+  runner::embed(embed.get(), tokens.get(), rows, H, hidden.get(), s);
+  int li = 0;
+  for (int id = 0; id < g.total_layers; ++id) {
+    const bool is_qsa = li < L && g.qsa_layer_ids[static_cast<std::size_t>(li)] == id;
+    if (!is_qsa) {
+      if (c.stand_in_width > 0) stand_in_mlp(rows);
+      continue;
+    }
+    qsa_layer(li, p, owner);
+    if (owner.capture_) {
+      auto& out = owner.captured_[static_cast<std::size_t>(li)];
+      const std::size_t at = out.size();
+      out.resize(at + static_cast<std::size_t>(rows) * H);
+      KVT_CUDA_CHECK(cudaMemcpyAsync(out.data() + at, hidden.get(),
+                                     static_cast<std::size_t>(rows) * H * 4, cudaMemcpyDeviceToHost,
+                                     s));
+      KVT_CUDA_CHECK(cudaStreamSynchronize(s));
+    }
+    ++li;
+  }
+  // --- each request's last row: final norm, LM head, greedy pick
+  const int V = static_cast<int>(vocab);
+  gather_rows(hidden.get(), last_idx.get(), p.trows, H, last_hidden.get(), s);
+  rms_norm(last_hidden.get(), final_norm.get(), p.trows, H, c.norm_eps, xn.get(), s);
+  gemm.f32_out(xn.get(), lm_head.get(), p.trows, H, V, logits_vocab.get(), false);
+  argmax(logits_vocab.get(), p.trows, V, argmax_out.get(), s);
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
 }
 
 std::int32_t QsaRunner::forward(const std::vector<std::int32_t>& tokens) {
