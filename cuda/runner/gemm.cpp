@@ -1,7 +1,11 @@
 #include "cuda/runner/gemm.hpp"
 
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
+
 #include <string>
+#include "cuda/runner/skinny_gemm.hpp"
 
 namespace kvtier::runner {
 
@@ -33,6 +37,8 @@ Gemm::Gemm() {
   if (cudaMalloc(&workspace_, kWorkspaceBytes) != cudaSuccess)
     throw std::runtime_error("cuBLAS workspace: cudaMalloc failed");
   check(cublasSetWorkspace(h_, workspace_, kWorkspaceBytes), "cublasSetWorkspace");
+  const char* e = std::getenv("KVTIER_RUNNER_GEMM");
+  skinny_ = e == nullptr || std::strcmp(e, "cublas") != 0;
 }
 
 Gemm::~Gemm() {
@@ -41,6 +47,7 @@ Gemm::~Gemm() {
 }
 
 void Gemm::set_stream(cudaStream_t s) {
+  s_ = s;
   check(cublasSetStream(h_, s), "cublasSetStream");
   // cublasSetStream resets the workspace to the default pool
   check(cublasSetWorkspace(h_, workspace_, kWorkspaceBytes), "cublasSetWorkspace");
@@ -48,11 +55,15 @@ void Gemm::set_stream(cudaStream_t s) {
 
 void Gemm::bf16_out(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, int out,
                     std::uint16_t* y) {
+  if (skinny_ && skinny_gemm_fits(rows, in))
+    return skinny_gemm(x, w, rows, in, out, y, false, false, s_);
   gemm(h_, x, w, rows, in, out, y, CUDA_R_16BF, 0.0f);
 }
 
 void Gemm::f32_out(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, int out,
                    float* y, bool accumulate) {
+  if (skinny_ && skinny_gemm_fits(rows, in))
+    return skinny_gemm(x, w, rows, in, out, y, true, accumulate, s_);
   gemm(h_, x, w, rows, in, out, y, CUDA_R_32F, accumulate ? 1.0f : 0.0f);
 }
 

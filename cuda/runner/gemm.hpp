@@ -1,7 +1,8 @@
 #pragma once
 // Projections through cuBLAS: y [rows][out] = x [rows][in] . W^T with W [out][in] row-major
 // (the safetensors layout), bf16 inputs, fp32 accumulation; y bf16, or fp32 with an optional
-// accumulate (y += ..., the residual add of the output projection).
+// accumulate (y += ..., the residual add of the output projection). Up to kSkinnyMaxRows rows
+// (decode) take skinny_gemm instead of cuBLAS (KVTIER_RUNNER_GEMM=cublas keeps cuBLAS).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -26,6 +27,8 @@ class Gemm {
 
  private:
   cublasHandle_t h_ = nullptr;
+  cudaStream_t s_ = nullptr;
+  bool skinny_ = true;
   void* workspace_ = nullptr;  // fixed, so that captured forwards never allocate
 };
 

@@ -242,6 +242,8 @@ QsaRunner::~QsaRunner() {
   for (auto& [key, exec] : impl_->graphs)
     cudaGraphExecDestroy(exec);
   if (impl_->ev_a) cudaEventDestroy(impl_->ev_a);
+  for (cudaEvent_t e : impl_->phase_events)
+    cudaEventDestroy(e);
   if (impl_->ev_b) cudaEventDestroy(impl_->ev_b);
   impl_.reset();  // buffers and the cuBLAS handle go before the stream they were used on
   if (s) cudaStreamDestroy(s);

@@ -21,7 +21,9 @@
 // log-sum-exp (DESIGN.md section 2).
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cuda/host_bank.hpp"
@@ -49,6 +51,9 @@ struct RunnerConfig {
   // Decode forwards (one row per request) replay a CUDA graph of the whole forward, captured
   // per shape on its second occurrence (not while capturing, probing or recording).
   bool graphs = true;
+  // Time the phases of every forward with CUDA events (stats().phases); every forward then
+  // runs eagerly (no graphs).
+  bool profile_phases = false;
 };
 
 // Counters since construction (or reset_stats). Byte counts are the K/V traffic of the
@@ -72,6 +77,9 @@ struct RunnerStats {
   std::int64_t filled_tokens = 0;   // positions written by fill() instead of prefill
   std::int64_t graph_forwards = 0;  // decode forwards replayed from a CUDA graph
   double decode_gpu_ms = 0;         // CUDA events around the decode forwards' GPU work
+  // With profile_phases: GPU milliseconds per phase, decode and prefill forwards apart
+  // ("decode/attend", "prefill/index", ...), summed over layers and forwards.
+  std::map<std::string, double> phases;
 };
 
 // Query rows of one request in one forward.

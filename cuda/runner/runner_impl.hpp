@@ -88,6 +88,12 @@ struct QsaRunner::Impl {
   std::map<GraphKey, int> graph_seen;
   std::map<GraphKey, cudaGraphExec_t> graphs;
   cudaEvent_t ev_a = nullptr, ev_b = nullptr;
+  // Phase timing (profile_phases): an event per mark, names of the phase each closes.
+  std::vector<cudaEvent_t> phase_events;
+  std::vector<std::string> phase_names;
+  std::size_t phase_used = 0;
+  bool phases_on = false;
+  void mark(const char* phase);  // closes `phase` (the work since the previous mark)
 
   // The GPU work of a planned forward: embedding, every layer, each request's LM head pick.
   void forward_work(const ForwardPlan& p, QsaRunner& owner);

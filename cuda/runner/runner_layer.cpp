@@ -8,6 +8,22 @@
 
 namespace kvtier::runner {
 
+namespace {
+constexpr std::int64_t kOneCtaTopkBlocks = 32768;
+}  // namespace
+
+void QsaRunner::Impl::mark(const char* phase) {
+  if (!phases_on) return;
+  if (phase_used == phase_events.size()) {
+    cudaEvent_t e = nullptr;
+    KVT_CUDA_CHECK(cudaEventCreate(&e));
+    phase_events.push_back(e);
+    phase_names.emplace_back();
+  }
+  phase_names[phase_used] = phase;
+  KVT_CUDA_CHECK(cudaEventRecord(phase_events[phase_used++], s));
+}
+
 void QsaRunner::Impl::stand_in_mlp(int rows) {
   const int H = g.hidden_size;
   const int W = c.stand_in_width;
@@ -48,6 +64,7 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
   const int H = g.hidden_size;
   const qsa::Rows r{req.get(), rpos.get(), rows};
   const qsa::Forward f{fwd.get(), fwd.get() + R, fwd.get() + 2 * R, R};
+  mark("other");
   rms_norm(hidden.get(), l.input_norm.get(), rows, H, c.norm_eps, xn.get(), s);
   gemm.bf16_out(xn.get(), l.q.get(), rows, H, qd, q.get());
   gemm.bf16_out(xn.get(), l.k.get(), rows, H, kvd, kk.get());
@@ -55,16 +72,26 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
   gemm.bf16_out(xn.get(), l.iq.get(), rows, H, iqd, iq_raw.get());
   gemm.bf16_out(xn.get(), l.ik.get(), rows, H, ikd, ik.get());
   gemm.bf16_out(xn.get(), l.gate.get(), rows, H, qd, gate.get());
+  mark("projections");
   qsa::rope_inplace(q.get(), g.q_heads, g.head_dim, r, rope, s);
   qsa::rope_inplace(kk.get(), g.kv_heads, g.head_dim, r, rope, s);
   qsa::index_queries(iq_raw.get(), l.iq_norm.get(), g.index_q_heads, c.norm_eps, r, rope, iq.get(),
                      s);
   qsa::compress(ik.get(), r, f, l.ik_norm.get(), c.norm_eps, rope, l.ring.get(), l.slab.get(),
                 slab_stride, s);
+  mark("rope, compress");
   qsa::index_scores(iq.get(), g.index_q_heads, r, l.slab.get(), slab_stride, logits_idx.get(),
                     slab_stride, p.max_blocks, s);
-  qsa::topk(logits_idx.get(), slab_stride, nullptr, r, g.compress_ratio, k, blocks.get(),
-            topk_work.get(), p.max_blocks, s);
+  mark("index");
+  // One CTA per row for prefill rows of contexts up to 128k tokens, several CTAs per row
+  // otherwise (the same selection either way). H200: one decode row at 32k blocks took 53 us
+  // per layer with one CTA against 48 us with several; prefill has rows enough for one CTA each.
+  if (rows >= 64 && p.max_blocks <= kOneCtaTopkBlocks)
+    qsa::topk(logits_idx.get(), slab_stride, nullptr, r, g.compress_ratio, k, blocks.get(), s);
+  else
+    qsa::topk(logits_idx.get(), slab_stride, nullptr, r, g.compress_ratio, k, blocks.get(),
+              topk_work.get(), p.max_blocks, s);
+  mark("top-k");
   qsa::expand(blocks.get(), k, r, g.compress_ratio, sel.get(), width, s);
 
   // The trace row selections: each request's rows' union (or the row itself).
@@ -106,6 +133,7 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
     }
   }
 
+  mark("expand, union");
   PagedKv& store = *kv;
   const qsa::KvBanks logical = store.logical_banks(li);
   const qsa::PageTable logical_table{tables.get(), stride, store.logical_dummy()};
@@ -137,6 +165,7 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
                    store_tbl.get(), s);
     qsa::store_kv(kk.get(), v.get(), r, logical, logical_table, store.pool_banks(li),
                   qsa::PageTable{store_tbl.get(), stride, store.pool_dummy()}, s);
+    mark("residency, store");
     if (p.decode) {
       cuda::TranslateParams tp{tables.get(),
                                phys.get(),
@@ -153,6 +182,7 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
   } else {
     qsa::store_kv(kk.get(), v.get(), r, logical, logical_table, qsa::KvBanks{}, qsa::PageTable{},
                   s);
+    mark("residency, store");
   }
   const bool pool_read = c.placement == Placement::device || (mirror && p.decode);
   if (!pool_read) {
@@ -166,6 +196,7 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
     qsa::attend(q.get(), g.q_heads, r, sel.get(), width, logical, logical_table, p.splits,
                 work.get(), o.get(), nullptr, s);
   }
+  mark("attend");
   if (owner.probe_pos_ >= 0) {
     auto& a = owner.last_attn_[static_cast<std::size_t>(li)];
     a.resize(static_cast<std::size_t>(qd));
@@ -174,6 +205,7 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
   }
   gate_mul(o.get(), gate.get(), std::int64_t{rows} * qd, attn_g.get(), s);
   gemm.f32_out(attn_g.get(), l.o.get(), rows, qd, H, hidden.get(), true);
+  mark("gate, output projection");
   KVT_CUDA_CHECK(cudaPeekAtLastError());
 }
 

@@ -140,10 +140,13 @@ std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch)
   if (m.recorder != nullptr) m.recorded.assign(static_cast<std::size_t>(m.L * p.trows), {});
 
   // --- the GPU work: a graph for decode shapes seen before, else eagerly
-  const bool graph_ok =
-      m.c.graphs && p.decode && !capture_ && probe_pos_ < 0 && m.recorder == nullptr;
+  const bool graph_ok = m.c.graphs && !m.c.profile_phases && p.decode && !capture_ &&
+                        probe_pos_ < 0 && m.recorder == nullptr;
   const auto t0 = std::chrono::steady_clock::now();
   KVT_CUDA_CHECK(cudaEventRecord(m.ev_a, m.s));
+  m.phases_on = m.c.profile_phases;
+  m.phase_used = 0;
+  m.mark("other");
   if (graph_ok) {
     const Impl::GraphKey key{rows, p.width_pages, p.writes, p.splits};
     auto it = m.graphs.find(key);
@@ -167,6 +170,7 @@ std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch)
   } else {
     m.forward_work(p, *this);
   }
+  m.mark("LM head");
   KVT_CUDA_CHECK(cudaEventRecord(m.ev_b, m.s));
   const int V = static_cast<int>(m.vocab);
   std::vector<std::int32_t> next(static_cast<std::size_t>(p.trows));
@@ -203,6 +207,14 @@ std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch)
     (row.kind == traces::RowKind::decode ? st.decode_tokens : st.prefill_tokens) += row.count;
   (p.decode ? st.decode_ms : st.prefill_ms) += ms;
   if (p.decode) st.decode_gpu_ms += gpu_ms;
+  if (m.phases_on) {
+    const std::string kind = p.decode ? "decode/" : "prefill/";
+    for (std::size_t i = 1; i < m.phase_used; ++i) {
+      float e = 0;
+      KVT_CUDA_CHECK(cudaEventElapsedTime(&e, m.phase_events[i - 1], m.phase_events[i]));
+      st.phases[kind + m.phase_names[i]] += e;
+    }
+  }
   st.hits += dc.ensure[0];
   st.misses += dc.ensure[1];
   st.evictions += dc.ensure[2];
@@ -365,7 +377,12 @@ void QsaRunner::fill(std::int64_t depth) {
   }
   upload(m.tables, tables, m.s);
   const qsa::PageTable table{m.tables.get(), m.stride, m.kv->logical_dummy()};
-  const int chunk = m.c.max_rows;
+  // Positions are written in chunks of their own buffers (max_rows may be a single row).
+  const int chunk = static_cast<int>(std::min<std::int64_t>(depth, 16384));
+  DeviceArray<std::uint16_t> fk(static_cast<std::size_t>(chunk) * m.kvd),
+      fv(static_cast<std::size_t>(chunk) * m.kvd);
+  DeviceArray<std::int32_t> fpos(static_cast<std::size_t>(chunk)),
+      freq(static_cast<std::size_t>(chunk));
   for (int li = 0; li < m.L; ++li) {
     LayerWeights& l = m.layers[static_cast<std::size_t>(li)];
     const qsa::KvBanks banks = m.kv->logical_banks(li);
@@ -374,11 +391,11 @@ void QsaRunner::fill(std::int64_t depth) {
                                  (static_cast<std::uint64_t>(r) << 20) ^ 0xF111ull;
       for (std::int64_t p0 = 0; p0 < depth; p0 += chunk) {
         const int n = static_cast<int>(std::min<std::int64_t>(chunk, depth - p0));
-        hash_bf16(m.kk.get(), n, m.kvd, p0, salt + 1, 1.0f, m.s);
-        hash_bf16(m.v.get(), n, m.kvd, p0, salt + 2, 1.0f, m.s);
-        iota_i32(m.rpos.get(), n, static_cast<std::int32_t>(p0), m.s);
-        fill_i32(m.req.get(), n, r, m.s);
-        qsa::store_kv(m.kk.get(), m.v.get(), qsa::Rows{m.req.get(), m.rpos.get(), n}, banks, table,
+        hash_bf16(fk.get(), n, m.kvd, p0, salt + 1, 1.0f, m.s);
+        hash_bf16(fv.get(), n, m.kvd, p0, salt + 2, 1.0f, m.s);
+        iota_i32(fpos.get(), n, static_cast<std::int32_t>(p0), m.s);
+        fill_i32(freq.get(), n, r, m.s);
+        qsa::store_kv(fk.get(), fv.get(), qsa::Rows{freq.get(), fpos.get(), n}, banks, table,
                       qsa::KvBanks{}, qsa::PageTable{}, m.s);
       }
       // Index keys: the closed groups' slab rows, the open group's raw keys in the ring.

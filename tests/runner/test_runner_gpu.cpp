@@ -10,6 +10,7 @@
 #include <random>
 
 #include "cuda/runner/qsa_runner.hpp"
+#include "cuda/runner/skinny_gemm.hpp"
 #include "cuda/weights/needle.hpp"
 #include "cuda/weights/synth.hpp"
 #include "model/config_error.hpp"
@@ -244,6 +245,64 @@ TEST(RunnerGpu, NeedleUpdatePointsToThePlantedValue) {
         g.qsa_layer_ids[l], planted[l], plain[l]);
     EXPECT_LT(plain[l], 0.5);
   }
+}
+
+// The decode projections (skinny_gemm) against fp64 sums of the same bf16 products: fp32 out
+// within fp32 accumulation error, bf16 out within one bf16 rounding, accumulate adds.
+TEST(RunnerGpu, SkinnyGemmMatchesExactSums) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const int in = 264, out = 77;
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto bf16 = [](float f) { return weights::float_to_bf16(f); };
+  std::vector<std::uint16_t> w(static_cast<std::size_t>(in) * out);
+  for (auto& v : w)
+    v = bf16(u(rng));
+  for (int rows = 1; rows <= runner::kSkinnyMaxRows; ++rows) {
+    std::vector<std::uint16_t> x(static_cast<std::size_t>(rows) * in);
+    for (auto& v : x)
+      v = bf16(u(rng));
+    std::vector<float> y0(static_cast<std::size_t>(rows) * out);
+    for (auto& v : y0)
+      v = u(rng);
+    std::uint16_t *dx, *dw, *dyb;
+    float* dyf;
+    ASSERT_EQ(cudaMalloc(&dx, x.size() * 2), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dw, w.size() * 2), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dyb, y0.size() * 2), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dyf, y0.size() * 4), cudaSuccess);
+    cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(dw, w.data(), w.size() * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(dyf, y0.data(), y0.size() * 4, cudaMemcpyHostToDevice);
+    runner::skinny_gemm(dx, dw, rows, in, out, dyb, false, false, nullptr);
+    runner::skinny_gemm(dx, dw, rows, in, out, dyf, true, true, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<std::uint16_t> yb(y0.size());
+    std::vector<float> yf(y0.size());
+    cudaMemcpy(yb.data(), dyb, yb.size() * 2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(yf.data(), dyf, yf.size() * 4, cudaMemcpyDeviceToHost);
+    cudaFree(dx);
+    cudaFree(dw);
+    cudaFree(dyb);
+    cudaFree(dyf);
+    for (int r = 0; r < rows; ++r) {
+      for (int o = 0; o < out; ++o) {
+        double exact = 0, mag = 0;
+        for (int i = 0; i < in; ++i) {
+          const double t = static_cast<double>(weights::bf16_to_float(x[r * in + i])) *
+                           weights::bf16_to_float(w[static_cast<std::size_t>(o) * in + i]);
+          exact += t;
+          mag += std::abs(t);
+        }
+        const std::size_t at = static_cast<std::size_t>(r) * out + o;
+        EXPECT_NEAR(yf[at], exact + y0[at], 1e-5 * (mag + 1)) << rows << " " << r << " " << o;
+        EXPECT_NEAR(weights::bf16_to_float(yb[at]), exact, std::abs(exact) / 256 + 1e-5 * mag)
+            << rows << " " << r << " " << o;
+      }
+    }
+  }
+  EXPECT_FALSE(runner::skinny_gemm_fits(9, 264));
+  EXPECT_FALSE(runner::skinny_gemm_fits(1, 260));
 }
 
 TEST(RunnerGpu, RejectsGeometriesTheKernelsDoNotCompile) {

@@ -1,0 +1,21 @@
+#pragma once
+// Projections of a few rows (decode): y [rows][out] = x [rows][in] . W^T, W [out][in] bf16
+// row-major, fp32 accumulation. One warp per output column reads its row of W once for every
+// row of x, so the weights stream at HBM speed; cuBLAS's choice for these shapes measured
+// 5-10x slower on the H200 (bench/results/runner-h200-2026-11-29.md).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace kvtier::runner {
+
+inline constexpr int kSkinnyMaxRows = 8;
+
+// Whether skinny_gemm takes this shape: 1 <= rows <= kSkinnyMaxRows and in % 8 == 0
+// (16-byte loads); pointers from cudaMalloc.
+bool skinny_gemm_fits(int rows, int in);
+// y bf16 (f32_out false) or fp32 (+= y when accumulate).
+void skinny_gemm(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, int out, void* y,
+                 bool f32_out, bool accumulate, cudaStream_t s);
+
+}  // namespace kvtier::runner
