@@ -124,6 +124,7 @@ int run_model(const std::vector<std::string>& args) {
       "its attention output and the needle's value")("record", po::value<std::string>(),
                                                      "write the indexer's selections as a trace")(
       "no-graphs", "run decode forwards eagerly (default: replay a CUDA graph per shape)")(
+      "profile", "time the phases of every forward with CUDA events (runs eagerly: no graphs)")(
       "seed", po::value<std::uint64_t>()->default_value(1), "seed of random prompts")(
       "json", "print JSON instead of tables");
   po::variables_map vm;
@@ -158,6 +159,7 @@ int run_model(const std::vector<std::string>& args) {
   rc.staging_window_tokens = vm["window"].as<long long>();
   rc.stand_in_width = vm["stand-in-width"].as<int>();
   rc.graphs = vm.count("no-graphs") == 0;
+  rc.profile_phases = vm.count("profile") > 0;
   if (rc.placement != Placement::mirror && rc.pool_pages != 0)
     throw ConfigError("--pool-pages applies to placement mirror only");
   if (rc.placement == Placement::mirror && rc.pool_pages < 1)
@@ -317,6 +319,12 @@ int run_model(const std::vector<std::string>& args) {
                           {"budget_host_bytes", budget.host_bytes},
                           {"setup_s", setup_s},
                           {"tokens", toks}};
+    if (rc.profile_phases) {
+      boost::json::object ph;
+      for (const auto& [name, ms] : s.phases)
+        ph[name] = ms;
+      o["phases_ms"] = ph;
+    }
     if (needle) {
       o["needle_at"] = needle_pos;
       o["needle_cosine"] = boost::json::value_from(cosines);
@@ -371,6 +379,18 @@ int run_model(const std::vector<std::string>& args) {
                fmt_fixed(cosines[l], 4)});
     }
     t.print();
+    if (rc.profile_phases) {
+      Table ph({"phase (GPU, all layers)", "ms", "ms per forward"});
+      const std::int64_t prefill_forwards = s.forwards - decode_forwards;
+      for (const auto& [name, ms] : s.phases) {
+        const bool dec = name.rfind("decode/", 0) == 0;
+        const std::int64_t n = dec ? decode_forwards : prefill_forwards;
+        ph.add({name, fmt_fixed(ms, 3),
+                n > 0 ? fmt_fixed(ms / static_cast<double>(n), 4) : std::string("-")});
+      }
+      std::printf("\n");
+      ph.print();
+    }
   }
   return 0;
 #else
