@@ -1,6 +1,5 @@
 #include "sim/trace_source.hpp"
 
-
 #include "traces/trace_io.hpp"
 
 namespace kvtier::sim {
