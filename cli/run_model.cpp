@@ -16,6 +16,8 @@
 #include "cli/progress.hpp"
 #include "cli/run_modes.hpp"
 #include "cli/table.hpp"
+#include "cuda/weights/qsa_tensors.hpp"
+#include "cuda/weights/safetensors.hpp"
 #include "model/config_error.hpp"
 #include "model/kv_dtype.hpp"
 #include "model/memory_budget.hpp"
@@ -28,13 +30,11 @@
 #include "cuda/host_bank.hpp"
 #include "cuda/runner/qsa_runner.hpp"
 #include "cuda/weights/needle.hpp"
-#include "cuda/weights/qsa_tensors.hpp"
 #include "traces/trace_io.hpp"
 #endif
 
 namespace kvtier::cli {
 
-#if defined(KVTIER_WITH_CUDA) && defined(KVTIER_WITH_RUNNER)
 namespace {
 
 std::vector<std::int64_t> parse_lengths(const std::string& text) {
@@ -88,12 +88,11 @@ std::vector<std::vector<std::int32_t>> read_prompts(const std::string& path, std
   return out;
 }
 
-double rate(std::int64_t tokens, double ms) {
+[[maybe_unused]] double rate(std::int64_t tokens, double ms) {
   return ms > 0 ? 1000.0 * static_cast<double>(tokens) / ms : 0.0;
 }
 
 }  // namespace
-#endif
 
 int run_model(const std::vector<std::string>& args) {
   po::options_description desc("options");
@@ -134,8 +133,8 @@ int run_model(const std::vector<std::string>& args) {
                      "[--host-pages H] [--kv-dtype bf16|fp8] [--yarn] [--fill-depth D] "
                      "[--record FILE] [--json]"))
     return 0;
-#if defined(KVTIER_WITH_CUDA) && defined(KVTIER_WITH_RUNNER)
-  // The arguments first (cheap, before a weights file of gigabytes is opened).
+  // The arguments first (cheap, before a weights file of gigabytes is opened), then the
+  // file's geometry: the same checks in every build.
   const bool prompt_file = vm.count("prompt") > 0;
   if (prompt_file == (vm.count("prompt-tokens") > 0))
     throw ConfigError("run: give --prompt-tokens N[,N...] or --prompt FILE (one of them)");
@@ -148,32 +147,35 @@ int run_model(const std::vector<std::string>& args) {
   const std::vector<std::int64_t> lengths =
       prompt_file ? std::vector<std::int64_t>{}
                   : parse_lengths(vm["prompt-tokens"].as<std::string>());
-  runner::RunnerConfig rc;
-  rc.placement = parse_placement(vm["placement"].as<std::string>(), "--placement");
-  rc.dtype = parse_kv_dtype(vm["kv-dtype"].as<std::string>(), "--kv-dtype");
-  rc.yarn = vm.count("yarn") > 0;
+  const Placement placement = parse_placement(vm["placement"].as<std::string>(), "--placement");
+  const KvDtype dtype = parse_kv_dtype(vm["kv-dtype"].as<std::string>(), "--kv-dtype");
   const int chunk = vm["chunk"].as<int>();
   if (chunk < 1) throw ConfigError("--chunk: must be positive");
-  rc.pool_pages = vm["pool-pages"].as<long long>();
+  const std::int64_t pool_pages = vm["pool-pages"].as<long long>();
+  if (placement != Placement::mirror && pool_pages != 0)
+    throw ConfigError("--pool-pages applies to placement mirror only");
+  if (placement == Placement::mirror && pool_pages < 1)
+    throw ConfigError("--placement mirror needs --pool-pages N (GPU slots per QSA layer)");
+  const weights::SafetensorsFile file(vm["weights"].as<std::string>());
+  const Geometry g = weights::file_geometry(file);
+  const std::int64_t vocab = weights::file_vocab(file);
+  std::vector<std::vector<std::int32_t>> prompts;
+  if (prompt_file) prompts = read_prompts(vm["prompt"].as<std::string>(), vocab);
+#if defined(KVTIER_WITH_CUDA) && defined(KVTIER_WITH_RUNNER)
+  runner::RunnerConfig rc;
+  rc.placement = placement;
+  rc.dtype = dtype;
+  rc.yarn = vm.count("yarn") > 0;
+  rc.pool_pages = pool_pages;
   rc.host_pages = vm["host-pages"].as<long long>();
   rc.staging_window_tokens = vm["window"].as<long long>();
   rc.stand_in_width = vm["stand-in-width"].as<int>();
   rc.graphs = vm.count("no-graphs") == 0;
   rc.profile_phases = vm.count("profile") > 0;
-  if (rc.placement != Placement::mirror && rc.pool_pages != 0)
-    throw ConfigError("--pool-pages applies to placement mirror only");
-  if (rc.placement == Placement::mirror && rc.pool_pages < 1)
-    throw ConfigError("--placement mirror needs --pool-pages N (GPU slots per QSA layer)");
 
-  const weights::SafetensorsFile file(vm["weights"].as<std::string>());
-  const Geometry g = weights::file_geometry(file);
-  const std::int64_t vocab = weights::file_vocab(file);
-  std::vector<std::vector<std::int32_t>> prompts;
   std::int64_t needle_pos = -1;
   std::optional<weights::NeedlePlan> plan;
-  if (prompt_file) {
-    prompts = read_prompts(vm["prompt"].as<std::string>(), vocab);
-  } else {
+  if (!prompt_file) {
     std::mt19937_64 rng(vm["seed"].as<std::uint64_t>());
     for (std::int64_t n : lengths) {
       std::vector<std::int32_t> p(static_cast<std::size_t>(n));
@@ -394,6 +396,7 @@ int run_model(const std::vector<std::string>& args) {
   }
   return 0;
 #else
+  (void)decode, (void)needle, (void)lengths, (void)dtype, (void)g, (void)prompts;
   throw ConfigError("run --weights: this kvtier was built without the CUDA model runner");
 #endif
 }
