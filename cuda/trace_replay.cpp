@@ -11,6 +11,7 @@
 #include "cuda/cuda_check.hpp"
 #include "cuda/engine.hpp"
 #include "cuda/host_bank.hpp"
+#include "cuda/kv_banks.hpp"
 #include "cuda/qsa/qsa_kernels.hpp"
 #include "model/capacity_error.hpp"
 #include "model/compaction.hpp"
@@ -168,23 +169,6 @@ std::vector<std::uint16_t> bf16_pattern(std::size_t n, std::uint64_t seed) {
     x = static_cast<std::uint16_t>(b >> 16);
   }
   return v;
-}
-
-// The paged banks of one layer as the QSA kernels take them.
-qsa::KvBanks kv_banks(const PageLayout& layout, int layer, std::byte* const* banks, bool host) {
-  const int b = layer * layout.banks_per_layer;
-  qsa::KvBanks kv;
-  kv.k = banks[b];
-  kv.v = banks[b + 1];
-  if (layout.fp8()) {
-    kv.k_scale = reinterpret_cast<float*>(banks[b + 2]);
-    kv.v_scale = reinterpret_cast<float*>(banks[b + 3]);
-  }
-  kv.fp8 = layout.fp8();
-  kv.page_size = layout.page_size;
-  kv.kv_heads = layout.kv_heads;
-  kv.host = host;
-  return kv;
 }
 
 void check_attend_geometry(const Geometry& g) {
@@ -698,20 +682,21 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
               d_ints.get() + 2, num_pages,           kNoSlot,
               rows * stride};
           launch_translate(tp, s);
-          kv = kv_banks(layout, l, pool_banks.data(), false);
+          kv = layer_kv_banks(layout, l, pool_banks.data(), false);
           table = {d_slot_tables.get(), stride, dummy_slot(slots)};
-          const qsa::KvBanks mirror_kv = kv_banks(layout, l, host_banks.data(), true);
+          const qsa::KvBanks mirror_kv = layer_kv_banks(layout, l, host_banks.data(), true);
           qsa::store_kv(d_stage_k.get(), d_stage_v.get(), store_rows, kv, table, mirror_kv,
                         logical_table, s);
         } else if (device) {
-          kv = kv_banks(layout, l, pool_banks.data(), false);
+          kv = layer_kv_banks(layout, l, pool_banks.data(), false);
           table.dummy = num_pages;
-          const qsa::KvBanks wt =
-              cfg.write_through ? kv_banks(layout, l, host_banks.data(), true) : qsa::KvBanks{};
+          const qsa::KvBanks wt = cfg.write_through
+                                      ? layer_kv_banks(layout, l, host_banks.data(), true)
+                                      : qsa::KvBanks{};
           qsa::store_kv(d_stage_k.get(), d_stage_v.get(), store_rows, kv, table, wt, logical_table,
                         s);
         } else {
-          kv = kv_banks(layout, l, host_banks.data(), true);
+          kv = layer_kv_banks(layout, l, host_banks.data(), true);
           table.dummy = dummy_page(num_pages);
           qsa::store_kv(d_stage_k.get(), d_stage_v.get(), store_rows, kv, table, qsa::KvBanks{},
                         qsa::PageTable{}, s);

@@ -1,5 +1,6 @@
 #include "cuda/runner/paged_kv.hpp"
 
+#include "cuda/kv_banks.hpp"
 #include "cuda/runner/tier_ops.hpp"
 #include "model/config_error.hpp"
 
@@ -8,9 +9,7 @@ namespace kvtier::runner {
 PagedKv::PagedKv(const Geometry& g, const PagedKvConfig& c, const cuda::ProgressFn& progress)
     : c_(c),
       layout_(PageLayout::make(g.qsa_layers(), g.page_size, g.kv_heads, g.head_dim,
-                               c.dtype == KvDtype::fp8)),
-      kv_heads_(g.kv_heads),
-      page_size_(g.page_size) {
+                               c.dtype == KvDtype::fp8)) {
   if (c.num_pages < 1) throw ConfigError("runner: the page space needs at least one page");
   const bool staged = c.placement != Placement::device;
   if (staged && c.window_pages < 1)
@@ -49,29 +48,13 @@ PagedKv::PagedKv(const Geometry& g, const PagedKvConfig& c, const cuda::Progress
   }
 }
 
-qsa::KvBanks PagedKv::banks_of(std::byte* const* base, int layer, bool host) const {
-  const int b0 = layer * layout_.banks_per_layer;
-  qsa::KvBanks k;
-  k.k = base[b0];
-  k.v = base[b0 + 1];
-  k.fp8 = layout_.fp8();
-  if (k.fp8) {
-    k.k_scale = reinterpret_cast<float*>(base[b0 + 2]);
-    k.v_scale = reinterpret_cast<float*>(base[b0 + 3]);
-  }
-  k.page_size = page_size_;
-  k.kv_heads = kv_heads_;
-  k.host = host;
-  return k;
-}
-
 qsa::KvBanks PagedKv::logical_banks(int layer) const {
-  return banks_of(logical_.data(), layer, c_.placement != Placement::device);
+  return cuda::layer_kv_banks(layout_, layer, logical_.data(), c_.placement != Placement::device);
 }
 
 qsa::KvBanks PagedKv::pool_banks(int layer) const {
   if (!mirror_) throw ConfigError("runner: pool banks exist for placement mirror only");
-  return banks_of(pool_.data(), layer, false);
+  return cuda::layer_kv_banks(layout_, layer, pool_.data(), false);
 }
 
 qsa::KvBanks PagedKv::window_banks() const {
@@ -79,7 +62,7 @@ qsa::KvBanks PagedKv::window_banks() const {
   std::byte* base[4] = {};
   for (int b = 0; b < layout_.banks_per_layer; ++b)
     base[b] = window_->bank(b);
-  return banks_of(base, 0, false);
+  return cuda::layer_kv_banks(window_->layout(), 0, base, false);
 }
 
 void PagedKv::stage(int layer, const std::int32_t* pages, std::int64_t n, cudaStream_t s) const {

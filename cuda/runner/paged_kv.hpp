@@ -54,12 +54,8 @@ class PagedKv {
   std::int64_t host_bytes() const;
 
  private:
-  qsa::KvBanks banks_of(std::byte* const* base, int layer, bool host) const;
-
   PagedKvConfig c_;
   PageLayout layout_;
-  int kv_heads_ = 0;
-  int page_size_ = 0;
   std::unique_ptr<cuda::DevicePool> device_;  // device placement
   std::unique_ptr<cuda::HostBank> host_;      // host placement
   std::unique_ptr<cuda::MirrorEngine> mirror_;
