@@ -15,40 +15,13 @@
 #include "cuda/weights/synth.hpp"
 #include "model/config_error.hpp"
 #include "tests/runner/cpu_stack.hpp"
+#include "tests/runner/runner_gpu_util.hpp"
 #include "tests/weights/weights_test_util.hpp"
 
 namespace kvtier::runner_test {
 namespace {
 
 using weights::test::TempDir;
-
-bool have_device() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-// hidden 256, 24 query heads / 2 KV heads of 256 (64 rotated; group 12 as compiled), indexer 4 x
-// 128, ratio 4, budget 64 tokens (16 blocks), pages of 64, two QSA layers.
-Geometry gpu_geometry() {
-  Geometry g;
-  g.total_layers = 4;
-  g.qsa_layer_ids = {1, 3};
-  g.hidden_size = 256;
-  g.q_heads = 24;
-  g.kv_heads = 2;
-  g.head_dim = 256;
-  g.rope_dims = 64;
-  g.rope_theta = 10000.0;
-  g.index_q_heads = 4;
-  g.index_kv_heads = 1;
-  g.index_head_dim = 128;
-  g.compress_ratio = 4;
-  g.select_budget = 64;
-  g.page_size = 64;
-  g.rope_max_positions = 65536;
-  g.validate();
-  return g;
-}
 
 constexpr std::int64_t kVocab = 64;
 constexpr int kPrompt = 300;
@@ -63,7 +36,7 @@ std::vector<std::int32_t> prompt_tokens(std::uint64_t seed) {
 
 TEST(RunnerGpu, LayersAndLogitsMatchTheCpuReference) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const Geometry g = gpu_geometry();
+  const Geometry g = small_gpu_geometry();
   TempDir dir("runner-gpu");
   const std::string path = dir.file("w.safetensors");
   weights::write_synthetic_weights(path, g, kVocab, {5, false});
@@ -122,7 +95,7 @@ TEST(RunnerGpu, LayersAndLogitsMatchTheCpuReference) {
 // time.
 TEST(RunnerGpu, PrefillChunksAgreeAndDecodeRuns) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const Geometry g = gpu_geometry();
+  const Geometry g = small_gpu_geometry();
   TempDir dir("runner-gpu-chunks");
   const std::string path = dir.file("w.safetensors");
   weights::write_synthetic_weights(path, g, kVocab, {6, false});
@@ -231,7 +204,7 @@ double needle_update_cosine(const std::string& path, const Geometry& g, std::int
 
 TEST(RunnerGpu, NeedleUpdatePointsToThePlantedValue) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const Geometry g = gpu_geometry();
+  const Geometry g = small_gpu_geometry();
   TempDir dir("runner-gpu-needle");
   weights::write_synthetic_weights(dir.file("n"), g, kVocab, {21, true});
   weights::write_synthetic_weights(dir.file("p"), g, kVocab, {21, false});
@@ -307,7 +280,7 @@ TEST(RunnerGpu, SkinnyGemmMatchesExactSums) {
 
 TEST(RunnerGpu, RejectsGeometriesTheKernelsDoNotCompile) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  Geometry g = gpu_geometry();
+  Geometry g = small_gpu_geometry();
   g.head_dim = 128;
   g.rope_dims = 64;
   TempDir dir("runner-gpu-bad");

@@ -12,17 +12,13 @@
 #include "cuda/runner/qsa_runner.hpp"
 #include "cuda/weights/needle.hpp"
 #include "cuda/weights/synth.hpp"
+#include "tests/runner/runner_gpu_util.hpp"
 #include "tests/weights/weights_test_util.hpp"
 
 namespace kvtier::runner_test {
 namespace {
 
 using weights::test::TempDir;
-
-bool have_device() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 
 constexpr std::int64_t kVocab = 1024;
 

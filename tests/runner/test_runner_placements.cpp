@@ -15,6 +15,7 @@
 #include "model/config_error.hpp"
 #include "sim/profiles.hpp"
 #include "sim/replay.hpp"
+#include "tests/runner/runner_gpu_util.hpp"
 #include "tests/weights/weights_test_util.hpp"
 #include "traces/trace_io.hpp"
 
@@ -22,34 +23,6 @@ namespace kvtier::runner_test {
 namespace {
 
 using weights::test::TempDir;
-
-bool have_device() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-// hidden 256, 24 / 2 heads of 256, indexer 4 x 128, ratio 4, budget 64 tokens (16 blocks),
-// pages of 64, two QSA layers of four (the other two are stand-in slots).
-Geometry small_geometry() {
-  Geometry g;
-  g.total_layers = 4;
-  g.qsa_layer_ids = {1, 3};
-  g.hidden_size = 256;
-  g.q_heads = 24;
-  g.kv_heads = 2;
-  g.head_dim = 256;
-  g.rope_dims = 64;
-  g.rope_theta = 10000.0;
-  g.index_q_heads = 4;
-  g.index_kv_heads = 1;
-  g.index_head_dim = 128;
-  g.compress_ratio = 4;
-  g.select_budget = 64;
-  g.page_size = 64;
-  g.rope_max_positions = 65536;
-  g.validate();
-  return g;
-}
 
 constexpr std::int64_t kVocab = 64;
 
@@ -67,7 +40,7 @@ struct Weights {
   std::unique_ptr<weights::SafetensorsFile> file;
   explicit Weights(std::uint64_t seed) {
     path = dir.file("w.safetensors");
-    weights::write_synthetic_weights(path, small_geometry(), kVocab, {seed, false});
+    weights::write_synthetic_weights(path, small_gpu_geometry(), kVocab, {seed, false});
     file = std::make_unique<weights::SafetensorsFile>(path);
   }
 };
@@ -90,7 +63,7 @@ struct RunOut {
 
 RunOut run(const Weights& w, const runner::RunnerConfig& c,
            const std::vector<std::vector<std::int32_t>>& prompts, int chunk, int decode) {
-  runner::QsaRunner r(*w.file, small_geometry(), kVocab, c);
+  runner::QsaRunner r(*w.file, small_gpu_geometry(), kVocab, c);
   r.set_capture(true);
   RunOut out;
   out.tokens = r.generate(prompts, chunk, decode);
@@ -203,7 +176,7 @@ TEST(RunnerPlacements, RecordedTraceReplaysWithTheSameDecisions) {
   const std::int64_t pool = 40;
   runner::RunnerStats stats;
   {
-    runner::QsaRunner r(*w.file, small_geometry(), kVocab, config(Placement::mirror, pool));
+    runner::QsaRunner r(*w.file, small_gpu_geometry(), kVocab, config(Placement::mirror, pool));
     auto writer = traces::TraceWriter::create(trace, r.trace_header("runner test"),
                                               traces::TraceFormat::binary);
     r.set_recorder(writer.get());
@@ -247,7 +220,7 @@ TEST(RunnerPlacements, FilledDepthDecodesAlikeOnEveryPlacement) {
   const Weights w(26);
   std::vector<std::vector<std::int32_t>> out;
   for (Placement p : {Placement::device, Placement::host, Placement::mirror}) {
-    runner::QsaRunner r(*w.file, small_geometry(), kVocab, config(p, 40));
+    runner::QsaRunner r(*w.file, small_gpu_geometry(), kVocab, config(p, 40));
     r.fill(1801);
     EXPECT_EQ(r.position(2), 1801);
     out.push_back(
@@ -267,10 +240,10 @@ TEST(RunnerPlacements, GraphReplayEqualsEager) {
   for (Placement p : {Placement::device, Placement::host, Placement::mirror}) {
     auto c = config(p, 40);
     c.graphs = false;
-    runner::QsaRunner eager(*w.file, small_geometry(), kVocab, c);
+    runner::QsaRunner eager(*w.file, small_gpu_geometry(), kVocab, c);
     const auto a = eager.generate(prompts(), 256, 24);
     c.graphs = true;
-    runner::QsaRunner graph(*w.file, small_geometry(), kVocab, c);
+    runner::QsaRunner graph(*w.file, small_gpu_geometry(), kVocab, c);
     const auto b = graph.generate(prompts(), 256, 24);
     EXPECT_EQ(a, b) << to_string(p);
     EXPECT_EQ(eager.stats().graph_forwards, 0);
@@ -284,12 +257,13 @@ TEST(RunnerPlacements, GraphReplayEqualsEager) {
 TEST(RunnerPlacements, BadConfigurationsSayWhy) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   const Weights w(27);
-  EXPECT_THROW(runner::QsaRunner(*w.file, small_geometry(), kVocab, config(Placement::mirror, 0)),
-               ConfigError);
-  runner::QsaRunner tiny(*w.file, small_geometry(), kVocab, config(Placement::mirror, 3));
+  EXPECT_THROW(
+      runner::QsaRunner(*w.file, small_gpu_geometry(), kVocab, config(Placement::mirror, 0)),
+      ConfigError);
+  runner::QsaRunner tiny(*w.file, small_gpu_geometry(), kVocab, config(Placement::mirror, 3));
   // Three prefill rows of 256 tokens write 12 pages: more than 3 slots.
   EXPECT_THROW(tiny.generate(prompts(), 256, 1), ConfigError);
-  runner::QsaRunner r(*w.file, small_geometry(), kVocab, config(Placement::device));
+  runner::QsaRunner r(*w.file, small_gpu_geometry(), kVocab, config(Placement::device));
   EXPECT_THROW(r.step({{0, random_tokens(1, 769)}}), ConfigError);
   EXPECT_THROW(r.step({{3, {1}}}), ConfigError);
   EXPECT_THROW(r.step({{0, {1}}, {0, {2}}}), ConfigError);
