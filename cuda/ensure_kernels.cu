@@ -48,6 +48,56 @@ constexpr int kWarps = kEnsureThreads / 32;
 constexpr int kRadixBits = 8;
 constexpr int kRadixBins = 1 << kRadixBits;
 
+// The first phases of ensure, shared by the one-block form and the multi-block form's mark
+// kernel (every thread of the block calls them).
+// s_bad = the smallest query index outside the page space (kNoPage is padding).
+__device__ void record_first_bad_query(const EnsureParams& p, const ResidencyView& st, int& s_bad) {
+  for (int i = threadIdx.x; i < p.n; i += blockDim.x) {
+    const PageId q = p.query[i];
+    if (q < kNoPage || q >= st.num_pages) atomicMin(&s_bad, i);
+  }
+}
+
+// Resident pages get last_use = step (a hit the first time this step sees them); each missing
+// page is claimed once (kPendingSlot) and appended to p.miss_pages[s_m++], in no order.
+__device__ void mark_hits_and_collect_misses(const EnsureParams& p, const ResidencyView& st,
+                                             std::int64_t step, int& s_lookups, int& s_hits,
+                                             int& s_m) {
+  int lookups = 0, hits = 0;
+  for (int i = threadIdx.x; i < p.n; i += blockDim.x) {
+    const PageId q = p.query[i];
+    if (q == kNoPage) continue;
+    ++lookups;
+    const SlotId s = st.slot_of_page[q];
+    if (s >= 0) {
+      const long long old =
+          atomicMax(reinterpret_cast<long long*>(st.last_use + s), static_cast<long long>(step));
+      if (old < step) ++hits;
+    } else if (s == kNoSlot) {
+      if (atomicCAS(st.slot_of_page + q, kNoSlot, kPendingSlot) == kNoSlot) {
+        p.miss_pages[atomicAdd(&s_m, 1)] = q;
+      }
+    }
+  }
+  if (lookups) atomicAdd(&s_lookups, lookups);
+  if (hits) atomicAdd(&s_hits, hits);
+}
+
+// p.miss_pages[0, m) into ascending order: a rank sort through p.victims (distinct keys).
+// Ends without a barrier: callers that read miss_pages afterwards synchronise.
+__device__ void sort_misses_ascending(const EnsureParams& p, int m) {
+  for (int i = threadIdx.x; i < m; i += blockDim.x)
+    p.victims[i] = p.miss_pages[i];
+  __syncthreads();
+  for (int i = threadIdx.x; i < m; i += blockDim.x) {
+    const PageId v = p.victims[i];
+    int rank = 0;
+    for (int j = 0; j < m; ++j)
+      rank += p.victims[j] < v ? 1 : 0;
+    p.miss_pages[rank] = v;
+  }
+}
+
 __global__ void __launch_bounds__(kEnsureThreads)
     ensure_block_kernel(const __grid_constant__ EnsureParams p) {
   __shared__ int s_bad, s_lookups, s_hits, s_m, s_evictable, s_evictions;
@@ -71,10 +121,7 @@ __global__ void __launch_bounds__(kEnsureThreads)
   }
   __syncthreads();
   // 1. range check
-  for (int i = tid; i < p.n; i += kEnsureThreads) {
-    const PageId q = p.query[i];
-    if (q < kNoPage || q >= st.num_pages) atomicMin(&s_bad, i);
-  }
+  record_first_bad_query(p, st, s_bad);
   __syncthreads();
   if (s_bad != INT_MAX) {
     if (tid == 0) {
@@ -88,37 +135,11 @@ __global__ void __launch_bounds__(kEnsureThreads)
     return;
   }
   // 2. hits and misses
-  int lookups = 0, hits = 0;
-  for (int i = tid; i < p.n; i += kEnsureThreads) {
-    const PageId q = p.query[i];
-    if (q == kNoPage) continue;
-    ++lookups;
-    const SlotId s = st.slot_of_page[q];
-    if (s >= 0) {
-      const long long old =
-          atomicMax(reinterpret_cast<long long*>(st.last_use + s), static_cast<long long>(step));
-      if (old < step) ++hits;
-    } else if (s == kNoSlot) {
-      if (atomicCAS(st.slot_of_page + q, kNoSlot, kPendingSlot) == kNoSlot) {
-        p.miss_pages[atomicAdd(&s_m, 1)] = q;
-      }
-    }
-  }
-  if (lookups) atomicAdd(&s_lookups, lookups);
-  if (hits) atomicAdd(&s_hits, hits);
+  mark_hits_and_collect_misses(p, st, step, s_lookups, s_hits, s_m);
   __syncthreads();
   const int m = s_m;
   // 3. ascending miss order: rank sort through the victims scratch (distinct keys).
-  for (int i = tid; i < m; i += kEnsureThreads)
-    p.victims[i] = p.miss_pages[i];
-  __syncthreads();
-  for (int i = tid; i < m; i += kEnsureThreads) {
-    const PageId v = p.victims[i];
-    int rank = 0;
-    for (int j = 0; j < m; ++j)
-      rank += p.victims[j] < v ? 1 : 0;
-    p.miss_pages[rank] = v;
-  }
+  sort_misses_ascending(p, m);
   __syncthreads();
   if (m > 0) {
     // 4a. evictable count and the range of their last_use, as keys last_use + 1 >= 0.
@@ -318,10 +339,7 @@ __global__ void __launch_bounds__(kEnsureThreads)
     s_lookups = s_hits = s_m = 0;
   }
   __syncthreads();
-  for (int i = tid; i < p.n; i += kEnsureThreads) {
-    const PageId q = p.query[i];
-    if (q < kNoPage || q >= st.num_pages) atomicMin(&s_bad, i);
-  }
+  record_first_bad_query(p, st, s_bad);
   __syncthreads();
   if (s_bad != INT_MAX) {
     if (tid == 0) {
@@ -336,36 +354,10 @@ __global__ void __launch_bounds__(kEnsureThreads)
     }
     return;
   }
-  int lookups = 0, hits = 0;
-  for (int i = tid; i < p.n; i += kEnsureThreads) {
-    const PageId q = p.query[i];
-    if (q == kNoPage) continue;
-    ++lookups;
-    const SlotId s = st.slot_of_page[q];
-    if (s >= 0) {
-      const long long old =
-          atomicMax(reinterpret_cast<long long*>(st.last_use + s), static_cast<long long>(step));
-      if (old < step) ++hits;
-    } else if (s == kNoSlot) {
-      if (atomicCAS(st.slot_of_page + q, kNoSlot, kPendingSlot) == kNoSlot) {
-        p.miss_pages[atomicAdd(&s_m, 1)] = q;
-      }
-    }
-  }
-  if (lookups) atomicAdd(&s_lookups, lookups);
-  if (hits) atomicAdd(&s_hits, hits);
+  mark_hits_and_collect_misses(p, st, step, s_lookups, s_hits, s_m);
   __syncthreads();
   const int m = s_m;
-  for (int i = tid; i < m; i += kEnsureThreads)
-    p.victims[i] = p.miss_pages[i];
-  __syncthreads();
-  for (int i = tid; i < m; i += kEnsureThreads) {
-    const PageId v = p.victims[i];
-    int rank = 0;
-    for (int j = 0; j < m; ++j)
-      rank += p.victims[j] < v ? 1 : 0;
-    p.miss_pages[rank] = v;
-  }
+  sort_misses_ascending(p, m);
   if (tid == 0) {
     ms.shared[0] = m;
     ms.shared[1] = 0;

@@ -450,12 +450,8 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
     }
     const int writes = fe.write_pages();
     const int qlen = writes + rows * width;
-    std::vector<PageId> wp;
-    {
-      // the write pages as the core sees them: the first `writes` entries of any layer's query
-      const sim::LayerQuery q0 = fe.build(f, 0, width);
-      wp.assign(q0.pages.begin(), q0.pages.begin() + writes);
-    }
+    // the write pages head every layer's query (as FrontEnd::build puts them)
+    const auto wp = fe.writes();
     qinit.assign(static_cast<std::size_t>(L) * qlen, kNoPage);
     for (int l = 0; l < L; ++l)
       std::copy(wp.begin(), wp.end(), qinit.begin() + std::int64_t{l} * qlen);

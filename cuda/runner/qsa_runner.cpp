@@ -48,14 +48,6 @@ DeviceArray<T> zeroed(std::size_t n) {
   return a;
 }
 
-template <class T>
-void upload(DeviceArray<T>& d, const std::vector<T>& v, cudaStream_t s) {
-  if (v.size() > d.size()) throw std::logic_error("runner: staging buffer too small");
-  if (!v.empty())
-    KVT_CUDA_CHECK(
-        cudaMemcpyAsync(d.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, s));
-}
-
 std::size_t free_device_bytes() {
   std::size_t free_b = 0, total = 0;
   KVT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
@@ -92,7 +84,6 @@ QsaRunner::QsaRunner(const weights::SafetensorsFile& file, const Geometry& g, st
     throw ConfigError("runner: the staging window must hold at least one page (" +
                       std::to_string(g.page_size) + " tokens)");
   weights::check_qsa_weights(file, g, vocab);
-  const std::size_t free_before = free_device_bytes();
   m.g = g;
   m.vocab = vocab;
   m.c = c;
@@ -229,7 +220,6 @@ QsaRunner::QsaRunner(const weights::SafetensorsFile& file, const Geometry& g, st
   KVT_CUDA_CHECK(cudaDeviceSynchronize());
   m.other_device_bytes =
       static_cast<std::int64_t>(after_kv) - static_cast<std::int64_t>(free_device_bytes());
-  (void)free_before;
   captured_.resize(g.qsa_layer_ids.size());
   probe_v_.resize(g.qsa_layer_ids.size());
   last_attn_.resize(g.qsa_layer_ids.size());

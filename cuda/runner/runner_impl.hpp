@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <tuple>
 #include <vector>
 
@@ -18,6 +19,15 @@ namespace kvtier::runner {
 
 using cuda::DeviceArray;
 
+// Host vector -> the head of a preallocated device array, on stream s.
+template <class T>
+void upload(DeviceArray<T>& d, const std::vector<T>& v, cudaStream_t s) {
+  if (v.size() > d.size()) throw std::logic_error("runner: staging buffer too small");
+  if (!v.empty())
+    KVT_CUDA_CHECK(
+        cudaMemcpyAsync(d.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, s));
+}
+
 struct LayerWeights {
   DeviceArray<std::uint16_t> input_norm, q, k, v, iq, ik, gate, o;
   DeviceArray<float> iq_norm, ik_norm;
@@ -31,7 +41,6 @@ struct ForwardPlan {
   int rows = 0;                 // query rows
   int trows = 0;                // trace rows (requests in the forward)
   bool decode = false;          // every request has one row
-  bool union_needed = false;    // some request has several rows
   bool staged = false;          // host / mirror prefill through staging windows
   int width_pages = 0;          // mirror: the core's select width
   int writes = 0;               // mirror: write pages at the head of the query
@@ -46,8 +55,8 @@ struct DeviceCounters {
   long long ensure[3];  // hits, misses, evictions
   int dropped;
   int bad_rows;
-  int missing;     // reserved: non-resident pages read (checked after every forward)
-  int unselected;  // translate of whole request tables: pages not resident (expected)
+  int unselected;  // translate of whole request tables: pages not resident (expected, unread)
+  int pad;
 };
 
 struct QsaRunner::Impl {
@@ -83,8 +92,9 @@ struct QsaRunner::Impl {
   DeviceArray<float> hidden, o, o_w, lse, lse_w, work, logits_idx, logits_vocab, last_hidden;
   DeviceArray<std::uint16_t> xn, q, kk, v, iq_raw, iq, ik, gate, attn_g;
 
-  // Decode graphs by shape (rows, width pages, writes, splits): seen once -> captured.
-  using GraphKey = std::tuple<int, int, int, int>;
+  // Decode graphs by shape (rows, mirror width pages, write pages; the attend splits follow
+  // from the rows): seen once -> captured.
+  using GraphKey = std::tuple<int, int, int>;
   std::map<GraphKey, int> graph_seen;
   std::map<GraphKey, cudaGraphExec_t> graphs;
   cudaEvent_t ev_a = nullptr, ev_b = nullptr;

@@ -98,7 +98,7 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
   const std::int32_t* row_sel = blocks.get();
   int nb = k;
   const bool mirror = c.placement == Placement::mirror;
-  if ((mirror || recorder != nullptr) && p.union_needed) {
+  if ((mirror || recorder != nullptr) && !p.decode) {  // some request has several rows
     union_selections(blocks.get(), k, rows, group_of_row.get(), p.trows, p.max_blocks, bitmap.get(),
                      lists.get(), p.max_blocks, counts.get(), s);
     row_sel = lists.get();
@@ -184,15 +184,11 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
                   s);
     mark("residency, store");
   }
-  const bool pool_read = c.placement == Placement::device || (mirror && p.decode);
-  if (!pool_read) {
-    if (p.staged) {
-      attend_staged(li, p, r, st);
-    } else {
-      qsa::attend(q.get(), g.q_heads, r, sel.get(), width, logical, logical_table, p.splits,
-                  work.get(), o.get(), nullptr, s);
-    }
-  } else if (c.placement == Placement::device) {
+  // Mirror decode attended through the pool above; everything else reads the logical pages
+  // (device memory, or the host bank in place) or, for staged prefill, the windows.
+  if (p.staged) {
+    attend_staged(li, p, r, st);
+  } else if (!(mirror && p.decode)) {
     qsa::attend(q.get(), g.q_heads, r, sel.get(), width, logical, logical_table, p.splits,
                 work.get(), o.get(), nullptr, s);
   }

@@ -15,14 +15,6 @@ namespace kvtier::runner {
 
 namespace {
 
-template <class T>
-void upload(DeviceArray<T>& d, const std::vector<T>& v, cudaStream_t s) {
-  if (v.size() > d.size()) throw std::logic_error("runner: staging buffer too small");
-  if (!v.empty())
-    KVT_CUDA_CHECK(
-        cudaMemcpyAsync(d.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, s));
-}
-
 // Tokens a row at `pos` attends: its chosen blocks' tokens and the open group's causal tail.
 std::int64_t attended_tokens(std::int64_t pos, int ratio, int k) {
   const std::int64_t visible = (pos + 1) / ratio;
@@ -90,7 +82,6 @@ std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch)
     last_idx.push_back(static_cast<std::int32_t>(tokens.size()) - 1);
     p.max_blocks = std::max<std::int64_t>(p.max_blocks, (m.pos[i] + count) / g.compress_ratio);
   }
-  p.union_needed = !p.decode;
   p.splits = m.c.splits > 0 ? m.c.splits : qsa::attend_default_splits(rows, g.kv_heads, m.width);
   m.fe->prepare(p.trace);  // grows the page tables (throws when the page space is full)
   std::vector<std::int32_t> tables(static_cast<std::size_t>(m.R * m.stride), kNoPage);
@@ -148,7 +139,7 @@ std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch)
   m.phase_used = 0;
   m.mark("other");
   if (graph_ok) {
-    const Impl::GraphKey key{rows, p.width_pages, p.writes, p.splits};
+    const Impl::GraphKey key{rows, p.width_pages, p.writes};
     auto it = m.graphs.find(key);
     if (it == m.graphs.end() && m.graph_seen[key]++ > 0) {
       cudaGraph_t graph = nullptr;
@@ -178,6 +169,10 @@ std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch)
                                  cudaMemcpyDeviceToHost, m.s));
   DeviceCounters dc{};
   KVT_CUDA_CHECK(cudaMemcpyAsync(&dc, m.counters.get(), sizeof dc, cudaMemcpyDeviceToHost, m.s));
+  cuda::MirrorEngine::Counters ec{};  // with the forward's other results: one synchronise
+  if (mirror)
+    KVT_CUDA_CHECK(
+        cudaMemcpyAsync(&ec, m.kv->mirror().counters(), sizeof ec, cudaMemcpyDeviceToHost, m.s));
   if (capture_) {
     last_logits_.resize(static_cast<std::size_t>(V));
     KVT_CUDA_CHECK(cudaMemcpyAsync(last_logits_.data(),
@@ -190,12 +185,10 @@ std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch)
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (mirror) {
-    const cuda::MirrorEngine::Counters ec = m.kv->mirror().read_counters();
-    if (ec.ensure_errors != 0 || dc.bad_rows != 0 || dc.missing != 0)
+    if (ec.ensure_errors != 0 || dc.bad_rows != 0)
       throw std::runtime_error("runner: residency failed on the device (ensure errors " +
                                std::to_string(ec.ensure_errors) + ", bad rows " +
-                               std::to_string(dc.bad_rows) + ", non-resident reads " +
-                               std::to_string(dc.missing) + ")");
+                               std::to_string(dc.bad_rows) + ")");
   }
 
   // --- statistics and the trace record
