@@ -107,10 +107,31 @@ std::vector<Variant> attend_kernels(const std::vector<const char*>& names) {
   return out;
 }
 
+// Bytes r() % 0x70 would give, 8 at a time (splitmix64; 1 GiB in well under a second).
+void fill_bank_bytes(Buf<std::uint8_t>& b, std::uint64_t seed) {
+  std::vector<std::uint8_t> v(b.size());
+  std::uint64_t x = seed;
+  for (std::size_t i = 0; i < v.size(); i += 8) {
+    std::uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    for (std::size_t j = 0; j < 8 && i + j < v.size(); ++j)
+      v[i + j] = static_cast<std::uint8_t>((z >> (8 * j)) & 0x6f);
+  }
+  b.upload(v);
+}
+
 // Decode attend: `rows` rows, each 2051 random distinct tokens of a 64k-token context whose
-// pages sit in a pool of `context` tokens per row (device or mapped host memory).
+// pages sit in a pool of `context` tokens per row (device or mapped host memory). `grouped`:
+// the tokens come in groups of 4 as QSA selects them (512 random blocks x 4 + the 3-token causal
+// tail), so a KV bank read is 4 KiB contiguous per block instead of 1 KiB per token. Every
+// variant is measured `repeats` times (interleaved: the spread between repeats is the noise).
+// `graph`: 10 calls captured in one CUDA graph on a stream, the replay's time / 10 (as a decode
+// step's graph runs them: no host launch latency between or before the kernels).
 void bench_attend(int rows, bool fp8, bool host,
-                  const std::vector<Variant>& variants = attend_kernels({"mma"})) {
+                  const std::vector<Variant>& variants = attend_kernels({"mma"}),
+                  bool grouped = false, int repeats = 1, bool graph = false) {
   const int width = 2051, heads = 24, kv_heads = 2, ps = 64, context = 65536;
   const int pages = context / ps;
   const std::int64_t phys = std::int64_t{rows} * pages + 1;
@@ -119,8 +140,8 @@ void bench_attend(int rows, bool fp8, bool host,
   Buf<std::uint8_t> k(static_cast<std::size_t>(elems * (fp8 ? 1 : 2)), host, true),
       v(static_cast<std::size_t>(elems * (fp8 ? 1 : 2)), host, true);
   Buf<float> ks, vs;
-  fill_random<std::uint8_t>(k, 1, [](std::mt19937& r) { return std::uint8_t(r() % 0x70); });
-  fill_random<std::uint8_t>(v, 2, [](std::mt19937& r) { return std::uint8_t(r() % 0x70); });
+  fill_bank_bytes(k, 1);
+  fill_bank_bytes(v, 2);
   if (fp8) {
     ks = Buf<float>(static_cast<std::size_t>(phys * ps * kv_heads), host, true);
     vs = Buf<float>(static_cast<std::size_t>(phys * ps * kv_heads), host, true);
@@ -136,11 +157,25 @@ void bench_attend(int rows, bool fp8, bool host,
     std::shuffle(perm.begin(), perm.end(), rng);
     for (int p = 0; p < pages; ++p)
       table[std::size_t(r) * pages + p] = r * pages + perm[p];
-    std::vector<std::int32_t> all(context);
-    std::iota(all.begin(), all.end(), 0);
-    std::shuffle(all.begin(), all.end(), rng);
-    all.resize(width);
-    std::sort(all.begin(), all.end());
+    std::vector<std::int32_t> all;
+    if (grouped) {
+      std::vector<std::int32_t> blocks(context / 4 - 1);  // the last group is the open tail
+      std::iota(blocks.begin(), blocks.end(), 0);
+      std::shuffle(blocks.begin(), blocks.end(), rng);
+      blocks.resize((width - 3) / 4);
+      std::sort(blocks.begin(), blocks.end());
+      for (std::int32_t b : blocks)
+        for (int i = 0; i < 4; ++i)
+          all.push_back(4 * b + i);
+      for (int i = 3; i >= 1; --i)
+        all.push_back(context - i);
+    } else {
+      all.resize(context);
+      std::iota(all.begin(), all.end(), 0);
+      std::shuffle(all.begin(), all.end(), rng);
+      all.resize(width);
+      std::sort(all.begin(), all.end());
+    }
     toks.insert(toks.end(), all.begin(), all.end());
     req[r] = r;
     pos[r] = context - 1;
@@ -161,26 +196,49 @@ void bench_attend(int rows, bool fp8, bool host,
   const q::KvBanks kv{k.get(), v.get(), ks.get(), vs.get(), fp8, ps, kv_heads, host};
   const q::PageTable pt{dt.get(), pages, static_cast<std::int32_t>(phys - 1)};
   const q::Rows rr{dreq.get(), dpos.get(), rows};
-  for (const Variant& variant : variants) {
-    const int splits = variant.splits > 0 ? variant.splits : default_splits;
-    const double us = with_env(variant, [&] {
-      return median_us(
-          [&] {
-            q::attend(dq.get(), heads, rr, dtok.get(), width, kv, pt, splits, work.get(), o.get(),
-                      lse.get(), nullptr);
-          },
-          100);
-    });
-    const double token_bytes = kv_heads * q::kHeadDim * (fp8 ? 1.0 : 2.0) * 2 + (fp8 ? 16 : 0);
-    const double bytes = double(rows) * width * token_bytes;
-    char size[64];
-    std::snprintf(size, sizeof size, "%d row%s x 2051 tok, %s, %d sp", rows, rows > 1 ? "s" : "",
-                  fp8 ? "fp8" : "bf16", splits);
-    const std::string kernel = fp8 ? "simt" : variant.label;
-    g_rows.push_back({std::string("attend ") + (host ? "host " : "HBM ") + kernel, size, us,
-                      gbs(bytes, us, host ? 51.0 : 4300.0),
-                      host ? (fp8 ? "" : "<= 90 us") : (rows >= 16 && !fp8 ? ">= 50% HBM" : "")});
-  }
+  for (int rep = 0; rep < repeats; ++rep)
+    for (const Variant& variant : variants) {
+      const int splits = variant.splits > 0 ? variant.splits : default_splits;
+      const double us = with_env(variant, [&] {
+        if (!graph)
+          return median_us(
+              [&] {
+                q::attend(dq.get(), heads, rr, dtok.get(), width, kv, pt, splits, work.get(),
+                          o.get(), lse.get(), nullptr);
+              },
+              100);
+        cudaStream_t st;
+        QSA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        cudaGraph_t g;
+        cudaGraphExec_t exec;
+        QSA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < 10; ++i)
+          q::attend(dq.get(), heads, rr, dtok.get(), width, kv, pt, splits, work.get(), o.get(),
+                    lse.get(), st);
+        QSA_CHECK(cudaStreamEndCapture(st, &g));
+        QSA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+        const double t = median_us(
+            [&] {
+              QSA_CHECK(cudaGraphLaunch(exec, st));
+              QSA_CHECK(cudaStreamSynchronize(st));
+            },
+            30);
+        QSA_CHECK(cudaGraphExecDestroy(exec));
+        QSA_CHECK(cudaGraphDestroy(g));
+        QSA_CHECK(cudaStreamDestroy(st));
+        return t / 10;
+      });
+      const double token_bytes = kv_heads * q::kHeadDim * (fp8 ? 1.0 : 2.0) * 2 + (fp8 ? 16 : 0);
+      const double bytes = double(rows) * width * token_bytes;
+      char size[64];
+      std::snprintf(size, sizeof size, "%d row%s x 2051 %s, %s, %d sp", rows, rows > 1 ? "s" : "",
+                    grouped ? "grp" : "tok", fp8 ? "fp8" : "bf16", splits);
+      const std::string kernel = fp8 ? "simt" : variant.label;
+      g_rows.push_back(
+          {std::string("attend ") + (host ? "host " : "HBM ") + (graph ? "graph " : "") + kernel,
+           size, us, gbs(bytes, us, host ? 51.0 : 4300.0),
+           host ? (fp8 ? "" : "<= 90 us") : (rows >= 16 && !fp8 ? ">= 50% HBM" : "")});
+    }
 }
 
 // Index scoring of the last `rows` rows of a prefill of `context` tokens (one request).
@@ -330,10 +388,80 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   if (profile) {  // the kernels that miss their targets, a few launches each
     g_max_reps = 2;
-    bench_attend(16, false, false);
-    bench_attend(1, false, true);
+    bench_attend(16, false, false, {{"default", {}}});
+    bench_attend(16, false, false, {{"kh1", {{"KVTIER_QSA_ATTEND_KH", "1"}}, 4}});
+    bench_attend(1, false, true, {{"default", {}}});
     bench_topk(1, 262144, 512, true);
     bench_index(131072, 4096);
+    print_table();
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "e") {  // 2026-11-29d, second call: graphs, splits
+    using Env = std::vector<std::pair<std::string, std::string>>;
+    auto env = [](const char* kernel, const char* kh, const char* merge = nullptr) {
+      Env e = {{"KVTIER_QSA_ATTEND", kernel}, {"KVTIER_QSA_ATTEND_KH", kh}};
+      if (merge) e.push_back({"KVTIER_QSA_ATTEND_MERGE", merge});
+      return e;
+    };
+    const std::vector<Variant> host = {{"ld kh1 serial-merge (old)", env("mma_ld", "1", "serial")},
+                                       {"ld kh1", env("mma_ld", "1")},
+                                       {"ld kh2", env("mma_ld", "2")},
+                                       {"ld kh1", env("mma_ld", "1"), 132},
+                                       {"ld kh2", env("mma_ld", "2"), 132},
+                                       {"ld kh1", env("mma_ld", "1"), 100}};
+    bench_attend(1, false, true, host, false, 2);
+    bench_attend(1, false, true, host, false, 1, true);
+    bench_attend(1, false, true, {host[0], host[1], host[2]}, true, 1, true);
+    const std::vector<Variant> hbm = {{"mma kh1 serial-merge (old)", env("mma", "1", "serial")},
+                                      {"mma kh1", env("mma", "1")},
+                                      {"mma kh1", env("mma", "1"), 4},
+                                      {"mma kh2", env("mma", "2")},
+                                      {"mma kh2", env("mma", "2"), 6},
+                                      {"mma kh1", env("mma", "1"), 6}};
+    bench_attend(16, false, false, hbm, false, 2);
+    bench_attend(16, false, false, hbm, false, 1, true);
+    bench_attend(1, false, false, {hbm[0], hbm[1], hbm[3]}, false, 1);
+    bench_attend(1, false, false, {hbm[0], hbm[1], hbm[3]}, false, 1, true);
+    print_table();
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "d") {  // 2026-11-29d: KV heads per CTA, merge
+    using Env = std::vector<std::pair<std::string, std::string>>;
+    auto env = [](const char* kernel, const char* kh, const char* st = nullptr,
+                  const char* merge = nullptr) {
+      Env e = {{"KVTIER_QSA_ATTEND", kernel}, {"KVTIER_QSA_ATTEND_KH", kh}};
+      if (st) e.push_back({"KVTIER_QSA_ATTEND_STAGES", st});
+      if (merge) e.push_back({"KVTIER_QSA_ATTEND_MERGE", merge});
+      return e;
+    };
+    const std::vector<Variant> host = {
+        {"ld kh1 serial-merge (old)", env("mma_ld", "1", "3", "serial")},
+        {"ld kh1", env("mma_ld", "1")},
+        {"ld kh2 st3 (default)", {}},
+        {"ld kh2 st2", env("mma_ld", "2", "2")},
+        {"ld kh2 serial-merge", env("mma_ld", "2", "3", "serial")},
+        {"ld kh2", env("mma_ld", "2"), 66},
+        {"ld kh2", env("mma_ld", "2"), 33},
+        {"ld kh1", env("mma_ld", "1"), 66},
+        {"cp.async kh2 st2", env("mma", "2", "2")},
+        {"cp.async kh2 st3", env("mma", "2", "3"), 66}};
+    bench_attend(1, false, true, host, false, 2);
+    bench_attend(1, false, true, {host[0], host[2], host[5]}, true, 2);
+    const std::vector<Variant> hbm = {
+        {"mma kh1 serial-merge (old)", env("mma", "1", "3", "serial")},
+        {"mma kh1", env("mma", "1")},
+        {"mma kh1", env("mma", "1"), 4},
+        {"mma kh2 st3 (default)", {}},
+        {"mma kh2 st2", env("mma", "2", "2")},
+        {"mma kh2 st3", env("mma", "2", "3"), 4},
+        {"mma kh2 st3", env("mma", "2", "3"), 6},
+        {"mma kh2 st3", env("mma", "2", "3"), 16},
+        {"mma kh2 st2", env("mma", "2", "2"), 16},
+        {"mma kh1 st4", env("mma", "1", "4"), 4}};
+    bench_attend(16, false, false, hbm, false, 2);
+    bench_attend(16, false, false, {hbm[0], hbm[3], hbm[2], hbm[5]}, true, 1);
+    bench_attend(1, false, false, {hbm[0], hbm[1], hbm[3]}, false, 1);
+    bench_attend(64, false, false, {hbm[0], hbm[1], hbm[3]}, false, 1);
     print_table();
     return 0;
   }

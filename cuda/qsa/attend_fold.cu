@@ -4,31 +4,18 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "cuda/qsa/qsa_common.cuh"
+#include "cuda/qsa/attend_internal.cuh"
 
 namespace kvtier::qsa {
 
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
+using detail::AttendParams;
+using detail::kLog2e;
+using detail::kNegInf;
+constexpr int kWarps = detail::kAttWarps;
+constexpr int kThreads = detail::kAttThreads;
 constexpr int kPerLane = kHeadDim / 32;  // 8 dims of a head per lane
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kNegInf = -__builtin_huge_valf();
-
-struct AttendParams {
-  const std::uint16_t* q;
-  int q_heads;
-  Rows rows;
-  const std::int32_t* tokens;
-  int width;
-  KvBanks kv;
-  PageTable table;
-  int splits;
-  float* work_acc;  // [rows][q_heads][splits][256]
-  float* work_ml;   // [rows][q_heads][splits][2]
-  bool kv_inner;    // grid (kv_heads, splits, rows) instead of (splits, kv_heads, rows)
-};
 
 template <bool kFp8>
 __device__ __forceinline__ void load_row(const KvBanks& kv, const void* base, const float* scales,
@@ -173,303 +160,6 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const __grid_constant_
   }
 }
 
-// ---- Tensor-core attend (bf16 banks) ------------------------------------------------------------
-// grid: (splits, kv_heads, rows); block: 4 warps; dynamic shared memory (kStages stages of a
-// tile of kTile tokens of K and V, plus the tile's scores). The CTA walks its slice of the row's
-// token list tile by tile; the tiles are gathered into shared memory by cp.async (16-byte
-// copies, one 512-byte K or V row per warp instruction), kStages - 1 tiles ahead of the one
-// computed. Per tile:
-//   q.k  on tensor cores (mma m16n8k16 bf16, fp32 accumulate): A = the 12 query heads of the KV
-//        head padded to 16 rows (kept in registers), B = K rows; warp w scores tokens 8w..8w+7;
-//        products of bf16 are exact, so the scores are fp32 dot products;
-//   softmax: every warp reads all 32 scores of its heads from shared memory and keeps the same
-//        online (m, l) in fp32 (same inputs, same order: identical bits in every warp);
-//   p.v  on tensor cores: warp w owns dims 64w..64w+63 of the 16 x 256 accumulator; the fp32
-//        probabilities go in as two bf16 terms (hi + lo, error <= 2^-18 relative), so the output
-//        stays within fp32-path accuracy (tests: 2e-5 against fp64).
-// Deterministic: no atomics; fixed order everywhere.
-constexpr int kTile = 32;
-constexpr int kStages = 3;
-constexpr int kRowPad = kHeadDim + 8;  // bf16 per shared row: 528 B, conflict-free ldmatrix
-constexpr int kSPad = kTile + 4;
-
-constexpr int kMapCap = 2048;  // tokens of a segment whose bank rows are looked up up front
-
-template <int kSt>
-struct MmaSmem {
-  std::uint16_t k[kSt][kTile][kRowPad];
-  std::uint16_t v[kSt][kTile][kRowPad];
-  float s[16][kSPad];
-};
-// With the map: the physical bank row (page * page_size + offset, -1 = no token) of each token
-// of the current segment of the CTA's slice, filled once per segment, so the gather of a tile
-// issues its copies without waiting on the token list and page table loads.
-template <int kSt>
-struct MmaSmemMap {
-  MmaSmem<kSt> base;
-  std::int32_t map[kMapCap];
-};
-
-using detail::cp_async16;
-using detail::cp_async_commit;
-using detail::cp_async_wait;
-using detail::ldmatrix_x4;
-using detail::ldmatrix_x4_trans;
-using detail::mma_bf16;
-
-// Two fp32 -> packed bf16 pair (x in the low half); hi + lo split of each.
-__device__ __forceinline__ unsigned pack_bf16(float x, float y) {
-  return static_cast<unsigned>(detail::float_to_bf16(x)) |
-         (static_cast<unsigned>(detail::float_to_bf16(y)) << 16);
-}
-__device__ __forceinline__ void split_pair(float x, float y, unsigned& hi, unsigned& lo) {
-  hi = pack_bf16(x, y);
-  const float xh = detail::bf16_to_float(static_cast<std::uint16_t>(hi & 0xffffu));
-  const float yh = detail::bf16_to_float(static_cast<std::uint16_t>(hi >> 16));
-  lo = pack_bf16(x - xh, y - yh);
-}
-
-// kAsync: cp.async gather (device banks); otherwise 16-byte register loads then shared stores
-// (faster over the host link). kMap: bank rows looked up per segment into shared memory (else
-// per tile, in the gather).
-// kSt: pipeline stages (3: two CTAs fit an SM; more: one CTA per SM, more tiles in flight).
-template <bool kAsync, bool kMap, int kSt = kStages>
-__global__ void __launch_bounds__(kThreads, 2)
-    attend_mma_kernel(const __grid_constant__ AttendParams p) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  MmaSmem<kSt>& sm = *reinterpret_cast<MmaSmem<kSt>*>(smem_raw);
-  std::int32_t* map = reinterpret_cast<MmaSmemMap<kSt>*>(smem_raw)->map;  // only with kMap
-  const int split = p.kv_inner ? blockIdx.y : blockIdx.x;
-  const int kvh = p.kv_inner ? blockIdx.x : blockIdx.y, r = blockIdx.z;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;
-  const float qscale = rsqrtf(static_cast<float>(kHeadDim)) * kLog2e;
-  // The merge kernel (launched as a programmatic dependent) may start now: it waits for this
-  // grid's completion and memory (griddepcontrol.wait) before reading the partials.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-
-  // Q fragments (A of q.k): rows = heads (12 real, 4 zero), k = dims, 16 k-steps.
-  const std::uint16_t* qrow = p.q + (std::int64_t{r} * p.q_heads + kvh * 12) * kHeadDim;
-  unsigned qa[16][4];
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const int d = 16 * j + 2 * t;
-    qa[j][0] = *reinterpret_cast<const unsigned*>(qrow + g * kHeadDim + d);
-    qa[j][1] = g + 8 < 12 ? *reinterpret_cast<const unsigned*>(qrow + (g + 8) * kHeadDim + d) : 0u;
-    qa[j][2] = *reinterpret_cast<const unsigned*>(qrow + g * kHeadDim + d + 8);
-    qa[j][3] =
-        g + 8 < 12 ? *reinterpret_cast<const unsigned*>(qrow + (g + 8) * kHeadDim + d + 8) : 0u;
-  }
-
-  const int chunk = (p.width + p.splits - 1) / p.splits;
-  const int t0 = min(p.width, split * chunk), t1 = min(p.width, t0 + chunk);
-  const std::int32_t* toks = p.tokens + std::int64_t{r} * p.width;
-  const std::int32_t* pages = p.table.pages + std::int64_t{p.rows.req[r]} * p.table.stride;
-  const std::uint16_t* kbase = static_cast<const std::uint16_t*>(p.kv.k);
-  const std::uint16_t* vbase = static_cast<const std::uint16_t*>(p.kv.v);
-
-  // Warp w gathers tokens w, w + 4, ... of the tile; lane = 16-byte chunk of the 512-byte row.
-  int lo = t0, hi = t1;  // the current segment of the slice
-  auto issue = [&](int tile, int stage) {
-#pragma unroll
-    for (int i = 0; i < kTile / kWarps; ++i) {
-      const int row = warp + kWarps * i;
-      const int j = lo + tile * kTile + row;
-      std::int32_t tok = -1;
-      std::int64_t elem = 0;
-      if constexpr (kMap) {
-        const std::int32_t bank_row = j < hi ? map[j - lo] : -1;
-        tok = bank_row;
-        if (bank_row >= 0)
-          elem = (std::int64_t{bank_row} * p.kv.kv_heads + kvh) * kHeadDim + lane * 8;
-      } else {
-        tok = j < hi ? toks[j] : -1;
-        if (tok >= 0) {
-          std::int32_t page = pages[tok / p.kv.page_size];
-          if (page < 0) page = p.table.dummy;
-          const std::int64_t token = std::int64_t{page} * p.kv.page_size + tok % p.kv.page_size;
-          elem = (token * p.kv.kv_heads + kvh) * kHeadDim + lane * 8;
-        }
-      }
-      if constexpr (kAsync) {
-        cp_async16(&sm.k[stage][row][lane * 8], kbase + elem, tok >= 0);
-        cp_async16(&sm.v[stage][row][lane * 8], vbase + elem, tok >= 0);
-      } else {
-        uint4 a = make_uint4(0, 0, 0, 0), b = a;
-        if (tok >= 0) {
-          a = *reinterpret_cast<const uint4*>(kbase + elem);
-          b = *reinterpret_cast<const uint4*>(vbase + elem);
-        }
-        *reinterpret_cast<uint4*>(&sm.k[stage][row][lane * 8]) = a;
-        *reinterpret_cast<uint4*>(&sm.v[stage][row][lane * 8]) = b;
-      }
-    }
-  };
-
-  float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f};  // heads g and g + 8
-  float acc[8][4];
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-#pragma unroll
-    for (int c = 0; c < 4; ++c)
-      acc[i][c] = 0.0f;
-
-  const int seg_step = kMap ? kMapCap : max(1, t1 - t0);
-  for (lo = t0; lo < t1; lo += seg_step) {
-    hi = min(t1, lo + seg_step);
-    const int n_tiles = (hi - lo + kTile - 1) / kTile;
-    if constexpr (kMap) {
-      __syncthreads();  // every warp done with the previous segment (map, stages, scores)
-      for (int i = threadIdx.x; i < hi - lo; i += kThreads) {
-        const std::int32_t tok = toks[lo + i];
-        std::int32_t bank_row = -1;
-        if (tok >= 0) {
-          std::int32_t page = pages[tok / p.kv.page_size];
-          if (page < 0) page = p.table.dummy;
-          bank_row = page * p.kv.page_size + tok % p.kv.page_size;
-        }
-        map[i] = bank_row;
-      }
-      __syncthreads();
-    }
-#pragma unroll
-    for (int st = 0; st < kSt - 1; ++st) {
-      if (st < n_tiles) issue(st, st);
-      if constexpr (kAsync) cp_async_commit();
-    }
-    for (int tile = 0; tile < n_tiles; ++tile) {
-      if constexpr (kAsync) cp_async_wait<kSt - 2>();
-      __syncthreads();  // tile ready for all; every warp done with tile - 1 (its stage, sm.s)
-      {
-        const int nt = tile + kSt - 1;
-        if (nt < n_tiles) issue(nt, nt % kSt);
-        if constexpr (kAsync) cp_async_commit();
-      }
-      const int stage = tile % kSt;
-      // q.k: warp w scores tokens 8w .. 8w + 7 of the tile.
-      float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-        unsigned b[4];
-        ldmatrix_x4(b, &sm.k[stage][8 * warp + lane % 8][32 * jj + 8 * (lane / 8)]);
-        mma_bf16(sc, qa[2 * jj], b[0], b[1]);
-        mma_bf16(sc, qa[2 * jj + 1], b[2], b[3]);
-      }
-      {
-        const int j = lo + tile * kTile + 8 * warp + 2 * t;
-        bool v0, v1;
-        if constexpr (kMap) {
-          v0 = j < hi && map[j - lo] >= 0;
-          v1 = j + 1 < hi && map[j + 1 - lo] >= 0;
-        } else {
-          v0 = j < hi && toks[j] >= 0;
-          v1 = j + 1 < hi && toks[j + 1] >= 0;
-        }
-        *reinterpret_cast<float2*>(&sm.s[g][8 * warp + 2 * t]) =
-            make_float2(v0 ? sc[0] * qscale : kNegInf, v1 ? sc[1] * qscale : kNegInf);
-        *reinterpret_cast<float2*>(&sm.s[g + 8][8 * warp + 2 * t]) =
-            make_float2(v0 ? sc[2] * qscale : kNegInf, v1 ? sc[3] * qscale : kNegInf);
-      }
-      __syncthreads();
-      // Online softmax over the tile (rows g and g + 8; this thread's 8 of the 32 tokens, reduced
-      // over the 4 lanes of the group by a butterfly: every lane and warp gets the same bits).
-      float pv[2][2][4];  // [row][k-step][tokens 16kk + 2t, +1, +8, +9]
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int kk = 0; kk < 2; ++kk) {
-          const float2 a = *reinterpret_cast<const float2*>(&sm.s[g + 8 * h][16 * kk + 2 * t]);
-          const float2 b = *reinterpret_cast<const float2*>(&sm.s[g + 8 * h][16 * kk + 2 * t + 8]);
-          pv[h][kk][0] = a.x;
-          pv[h][kk][1] = a.y;
-          pv[h][kk][2] = b.x;
-          pv[h][kk][3] = b.y;
-        }
-        float mx = kNegInf;
-#pragma unroll
-        for (int kk = 0; kk < 2; ++kk)
-#pragma unroll
-          for (int c = 0; c < 4; ++c)
-            mx = fmaxf(mx, pv[h][kk][c]);
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m[h], mx);
-        const float m_use = m_new == kNegInf ? 0.0f : m_new;
-        const float alpha = exp2f(m[h] - m_use);
-        float sum = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < 2; ++kk)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            pv[h][kk][c] = exp2f(pv[h][kk][c] - m_use);
-            sum += pv[h][kk][c];
-          }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        l[h] = l[h] * alpha + sum;
-        m[h] = m_new;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          acc[i][2 * h] *= alpha;
-          acc[i][2 * h + 1] *= alpha;
-        }
-      }
-      // p.v: warp w accumulates dims 64w .. 64w + 63 (8 n-tiles), two k-steps of 16 tokens.
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        unsigned ah[4], al[4];
-        split_pair(pv[0][kk][0], pv[0][kk][1], ah[0], al[0]);
-        split_pair(pv[1][kk][0], pv[1][kk][1], ah[1], al[1]);
-        split_pair(pv[0][kk][2], pv[0][kk][3], ah[2], al[2]);
-        split_pair(pv[1][kk][2], pv[1][kk][3], ah[3], al[3]);
-#pragma unroll
-        for (int nn = 0; nn < 4; ++nn) {
-          unsigned b[4];
-          ldmatrix_x4_trans(b, &sm.v[stage][16 * kk + lane % 8 + 8 * ((lane / 8) % 2)]
-                                    [64 * warp + 16 * nn + 8 * (lane / 16)]);
-          mma_bf16(acc[2 * nn], ah, b[0], b[1]);
-          mma_bf16(acc[2 * nn], al, b[0], b[1]);
-          mma_bf16(acc[2 * nn + 1], ah, b[2], b[3]);
-          mma_bf16(acc[2 * nn + 1], al, b[2], b[3]);
-        }
-      }
-    }
-    if constexpr (kAsync) cp_async_wait<0>();  // no copy in flight (empty groups only)
-  }                                            // segments
-
-  const std::int64_t row_head0 = std::int64_t{r} * p.q_heads + kvh * 12;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int d = 64 * warp + 8 * i + 2 * t;
-    *reinterpret_cast<float2*>(&p.work_acc[((row_head0 + g) * p.splits + split) * kHeadDim + d]) =
-        make_float2(acc[i][0], acc[i][1]);
-    if (g + 8 < 12)
-      *reinterpret_cast<float2*>(
-          &p.work_acc[((row_head0 + g + 8) * p.splits + split) * kHeadDim + d]) =
-          make_float2(acc[i][2], acc[i][3]);
-  }
-  if (warp == 0 && t == 0) {
-    p.work_ml[((row_head0 + g) * p.splits + split) * 2] = m[0];
-    p.work_ml[((row_head0 + g) * p.splits + split) * 2 + 1] = l[0];
-    if (g + 8 < 12) {
-      p.work_ml[((row_head0 + g + 8) * p.splits + split) * 2] = m[1];
-      p.work_ml[((row_head0 + g + 8) * p.splits + split) * 2 + 1] = l[1];
-    }
-  }
-}
-
-template <bool kAsync, bool kMap, int kSt = kStages>
-void launch_attend_mma(const dim3& grid, const AttendParams& p, cudaStream_t s) {
-  constexpr std::size_t bytes = kMap ? sizeof(MmaSmemMap<kSt>) : sizeof(MmaSmem<kSt>);
-  static const bool configured = [] {
-    return cudaFuncSetAttribute(attend_mma_kernel<kAsync, kMap, kSt>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                static_cast<int>(bytes)) == cudaSuccess;
-  }();
-  if (!configured) detail::check_launch("attend (shared memory attribute)");
-  attend_mma_kernel<kAsync, kMap, kSt><<<grid, kThreads, bytes, s>>>(p);
-}
-
 struct MergeParams {
   const float* work_acc;
   const float* work_ml;
@@ -478,8 +168,10 @@ struct MergeParams {
   float* lse;
 };
 
-// grid: rows * q_heads; block: 256 threads, one dim each. Splits merged in order.
-__global__ void merge_kernel(const __grid_constant__ MergeParams p) {
+// grid: rows * q_heads; block: 256 threads, one dim each. Splits merged in order (the first
+// versions' merge; KVTIER_QSA_ATTEND_MERGE=serial). One thread walks every split: a chain of
+// L2 round trips when there are many (132 splits for one row).
+__global__ void merge_serial_kernel(const __grid_constant__ MergeParams p) {
   // Launched with programmatic stream serialization: wait for the attend grid (its partials
   // complete and visible). Without a programmatic launch this returns at once.
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -499,6 +191,67 @@ __global__ void merge_kernel(const __grid_constant__ MergeParams p) {
     }
   p.o[rh * kHeadDim + d] = mx == kNegInf ? 0.0f : acc / sum;
   if (p.lse && d == 0) p.lse[rh] = mx == kNegInf ? kNegInf : mx + log2f(sum);
+}
+
+// grid: rows * q_heads; block: 8 warps. The splits spread over the warps (warp w: splits w,
+// w + 8, ...; lane: 8 dims), so a row of many splits costs a few L2 round trips, not one per
+// split. The max over splits is exact in any order; the weighted sums are added per warp in
+// split order, then over the warps in warp order: deterministic, the same bits on every run
+// and placement.
+constexpr int kMergeWarps = 8;
+__global__ void __launch_bounds__(kMergeWarps * 32)
+    merge_kernel(const __grid_constant__ MergeParams p) {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  __shared__ float red[kMergeWarps];
+  __shared__ float sum_s[kMergeWarps];
+  __shared__ __align__(16) float acc_s[kMergeWarps][kHeadDim];
+  const std::int64_t rh = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float* ml = p.work_ml + rh * p.splits * 2;
+  float mx = kNegInf;
+  for (int s = threadIdx.x; s < p.splits; s += kMergeWarps * 32)
+    mx = fmaxf(mx, ml[2 * s]);
+  mx = detail::warp_max(mx);
+  if (lane == 0) red[warp] = mx;
+  __syncthreads();
+  mx = red[0];
+#pragma unroll
+  for (int w = 1; w < kMergeWarps; ++w)
+    mx = fmaxf(mx, red[w]);
+  float sum = 0.0f, acc[kPerLane] = {};
+  if (mx != kNegInf) {
+#pragma unroll 4
+    for (int s = warp; s < p.splits; s += kMergeWarps) {
+      const float2 mls = *reinterpret_cast<const float2*>(&ml[2 * s]);
+      const float* src = &p.work_acc[(rh * p.splits + s) * kHeadDim + lane * kPerLane];
+      const float4 a = *reinterpret_cast<const float4*>(src);
+      const float4 b = *reinterpret_cast<const float4*>(src + 4);
+      const float w = mls.x == kNegInf ? 0.0f : exp2f(mls.x - mx);
+      sum += mls.x == kNegInf ? 0.0f : mls.y * w;
+      acc[0] += a.x * w;
+      acc[1] += a.y * w;
+      acc[2] += a.z * w;
+      acc[3] += a.w * w;
+      acc[4] += b.x * w;
+      acc[5] += b.y * w;
+      acc[6] += b.z * w;
+      acc[7] += b.w * w;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j)
+    acc_s[warp][lane * kPerLane + j] = acc[j];
+  if (lane == 0) sum_s[warp] = sum;
+  __syncthreads();
+  const int d = threadIdx.x;
+  float total = 0.0f, l = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kMergeWarps; ++w) {
+    total += acc_s[w][d];
+    l += sum_s[w];
+  }
+  p.o[rh * kHeadDim + d] = mx == kNegInf ? 0.0f : total / l;
+  if (p.lse && d == 0) p.lse[rh] = mx == kNegInf ? kNegInf : mx + log2f(l);
 }
 
 struct FoldParams {
@@ -545,19 +298,50 @@ int attend_default_splits(int rows, int kv_heads, int width) {
 
 namespace {
 
-// Launch knobs read per call (benchmarks, diagnosis): KVTIER_QSA_ATTEND_GRID = split | kv (the
-// fastest-varying grid index: the split (first versions) or the KV head, so that the CTAs
-// reading the two 512-byte halves of a token's K / V row run side by side; default kv);
-// KVTIER_QSA_ATTEND_PDL = 0 | 1 (merge launched as a programmatic dependent; default 1).
-bool env_flag(const char* name, const char* on_value, bool fallback) {
+// Launch knobs read per call (benchmarks, diagnosis; unset = the measured defaults):
+//   KVTIER_QSA_ATTEND_GRID = split | kv: the fastest-varying grid index (default kv, so that the
+//     CTAs of one split's KV heads run side by side);
+//   KVTIER_QSA_ATTEND_PDL = 0 | 1: the merge launched as a programmatic dependent (default 1);
+//   KVTIER_QSA_ATTEND_KH = 1 | 2: KV heads per CTA of the tensor-core kernel (default 2 where
+//     kv_heads is even: one 8-warp CTA reads a token's 1 KiB K and V rows whole);
+//   KVTIER_QSA_ATTEND_STAGES: pipeline stages (1 KV head per CTA: 3 | 4; 2: 2 | 3; default 3);
+//   KVTIER_QSA_ATTEND_MERGE = serial | warps: one thread per dim walks the splits (first
+//     versions) or the splits spread over 8 warps (default).
+// None of them changes the output bits except MERGE (another summation order).
+const char* env_str(const char* name) {
   const char* e = std::getenv(name);
-  if (e == nullptr || *e == 0) return fallback;
-  return std::strcmp(e, on_value) == 0;
+  return e == nullptr || *e == 0 ? nullptr : e;
 }
-// KVTIER_QSA_ATTEND_STAGES = 3 | 4 | 6: pipeline stages of the cp.async kernel (default 3).
+bool env_flag(const char* name, const char* on_value, bool fallback) {
+  const char* e = env_str(name);
+  return e == nullptr ? fallback : std::strcmp(e, on_value) == 0;
+}
 int env_int(const char* name, int fallback) {
-  const char* e = std::getenv(name);
-  return e == nullptr || *e == 0 ? fallback : std::atoi(e);
+  const char* e = env_str(name);
+  return e == nullptr ? fallback : std::atoi(e);
+}
+
+void launch_merge(const MergeParams& mp, int n_blocks, cudaStream_t s) {
+  const bool serial = env_flag("KVTIER_QSA_ATTEND_MERGE", "serial", false);
+  void (*kernel)(MergeParams) = serial ? merge_serial_kernel : merge_kernel;
+  if (env_flag("KVTIER_QSA_ATTEND_PDL", "1", true)) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(n_blocks));
+    cfg.blockDim = dim3(kHeadDim);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, mp);
+    if (e != cudaSuccess)
+      throw std::runtime_error(std::string("qsa attend merge: ") + cudaGetErrorString(e));
+  } else {
+    kernel<<<n_blocks, kHeadDim, 0, s>>>(mp);
+  }
+  detail::check_launch("attend merge");
 }
 
 }  // namespace
@@ -585,47 +369,29 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
   float* work_acc = work;
   float* work_ml = work + std::int64_t{rows.count} * q_heads * splits * kHeadDim;
   const bool kv_inner = env_flag("KVTIER_QSA_ATTEND_GRID", "kv", true);
-  AttendParams p{q, q_heads, rows, tokens, width, kv, table, splits, work_acc, work_ml, kv_inner};
-  const dim3 grid(static_cast<unsigned>(kv_inner ? kv.kv_heads : splits),
-                  static_cast<unsigned>(kv_inner ? splits : kv.kv_heads),
-                  static_cast<unsigned>(rows.count));
+  const AttendParams p{q,     q_heads, rows,     tokens,  width,   kv,
+                       table, splits,  work_acc, work_ml, kv_inner};
   AttendVariant variant = attend_variant();
   if (variant == AttendVariant::automatic)
     variant = kv.host ? AttendVariant::mma_load : AttendVariant::mma_async;
-  if (kv.fp8)
-    attend_kernel<12, true><<<grid, kThreads, 0, s>>>(p);
-  else if (variant == AttendVariant::simt)
-    attend_kernel<12, false><<<grid, kThreads, 0, s>>>(p);
-  else if (variant == AttendVariant::mma_load)
-    launch_attend_mma<false, true>(grid, p, s);
-  else if (variant == AttendVariant::mma_async_v1)
-    launch_attend_mma<true, false>(grid, p, s);
-  else if (const int st = env_int("KVTIER_QSA_ATTEND_STAGES", kStages); st == 6)
-    launch_attend_mma<true, true, 6>(grid, p, s);
-  else if (st == 4)
-    launch_attend_mma<true, true, 4>(grid, p, s);
-  else
-    launch_attend_mma<true, true>(grid, p, s);
-  detail::check_launch("attend");
-  const MergeParams mp{work_acc, work_ml, splits, o, lse};
-  if (env_flag("KVTIER_QSA_ATTEND_PDL", "1", true)) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(rows.count * q_heads));
-    cfg.blockDim = dim3(kHeadDim);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, merge_kernel, mp);
-    if (e != cudaSuccess)
-      throw std::runtime_error(std::string("qsa attend merge: ") + cudaGetErrorString(e));
+  if (kv.fp8 || variant == AttendVariant::simt) {
+    const dim3 grid(static_cast<unsigned>(kv_inner ? kv.kv_heads : splits),
+                    static_cast<unsigned>(kv_inner ? splits : kv.kv_heads),
+                    static_cast<unsigned>(rows.count));
+    if (kv.fp8)
+      attend_kernel<12, true><<<grid, kThreads, 0, s>>>(p);
+    else
+      attend_kernel<12, false><<<grid, kThreads, 0, s>>>(p);
   } else {
-    merge_kernel<<<rows.count * q_heads, kHeadDim, 0, s>>>(mp);
+    const int kh = env_int("KVTIER_QSA_ATTEND_KH", kv.kv_heads % 2 == 0 ? 2 : 1);
+    const int stages = env_int("KVTIER_QSA_ATTEND_STAGES", 3);
+    if (variant == AttendVariant::mma_async_v1)
+      detail::launch_attend_tc(p, true, false, 3, 1, s);
+    else
+      detail::launch_attend_tc(p, variant == AttendVariant::mma_async, true, stages, kh, s);
   }
-  detail::check_launch("attend merge");
+  detail::check_launch("attend");
+  launch_merge(MergeParams{work_acc, work_ml, splits, o, lse}, rows.count * q_heads, s);
 }
 
 void fold(float* acc_o, float* acc_lse, const float* o, const float* lse, int rows, int heads,

@@ -7,6 +7,9 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/qsa/qsa_gpu_runner.hpp"
 
@@ -286,36 +289,83 @@ TEST(QsaGpu, GraphReplaysManyTimesEqualEager) {
   QSA_CHECK(cudaStreamDestroy(s));
 }
 
-// The bf16 attend kernels (tensor-core with cp.async gather, tensor-core with register gather,
-// SIMT fp32) agree with each other within fp32-path accuracy on a long selection, several
-// splits, device and host banks; the two tensor-core gathers agree bit for bit.
+// The bf16 attend kernels agree: every tensor-core variant (cp.async or register gather, bank
+// rows looked up per segment or per tile, 1 or 2 KV heads per CTA, 2 to 4 stages) gives the same
+// bits; the SIMT fp32 kernel and the serial merge agree within fp32-path accuracy. Device and
+// host banks; a slice of several tiles with a partial last one (3 splits of 259 tokens), and a
+// slice longer than one map segment (1 split of 2083 tokens > 2048).
+// KVTIER_QSA_TEST_SMALL=1 (sanitizers): 4 rows instead of 16, the first case only (the second
+// one's prefill of 2200 rows is too slow under racecheck).
 TEST(QsaGpu, AttendVariantsAgree) {
   REQUIRE_GPU();
-  const qsa_ref::Dims d = gpu_dims(64);
-  const int n = 1200;
-  qsa_ref::LayerInput in = qsa_ref::random_input(n, d, 77);
-  for (bool host : {false, true}) {
-    LayerConfig cfg;
-    cfg.dims = d;
-    cfg.host_banks = host;
-    cfg.splits = 3;
-    GpuLayer g(in, cfg);
-    g.run_chunks({});
-    std::vector<std::vector<float>> outs;
-    for (const char* v : {"mma", "mma_ld", "simt"}) {
-      setenv("KVTIER_QSA_ATTEND", v, 1);
-      g.o_.zero();
-      g.select_and_attend(n - 16, 16, nullptr);
-      QSA_CHECK(cudaDeviceSynchronize());
-      outs.push_back(g.o_.download());
-    }
-    unsetenv("KVTIER_QSA_ATTEND");
-    EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 4), 0) << host;
-    for (int i = 0; i < 16; ++i) {
-      const Mat a = row_of(outs[0], n - 16 + i, d.q_heads, d.head_dim);
-      const Mat c = row_of(outs[2], n - 16 + i, d.q_heads, d.head_dim);
-      ASSERT_FALSE(a.hasNaN());
-      EXPECT_LT(rel(a, c), 2e-5) << i << " host " << host;
+  const bool small = std::getenv("KVTIER_QSA_TEST_SMALL") != nullptr;
+  using Env = std::vector<std::pair<const char*, const char*>>;
+  const std::vector<std::pair<std::string, Env>> same_bits = {
+      {"mma kh2 st3", {{"KVTIER_QSA_ATTEND", "mma"}, {"KVTIER_QSA_ATTEND_KH", "2"}}},
+      {"mma kh1 st3", {{"KVTIER_QSA_ATTEND", "mma"}, {"KVTIER_QSA_ATTEND_KH", "1"}}},
+      {"mma kh1 st4",
+       {{"KVTIER_QSA_ATTEND", "mma"},
+        {"KVTIER_QSA_ATTEND_KH", "1"},
+        {"KVTIER_QSA_ATTEND_STAGES", "4"}}},
+      {"mma kh2 st2",
+       {{"KVTIER_QSA_ATTEND", "mma"},
+        {"KVTIER_QSA_ATTEND_KH", "2"},
+        {"KVTIER_QSA_ATTEND_STAGES", "2"}}},
+      {"mma_ld kh2 st2",
+       {{"KVTIER_QSA_ATTEND", "mma_ld"},
+        {"KVTIER_QSA_ATTEND_KH", "2"},
+        {"KVTIER_QSA_ATTEND_STAGES", "2"}}},
+      {"mma_ld kh2 st3", {{"KVTIER_QSA_ATTEND", "mma_ld"}, {"KVTIER_QSA_ATTEND_KH", "2"}}},
+      {"mma_ld kh1 st3", {{"KVTIER_QSA_ATTEND", "mma_ld"}, {"KVTIER_QSA_ATTEND_KH", "1"}}},
+      {"mma_ld kh1 st4",
+       {{"KVTIER_QSA_ATTEND", "mma_ld"},
+        {"KVTIER_QSA_ATTEND_KH", "1"},
+        {"KVTIER_QSA_ATTEND_STAGES", "4"}}},
+      {"mma_v1", {{"KVTIER_QSA_ATTEND", "mma_v1"}}},
+      {"default", {}}};
+  const std::vector<std::pair<std::string, Env>> close = {
+      {"simt", {{"KVTIER_QSA_ATTEND", "simt"}}},
+      {"serial merge", {{"KVTIER_QSA_ATTEND_MERGE", "serial"}}}};
+  struct Shape {
+    int block_topk, n, splits;
+  };
+  std::vector<Shape> shapes = {{64, 1200, 3}, {520, 2200, 1}};
+  if (small) shapes.resize(1);
+  for (const Shape& cs : shapes) {
+    const qsa_ref::Dims d = gpu_dims(cs.block_topk);
+    qsa_ref::LayerInput in = qsa_ref::random_input(cs.n, d, 77);
+    const int rows = small ? 4 : 16;
+    for (bool host : {false, true}) {
+      LayerConfig cfg;
+      cfg.dims = d;
+      cfg.host_banks = host;
+      cfg.splits = cs.splits;
+      GpuLayer g(in, cfg);
+      g.run_chunks({});
+      auto run = [&](const Env& env) {
+        for (const auto& [k, v] : env)
+          setenv(k, v, 1);
+        g.o_.zero();
+        g.select_and_attend(cs.n - rows, rows, nullptr);
+        QSA_CHECK(cudaDeviceSynchronize());
+        for (const auto& [k, v] : env)
+          unsetenv(k);
+        return g.o_.download();
+      };
+      const std::vector<float> ref = run(same_bits[0].second);
+      for (std::size_t i = 1; i < same_bits.size(); ++i)
+        EXPECT_EQ(std::memcmp(run(same_bits[i].second).data(), ref.data(), ref.size() * 4), 0)
+            << same_bits[i].first << " host " << host << " width " << g.width();
+      for (const auto& [name, env] : close) {
+        const std::vector<float> out = run(env);
+        for (int i = 0; i < rows; ++i) {
+          const Mat a = row_of(ref, cs.n - rows + i, d.q_heads, d.head_dim);
+          const Mat c = row_of(out, cs.n - rows + i, d.q_heads, d.head_dim);
+          ASSERT_FALSE(a.hasNaN());
+          ASSERT_FALSE(c.hasNaN());
+          EXPECT_LT(rel(a, c), 2e-5) << name << " row " << i << " host " << host;
+        }
+      }
     }
   }
 }

@@ -1,0 +1,38 @@
+#pragma once
+// Shared between the attend translation units (attend_fold.cu: entry points, SIMT kernel,
+// merge, fold; attend_mma.cu: the tensor-core kernel). Not a public header.
+#include <cstdint>
+
+#include "cuda/qsa/qsa_common.cuh"
+
+namespace kvtier::qsa::detail {
+
+constexpr int kAttWarps = 4;  // warps per KV head of a CTA
+constexpr int kAttThreads = kAttWarps * 32;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kNegInf = -__builtin_huge_valf();
+
+struct AttendParams {
+  const std::uint16_t* q;
+  int q_heads;
+  Rows rows;
+  const std::int32_t* tokens;
+  int width;
+  KvBanks kv;
+  PageTable table;
+  int splits;
+  float* work_acc;  // [rows][q_heads][splits][256]
+  float* work_ml;   // [rows][q_heads][splits][2]
+  bool kv_inner;    // grid (kv head groups, splits, rows) instead of (splits, groups, rows)
+};
+
+// The tensor-core attend (bf16 banks, GQA group 12), attend_mma.cu. async: cp.async gather
+// (else 16-byte register loads, double-buffered in registers); map: bank rows looked up once
+// per segment (else per tile; async only); stages: 3 (kv_heads_per_cta 1: also 4), 2 | 3
+// (kv_heads_per_cta 2); kv_heads_per_cta: 1, or 2 (one CTA of 8 warps reads a token's K / V rows
+// of both KV heads, 1 KiB contiguous each). The grid (derived here) covers
+// kv_heads / kv_heads_per_cta head groups x splits x rows. Every combination gives the same bits.
+void launch_attend_tc(const AttendParams& p, bool async, bool map, int stages, int kv_heads_per_cta,
+                      cudaStream_t s);
+
+}  // namespace kvtier::qsa::detail
