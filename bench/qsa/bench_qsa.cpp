@@ -396,6 +396,45 @@ int main(int argc, char** argv) {
     print_table();
     return 0;
   }
+  if (argc > 1 && std::string(argv[1]) == "f") {  // 2026-11-29d, third call: q.k chains, loads
+    using Env = std::vector<std::pair<std::string, std::string>>;
+    auto env = [](const char* kernel, const char* kh, const char* chains, const char* ld = "0",
+                  const char* merge = "warps") {
+      return Env{{"KVTIER_QSA_ATTEND", kernel},
+                 {"KVTIER_QSA_ATTEND_KH", kh},
+                 {"KVTIER_QSA_ATTEND_QK_CHAINS", chains},
+                 {"KVTIER_QSA_ATTEND_LD", ld},
+                 {"KVTIER_QSA_ATTEND_MERGE", merge}};
+    };
+    const std::vector<Variant> host = {
+        {"ld kh1 qk1 serial-merge (old)", env("mma_ld", "1", "1", "0", "serial")},
+        {"default", {}},
+        {"ld kh1 qk1", env("mma_ld", "1", "1")},
+        {"ld kh1 qk4", env("mma_ld", "1", "4")},
+        {"ld kh1 qk4 ld1", env("mma_ld", "1", "4", "1")},
+        {"ld kh1 qk4 ld2", env("mma_ld", "1", "4", "2")},
+        {"ld kh1 qk4 ld3", env("mma_ld", "1", "4", "3")},
+        {"ld kh2 qk4 ld2", env("mma_ld", "2", "4", "2")}};
+    bench_attend(1, false, true, host, false, 2);
+    bench_attend(1, false, true, host, false, 2, true);
+    bench_attend(1, false, true, {host[0], host[1], host[3], host[5]}, true, 1, true);
+    const std::vector<Variant> hbm = {
+        {"mma kh1 qk1 serial-merge (old)", env("mma", "1", "1", "0", "serial")},
+        {"mma kh1 qk1", env("mma", "1", "1")},
+        {"mma kh1 qk4", env("mma", "1", "4")},
+        {"default", {}},
+        {"mma kh2 qk4", env("mma", "2", "4")},
+        {"mma kh1 qk4", env("mma", "1", "4"), 4},
+        {"mma kh2 qk4 ld1", env("mma", "2", "4", "1")},
+        {"mma kh1 qk4 ld1", env("mma", "1", "4", "1"), 4}};
+    bench_attend(16, false, false, hbm, false, 2);
+    bench_attend(16, false, false, hbm, false, 2, true);
+    bench_attend(16, false, false, {hbm[0], hbm[3]}, true, 1, true);
+    bench_attend(1, false, false, {hbm[0], hbm[3]}, false, 1, true);
+    bench_attend(64, false, false, {hbm[0], hbm[3]}, false, 1);
+    print_table();
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "e") {  // 2026-11-29d, second call: graphs, splits
     using Env = std::vector<std::pair<std::string, std::string>>;
     auto env = [](const char* kernel, const char* kh, const char* merge = nullptr) {

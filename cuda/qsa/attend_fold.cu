@@ -306,8 +306,10 @@ namespace {
 //     kv_heads is even: one 8-warp CTA reads a token's 1 KiB K and V rows whole);
 //   KVTIER_QSA_ATTEND_STAGES: pipeline stages (1 KV head per CTA: 3 | 4; 2: 2 | 3; default 3);
 //   KVTIER_QSA_ATTEND_MERGE = serial | warps: one thread per dim walks the splits (first
-//     versions) or the splits spread over 8 warps (default).
-// None of them changes the output bits except MERGE (another summation order).
+//     versions) or the splits spread over 8 warps (default);
+//   KVTIER_QSA_ATTEND_LD = 0 | 1 | 2 | 3: the gather's load form (AttendParams::ld_mode);
+//   KVTIER_QSA_ATTEND_QK_CHAINS = 1 | 4: q.k as one chain of 16 MMAs or 4 chains (default 4).
+// None of them changes the output bits except MERGE and QK_CHAINS (other summation orders).
 const char* env_str(const char* name) {
   const char* e = std::getenv(name);
   return e == nullptr || *e == 0 ? nullptr : e;
@@ -369,8 +371,9 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
   float* work_acc = work;
   float* work_ml = work + std::int64_t{rows.count} * q_heads * splits * kHeadDim;
   const bool kv_inner = env_flag("KVTIER_QSA_ATTEND_GRID", "kv", true);
-  const AttendParams p{q,     q_heads, rows,     tokens,  width,   kv,
-                       table, splits,  work_acc, work_ml, kv_inner};
+  AttendParams p{q, q_heads, rows, tokens, width, kv, table, splits, work_acc, work_ml, kv_inner};
+  p.ld_mode = env_int("KVTIER_QSA_ATTEND_LD", 0);
+  p.qk_split = env_int("KVTIER_QSA_ATTEND_QK_CHAINS", 4) != 1;
   AttendVariant variant = attend_variant();
   if (variant == AttendVariant::automatic)
     variant = kv.host ? AttendVariant::mma_load : AttendVariant::mma_async;

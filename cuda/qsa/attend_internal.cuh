@@ -24,6 +24,13 @@ struct AttendParams {
   float* work_acc;  // [rows][q_heads][splits][256]
   float* work_ml;   // [rows][q_heads][splits][2]
   bool kv_inner;    // grid (kv head groups, splits, rows) instead of (splits, groups, rows)
+  // Tensor-core kernel only. ld_mode: how the gather loads (0: plain 16-byte loads / cp.async;
+  // 1: ld.global.cg + L2::256B prefetch hint; 2: ld.global.nc, L1 no-allocate, L2::256B;
+  // 3: plain + L2::256B; cp.async takes the L2::256B hint for any mode > 0). Same bytes.
+  int ld_mode = 0;
+  // q.k over 4 independent accumulator chains of 4 k-steps, summed (a + b) + (c + d), instead
+  // of one chain of 16 dependent MMAs (other rounding of the scores, fp32).
+  bool qk_split = true;
 };
 
 // The tensor-core attend (bf16 banks, GQA group 12), attend_mma.cu. async: cp.async gather

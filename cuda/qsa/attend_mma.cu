@@ -48,6 +48,31 @@ struct MmaSmemMap {
   std::int32_t map[kMapCap];
 };
 
+// 16-byte gather loads (ld_mode of AttendParams); the asm forms keep their issue order.
+__device__ __forceinline__ uint4 ld16(const std::uint16_t* src, int mode) {
+  uint4 r;
+  if (mode == 1)
+    asm volatile("ld.global.cg.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(src));
+  else if (mode == 2)
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(src));
+  else if (mode == 3)
+    asm volatile("ld.global.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(src));
+  else
+    r = *reinterpret_cast<const uint4*>(src);
+  return r;
+}
+// cp.async with the L2::256B prefetch hint (zero-fills the destination when !valid).
+__device__ __forceinline__ void cp_async16_l2(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
+               "l"(src), "r"(valid ? 16 : 0));
+}
+
 // Two fp32 -> packed bf16 pair (x in the low half); hi + lo split of each.
 __device__ __forceinline__ unsigned pack_bf16(float x, float y) {
   return static_cast<unsigned>(float_to_bf16(x)) | (static_cast<unsigned>(float_to_bf16(y)) << 16);
@@ -125,12 +150,21 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
       const int row = warp + kCtaWarps * i;
       const std::int64_t e = row_elem(tile, row);
       const std::int64_t ec = e < 0 ? 0 : e;
+      if (p.ld_mode > 0) {
 #pragma unroll
-      for (int h = 0; h < kKh; ++h)
-        cp_async16(&sm.k[stage][h][row][lane * 8], kbase + ec + h * kHeadDim, e >= 0);
+        for (int h = 0; h < kKh; ++h)
+          cp_async16_l2(&sm.k[stage][h][row][lane * 8], kbase + ec + h * kHeadDim, e >= 0);
 #pragma unroll
-      for (int h = 0; h < kKh; ++h)
-        cp_async16(&sm.v[stage][h][row][lane * 8], vbase + ec + h * kHeadDim, e >= 0);
+        for (int h = 0; h < kKh; ++h)
+          cp_async16_l2(&sm.v[stage][h][row][lane * 8], vbase + ec + h * kHeadDim, e >= 0);
+      } else {
+#pragma unroll
+        for (int h = 0; h < kKh; ++h)
+          cp_async16(&sm.k[stage][h][row][lane * 8], kbase + ec + h * kHeadDim, e >= 0);
+#pragma unroll
+        for (int h = 0; h < kKh; ++h)
+          cp_async16(&sm.v[stage][h][row][lane * 8], vbase + ec + h * kHeadDim, e >= 0);
+      }
     }
   };
   // Register path: every load of a tile issued before any of its shared stores.
@@ -140,15 +174,11 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
     for (int i = 0; i < kRowsPerWarp; ++i) {
       const std::int64_t e = row_elem(tile, warp + kCtaWarps * i);
 #pragma unroll
-      for (int h = 0; h < kKh; ++h) {
-        rk[i][h] = e < 0 ? make_uint4(0, 0, 0, 0)
-                         : *reinterpret_cast<const uint4*>(kbase + e + h * kHeadDim);
-      }
+      for (int h = 0; h < kKh; ++h)
+        rk[i][h] = e < 0 ? make_uint4(0, 0, 0, 0) : ld16(kbase + e + h * kHeadDim, p.ld_mode);
 #pragma unroll
-      for (int h = 0; h < kKh; ++h) {
-        rv[i][h] = e < 0 ? make_uint4(0, 0, 0, 0)
-                         : *reinterpret_cast<const uint4*>(vbase + e + h * kHeadDim);
-      }
+      for (int h = 0; h < kKh; ++h)
+        rv[i][h] = e < 0 ? make_uint4(0, 0, 0, 0) : ld16(vbase + e + h * kHeadDim, p.ld_mode);
     }
   };
   auto store_regs = [&](int stage) {
@@ -214,13 +244,28 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
       }
       const int stage = tile % kSt;
       // q.k: head warp wq scores tokens 8wq .. 8wq + 7 of the tile.
+      // Either 4 independent chains of 4 k-steps (k-step j into chain j % 4) or one chain of 16.
       float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (p.qk_split) {
+        float part[4][4] = {};
 #pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-        unsigned b[4];
-        ldmatrix_x4(b, &sm.k[stage][hl][8 * wq + lane % 8][32 * jj + 8 * (lane / 8)]);
-        mma_bf16(sc, qa[2 * jj], b[0], b[1]);
-        mma_bf16(sc, qa[2 * jj + 1], b[2], b[3]);
+        for (int jj = 0; jj < 8; ++jj) {
+          unsigned b[4];
+          ldmatrix_x4(b, &sm.k[stage][hl][8 * wq + lane % 8][32 * jj + 8 * (lane / 8)]);
+          mma_bf16(part[(2 * jj) % 4], qa[2 * jj], b[0], b[1]);
+          mma_bf16(part[(2 * jj + 1) % 4], qa[2 * jj + 1], b[2], b[3]);
+        }
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          sc[c] = (part[0][c] + part[1][c]) + (part[2][c] + part[3][c]);
+      } else {
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) {
+          unsigned b[4];
+          ldmatrix_x4(b, &sm.k[stage][hl][8 * wq + lane % 8][32 * jj + 8 * (lane / 8)]);
+          mma_bf16(sc, qa[2 * jj], b[0], b[1]);
+          mma_bf16(sc, qa[2 * jj + 1], b[2], b[3]);
+        }
       }
       {
         const int j = lo + tile * kTile + 8 * wq + 2 * t;

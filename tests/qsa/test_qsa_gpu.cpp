@@ -290,8 +290,9 @@ TEST(QsaGpu, GraphReplaysManyTimesEqualEager) {
 }
 
 // The bf16 attend kernels agree: every tensor-core variant (cp.async or register gather, bank
-// rows looked up per segment or per tile, 1 or 2 KV heads per CTA, 2 to 4 stages) gives the same
-// bits; the SIMT fp32 kernel and the serial merge agree within fp32-path accuracy. Device and
+// rows looked up per segment or per tile, 1 or 2 KV heads per CTA, 2 to 4 stages, load forms)
+// gives the same bits; the SIMT fp32 kernel, the serial merge and either q.k chaining agree
+// within fp32-path accuracy. Device and
 // host banks; a slice of several tiles with a partial last one (3 splits of 259 tokens), and a
 // slice longer than one map segment (1 split of 2083 tokens > 2048).
 // KVTIER_QSA_TEST_SMALL=1 (sanitizers): 4 rows instead of 16, the first case only (the second
@@ -322,10 +323,19 @@ TEST(QsaGpu, AttendVariantsAgree) {
         {"KVTIER_QSA_ATTEND_KH", "1"},
         {"KVTIER_QSA_ATTEND_STAGES", "4"}}},
       {"mma_v1", {{"KVTIER_QSA_ATTEND", "mma_v1"}}},
+      {"mma ld2", {{"KVTIER_QSA_ATTEND", "mma"}, {"KVTIER_QSA_ATTEND_LD", "2"}}},
+      {"mma_ld ld1", {{"KVTIER_QSA_ATTEND", "mma_ld"}, {"KVTIER_QSA_ATTEND_LD", "1"}}},
+      {"mma_ld ld2", {{"KVTIER_QSA_ATTEND", "mma_ld"}, {"KVTIER_QSA_ATTEND_LD", "2"}}},
+      {"mma_ld kh1 ld3",
+       {{"KVTIER_QSA_ATTEND", "mma_ld"},
+        {"KVTIER_QSA_ATTEND_KH", "1"},
+        {"KVTIER_QSA_ATTEND_LD", "3"}}},
       {"default", {}}};
   const std::vector<std::pair<std::string, Env>> close = {
       {"simt", {{"KVTIER_QSA_ATTEND", "simt"}}},
-      {"serial merge", {{"KVTIER_QSA_ATTEND_MERGE", "serial"}}}};
+      {"serial merge", {{"KVTIER_QSA_ATTEND_MERGE", "serial"}}},
+      {"q.k 1 chain", {{"KVTIER_QSA_ATTEND_QK_CHAINS", "1"}}},
+      {"q.k 4 chains", {{"KVTIER_QSA_ATTEND_QK_CHAINS", "4"}}}};
   struct Shape {
     int block_topk, n, splits;
   };
