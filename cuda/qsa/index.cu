@@ -12,7 +12,11 @@
 // are never written; 16-block groups beyond the warp's rows' visibility are skipped (causal). CTAs
 // whose rows span several requests score on the CUDA cores.
 //
-// KVTIER_QSA_INDEX = mma32 (default) | mma | wmma selects a kernel for benchmarks and tests.
+// Decode kernel (`index_decode_kernel`, 4 index heads, the default for at most 16 rows): the same
+// mma.sync fragments and order (the same bits per row), shaped for few rows: see below.
+//
+// KVTIER_QSA_INDEX = mma32 (default above 16 rows) | mma | wmma | decode selects a kernel for
+// benchmarks and tests.
 // Older kernel (`index_wmma_kernel`, any head count; KVTIER_QSA_INDEX=wmma forces it): 64 x 64
 // tiles, WMMA 16x16x16 from padded shared memory, the Q tile reloaded per head.
 #include <mma.h>
@@ -339,13 +343,189 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   detail::cp_async_wait<0>();  // only empty groups can remain; leave nothing in flight
 }
 
-enum class IndexVariant { automatic, wmma, mma, mma32 };
+// ---- Decode kernel (few rows): the slab streamed once, per-warp pipelines ----------------------
+// For 1 .. 16 rows the prefill kernel's 128-row CTAs are mostly idle. Here a group of up to 16
+// consecutive rows of one request fills the 16 rows of one warp's A fragments, exactly as in
+// index_mma_kernel (same mma.sync m16n8k16 operands in the same roles, the same k-step order,
+// relu + head sum in head order from 0.0f, then the scale): a row scores the same bits here as
+// in the prefill kernel. grid: (block chunks, rows); the CTAs of a group's rows share the
+// chunk's 16-block tiles (so a row per request or many rows of one request keep the same grid);
+// each warp streams its tiles through its own cp.async pipeline (kDecStages x 4 KiB), no
+// block-wide barrier. Rows of different requests read different slabs, so every CTA serves one
+// group only.
+constexpr int kDecWarps = 4;
+constexpr int kDecThreads = kDecWarps * 32;
+constexpr int kDecStages = 4;
+constexpr int kDecTile = 16;     // blocks per warp step
+constexpr int kDecMaxRows = 16;  // automatic choice at or below this many rows
+constexpr int kDecGroup = 16;    // rows of one warp's A fragments
+constexpr std::size_t kDecSmemBytes =
+    std::size_t{kDecWarps} * kDecStages * kDecTile * kIndexDim * sizeof(std::uint16_t);  // 64 KiB
+
+__global__ void __launch_bounds__(kDecThreads)
+    index_decode_kernel(const __grid_constant__ IndexParams p, std::int64_t chunk, bool vec) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int r = blockIdx.y;
+  // The group of row r: up to 16 consecutive rows of its request, from a leader.
+  const std::int32_t req = p.rows.req[r];
+  int start = r;
+  while (start > 0 && p.rows.req[start - 1] == req)
+    --start;
+  const int lead = start + (r - start) / kDecGroup * kDecGroup;
+  int nr = 1;
+  while (nr < kDecGroup && lead + nr < p.rows.count && p.rows.req[lead + nr] == req)
+    ++nr;
+  const int share = r - lead;  // this CTA's share of the chunk among the group's CTAs
+
+  const int ra = lead + g, rb = ra + 8;
+  const bool has_a = g < nr, has_b = g + 8 < nr;
+  const int vis_a = has_a ? static_cast<int>(visible(p, ra)) : 0;
+  const int vis_b = has_b ? static_cast<int>(visible(p, rb)) : 0;
+  const int group_vis = __reduce_max_sync(0xffffffffu, max(vis_a, vis_b));
+  const std::int64_t c0 = std::int64_t{blockIdx.x} * chunk;
+  if (c0 >= group_vis) return;
+  const std::int64_t c1 = min(c0 + chunk, std::int64_t{group_vis});
+  const std::int64_t tiles = (c1 - c0 + kDecTile - 1) / kDecTile;
+  // The group's CTAs share the tiles, at least 8 per warp each (a warp loads the A fragments of
+  // all the group's rows: 16 KiB for 16 rows); the CTAs beyond leave.
+  const int active =
+      static_cast<int>(min(std::int64_t{nr}, max(std::int64_t{1}, tiles / (8 * kDecWarps))));
+  if (share >= active) return;
+  const std::int64_t t0 = tiles * share / active, t1 = tiles * (share + 1) / active;
+  // This warp's tiles: t0 + warp, t0 + warp + kDecWarps, ... below t1.
+  const int mine = t0 + warp < t1 ? static_cast<int>((t1 - t0 - warp - 1) / kDecWarps + 1) : 0;
+  if (mine == 0) return;  // warp-uniform; no block-wide barrier follows
+
+  const std::uint16_t* slab = p.slab + std::int64_t{req} * p.slab_stride * kIndexDim;
+  std::uint16_t* stages =
+      reinterpret_cast<std::uint16_t*>(smem_raw) + warp * kDecStages * kDecTile * kIndexDim;
+  // Stage layout: [16 rows][16 chunks of 16 B], chunk c of row j at c ^ (j % 8).
+  auto issue = [&](int i, int stage) {
+    const std::int64_t b0 = c0 + (t0 + warp + std::int64_t{i} * kDecWarps) * kDecTile;
+    std::uint16_t* dst = stages + stage * kDecTile * kIndexDim;
+#pragma unroll
+    for (int q = lane; q < kDecTile * kRowChunks; q += 32) {
+      const int j = q / kRowChunks, c = q % kRowChunks;
+      const bool ok = b0 + j < c1;  // blocks past the visible ones: zero-filled, never stored
+      detail::cp_async16(dst + j * kIndexDim + ((c ^ (j & 7)) * 8),
+                         slab + (ok ? b0 + j : c0) * kIndexDim + c * 8, ok);
+    }
+  };
+#pragma unroll
+  for (int st = 0; st < kDecStages - 1; ++st) {
+    if (st < mine) issue(st, st);
+    detail::cp_async_commit();
+  }
+
+  unsigned qa[kMmaHeads][kIndexDim / 16][4];
+#pragma unroll
+  for (int h = 0; h < kMmaHeads; ++h) {
+    const std::uint16_t* qra = p.iq + (std::int64_t{ra} * p.heads + h) * kIndexDim + 2 * t;
+    const std::uint16_t* qrb = p.iq + (std::int64_t{rb} * p.heads + h) * kIndexDim + 2 * t;
+#pragma unroll
+    for (int ks = 0; ks < kIndexDim / 16; ++ks) {
+      qa[h][ks][0] = has_a ? *reinterpret_cast<const unsigned*>(qra + 16 * ks) : 0u;
+      qa[h][ks][1] = has_b ? *reinterpret_cast<const unsigned*>(qrb + 16 * ks) : 0u;
+      qa[h][ks][2] = has_a ? *reinterpret_cast<const unsigned*>(qra + 16 * ks + 8) : 0u;
+      qa[h][ks][3] = has_b ? *reinterpret_cast<const unsigned*>(qrb + 16 * ks + 8) : 0u;
+    }
+  }
+  const float inv_sqrt = rsqrtf(static_cast<float>(kIndexDim));
+  const bool odd = (t & 1) != 0;
+  const int col = odd ? 6 + 2 * t : 2 * t;  // first of the 4 scores a lane stores per row
+
+#pragma unroll 1
+  for (int i = 0; i < mine; ++i) {
+    detail::cp_async_wait<kDecStages - 2>();
+    __syncwarp();  // tile i visible to every lane; every lane done with tile i - 1's stage
+    {
+      const int ni = i + kDecStages - 1;
+      if (ni < mine) issue(ni, ni % kDecStages);
+      detail::cp_async_commit();
+    }
+    const std::uint16_t* st = stages + (i % kDecStages) * kDecTile * kIndexDim;
+    const std::int64_t bg = c0 + (t0 + warp + std::int64_t{i} * kDecWarps) * kDecTile;
+    float acc[kMmaHeads][2][4];
+#pragma unroll
+    for (int h = 0; h < kMmaHeads; ++h)
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          acc[h][j][e] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < kIndexDim / 16; ++ks) {
+      const int j = (lane / 16) * 8 + lane % 8;
+      unsigned b[4];  // n-tile 0: k 0-7, 8-15; n-tile 1: k 0-7, 8-15
+      detail::ldmatrix_x4(b, st + j * kIndexDim + (((2 * ks + (lane / 8) % 2) ^ (j & 7)) * 8));
+#pragma unroll
+      for (int h = 0; h < kMmaHeads; ++h) {
+        detail::mma_bf16(acc[h][0], qa[h][ks], b[0], b[1]);
+        detail::mma_bf16(acc[h][1], qa[h][ks], b[2], b[3]);
+      }
+    }
+    // relu + sum over heads, in head order from 0.0f, then the scale (as index_mma_kernel).
+    float s[2][4];
+#pragma unroll
+    for (int jn = 0; jn < 2; ++jn)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = 0.0f;
+#pragma unroll
+        for (int h = 0; h < kMmaHeads; ++h)
+          x += fmaxf(acc[h][jn][e], 0.0f);
+        s[jn][e] = x * inv_sqrt;
+      }
+    const float sa0 = odd ? s[0][0] : s[1][0], sa1 = odd ? s[0][1] : s[1][1];
+    const float sb0 = odd ? s[0][2] : s[1][2], sb1 = odd ? s[0][3] : s[1][3];
+    const float ga0 = __shfl_xor_sync(0xffffffffu, sa0, 1);
+    const float ga1 = __shfl_xor_sync(0xffffffffu, sa1, 1);
+    const float gb0 = __shfl_xor_sync(0xffffffffu, sb0, 1);
+    const float gb1 = __shfl_xor_sync(0xffffffffu, sb1, 1);
+    const float4 oa =
+        odd ? make_float4(ga0, ga1, s[1][0], s[1][1]) : make_float4(s[0][0], s[0][1], ga0, ga1);
+    const float4 ob =
+        odd ? make_float4(gb0, gb1, s[1][2], s[1][3]) : make_float4(s[0][2], s[0][3], gb0, gb1);
+    store_scores(p, ra, vis_a, bg + col, oa, vec);
+    store_scores(p, rb, vis_b, bg + col, ob, vec);
+  }
+  detail::cp_async_wait<0>();  // only empty groups can remain; leave nothing in flight
+}
+
+// Blocks per CTA of the decode kernel: about two CTAs per SM over all rows, in whole warp tiles.
+std::int64_t decode_chunk(int rows, std::int64_t max_blocks) {
+  int dev = 0, sms = 132;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    sms = 132;
+  const std::int64_t per_row = std::max<std::int64_t>(1, (2 * sms + rows - 1) / rows);
+  const std::int64_t chunk = (max_blocks + per_row - 1) / per_row;
+  constexpr std::int64_t kQuantum = kDecWarps * kDecTile;
+  return std::max<std::int64_t>(kQuantum, (chunk + kQuantum - 1) / kQuantum * kQuantum);
+}
+
+void launch_decode(const IndexParams& p, std::int64_t max_blocks, bool vec, cudaStream_t s) {
+  static const bool configured = [] {
+    return cudaFuncSetAttribute(index_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(kDecSmemBytes)) == cudaSuccess;
+  }();
+  if (!configured) detail::check_launch("index_scores (decode shared memory attribute)");
+  const std::int64_t chunk = decode_chunk(p.rows.count, max_blocks);
+  const dim3 grid(static_cast<unsigned>((max_blocks + chunk - 1) / chunk),
+                  static_cast<unsigned>(p.rows.count));
+  index_decode_kernel<<<grid, kDecThreads, kDecSmemBytes, s>>>(p, chunk, vec);
+}
+
+enum class IndexVariant { automatic, wmma, mma, mma32, decode };
 IndexVariant index_variant() {
   const char* e = std::getenv("KVTIER_QSA_INDEX");
   if (e == nullptr) return IndexVariant::automatic;
   if (std::strcmp(e, "wmma") == 0) return IndexVariant::wmma;
   if (std::strcmp(e, "mma") == 0) return IndexVariant::mma;
   if (std::strcmp(e, "mma32") == 0) return IndexVariant::mma32;
+  if (std::strcmp(e, "decode") == 0) return IndexVariant::decode;
   return IndexVariant::automatic;
 }
 
@@ -389,11 +569,16 @@ void index_scores(const std::uint16_t* iq, int heads, Rows rows, const std::uint
   const IndexParams p{iq, heads, rows, slab, slab_stride, logits, logit_stride};
   IndexVariant variant = index_variant();
   if (variant == IndexVariant::automatic || heads != kMmaHeads)
-    variant = heads == kMmaHeads ? IndexVariant::mma32 : IndexVariant::wmma;
-  if (variant == IndexVariant::mma || variant == IndexVariant::mma32) {
+    variant = heads != kMmaHeads          ? IndexVariant::wmma
+              : rows.count <= kDecMaxRows ? IndexVariant::decode
+                                          : IndexVariant::mma32;
+  const bool vec = logit_stride % 4 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0;
+  if (variant == IndexVariant::decode) {
+    detail::require(rows.count <= 65535, "rows (decode index kernel)", rows.count);
+    launch_decode(p, max_blocks, vec, s);
+  } else if (variant == IndexVariant::mma || variant == IndexVariant::mma32) {
     const int row_tiles = (rows.count + kMmaRows - 1) / kMmaRows;
     const std::int64_t chunk = mma_chunk(row_tiles, max_blocks);
-    const bool vec = logit_stride % 4 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0;
     const dim3 grid(static_cast<unsigned>((max_blocks + chunk - 1) / chunk),
                     static_cast<unsigned>(row_tiles));
     if (variant == IndexVariant::mma32)
