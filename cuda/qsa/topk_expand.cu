@@ -798,12 +798,13 @@ void topk(const float* logits, std::int64_t logit_stride, const std::int32_t* n_
   if (rows.count == 0) return;
   detail::require(rows.count <= 65535, "rows", rows.count);
   const TopkVariant v = topk_variant();
-  const int cluster = v == TopkVariant::smem ? 1 : smem_cluster_size(rows.count, max_n);
   if (v == TopkVariant::smem || v == TopkVariant::cluster ||
-      (v == TopkVariant::automatic && rows.count <= kSmMaxRows &&
-       max_n <= kSmMaxCtaKeys * cluster)) {
-    launch_smem(logits, logit_stride, n_valid, rows, ratio, k, out, max_n, cluster, s);
-    return;
+      (v == TopkVariant::automatic && rows.count <= kSmMaxRows)) {
+    const int cluster = v == TopkVariant::smem ? 1 : smem_cluster_size(rows.count, max_n);
+    if (v != TopkVariant::automatic || max_n <= kSmMaxCtaKeys * cluster) {
+      launch_smem(logits, logit_stride, n_valid, rows, ratio, k, out, max_n, cluster, s);
+      return;
+    }
   }
   const std::int64_t chunks = (std::max<std::int64_t>(max_n, 1) + kChunk - 1) / kChunk;
   detail::require(chunks <= 65535, "max_n", max_n);
