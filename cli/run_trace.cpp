@@ -159,6 +159,8 @@ int run_trace(const std::vector<std::string>& args) {
     }
     if (r.verified) {
       if (c.read == cuda::ReadMode::checksum) o["expected_checksum"] = hex64(r.expected_checksum);
+      if (!r.first_checksum_mismatch.empty())
+        o["first_checksum_mismatch"] = r.first_checksum_mismatch;
       o["query_mismatches"] = r.query_mismatches;
       o["decision_mismatches"] = r.decision_mismatches;
       o["first_mismatch"] = r.first_mismatch;
@@ -210,14 +212,19 @@ int run_trace(const std::vector<std::string>& args) {
       tt.add({"query / decision mismatches",
               fmt_int(r.query_mismatches) + " / " + fmt_int(r.decision_mismatches)});
       if (!r.first_mismatch.empty()) tt.add({"first mismatch", r.first_mismatch});
+      if (!r.first_checksum_mismatch.empty())
+        tt.add({"first checksum mismatch", r.first_checksum_mismatch});
     }
     tt.print();
   }
   const bool checksum_differs =
       c.read == cuda::ReadMode::checksum && t.missing == 0 && r.checksum != r.expected_checksum;
   if (r.verified && (r.query_mismatches != 0 || r.decision_mismatches != 0 || checksum_differs)) {
-    std::fprintf(stderr, "kvtier run: verification failed: %s\n",
-                 r.first_mismatch.empty() ? "checksum differs" : r.first_mismatch.c_str());
+    const std::string where = !r.first_mismatch.empty() ? r.first_mismatch
+                              : !r.first_checksum_mismatch.empty()
+                                  ? "checksum differs at " + r.first_checksum_mismatch
+                                  : std::string("checksum differs");
+    std::fprintf(stderr, "kvtier run: verification failed: %s\n", where.c_str());
     return 2;
   }
   return 0;

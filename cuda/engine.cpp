@@ -61,26 +61,29 @@ ResidencyView MirrorEngine::device_view(int layer) const {
           cfg_.num_slots};
 }
 
-EnsureParams MirrorEngine::ensure_params(int layer, const PageId* d_query, int n) const {
+EnsureParams MirrorEngine::ensure_params(int layer, const PageId* d_query, int n,
+                                         const EnsureHooks& hooks) const {
   return EnsureParams{device_view(layer),
                       d_query,
                       n,
-                      step_.get(),
+                      hooks.step != nullptr ? hooks.step : step_.get(),
                       miss_scratch_.get(),
                       victim_scratch_.get(),
                       copies_.get(),
                       copy_count_.get(),
                       result_.get(),
-                      &counters_.get()->ensure_errors};
+                      &counters_.get()->ensure_errors,
+                      hooks.totals};
 }
 
-void MirrorEngine::ensure_only_async(int layer, const PageId* d_query, int n, cudaStream_t s) {
+void MirrorEngine::ensure_only_async(int layer, const PageId* d_query, int n, cudaStream_t s,
+                                     const EnsureHooks& hooks) {
   check_layer(layer);
   if (n > cfg_.max_query) {
     throw ConfigError("mirror engine: query of " + std::to_string(n) +
                       " entries exceeds max_query " + std::to_string(cfg_.max_query));
   }
-  const EnsureParams ep = ensure_params(layer, d_query, n);
+  const EnsureParams ep = ensure_params(layer, d_query, n, hooks);
   if (cfg_.form == EnsureForm::multi_block) {
     launch_ensure_multi(ep, multi_, s);
   } else {
@@ -88,8 +91,9 @@ void MirrorEngine::ensure_only_async(int layer, const PageId* d_query, int n, cu
   }
 }
 
-void MirrorEngine::ensure_async(int layer, const PageId* d_query, int n, cudaStream_t s) {
-  ensure_only_async(layer, d_query, n, s);
+void MirrorEngine::ensure_async(int layer, const PageId* d_query, int n, cudaStream_t s,
+                                const EnsureHooks& hooks) {
+  ensure_only_async(layer, d_query, n, s, hooks);
   const bool per_layer = cfg_.unit == ResidencyUnit::layer_page;
   CopyParams cp{copies_.get(),
                 copy_count_.get(),

@@ -36,6 +36,15 @@ struct TokenBytes {
 // unit). Decisions are the core's (ensure kernels); this class only launches and moves
 // bytes. The *_async members enqueue on a stream and never synchronise (graph-capturable);
 // the plain members are synchronous conveniences for tests and tools.
+// What a MirrorEngine ensure may take from the caller instead of its own state: the step stamp from
+// another device word (a replay uploads every layer's stamp with the forward instead of
+// launching a kernel per layer to set *step()), and running totals [3] of hits, misses and
+// evictions that the ensure adds to itself (no extra launch).
+struct EnsureHooks {
+  const std::int64_t* step = nullptr;  // null: *step()
+  long long* totals = nullptr;         // null: none
+};
+
 class MirrorEngine {
  public:
   explicit MirrorEngine(const MirrorConfig& c, const ProgressFn& progress = {});
@@ -64,11 +73,14 @@ class MirrorEngine {
   std::int64_t* step() const { return step_.get(); }
 
   // The parameters ensure_async launches with (for callers that time ensure alone).
-  EnsureParams ensure_params(int layer, const PageId* d_query, int n) const;
-  // ensure alone (the configured form), step from *step().
-  void ensure_only_async(int layer, const PageId* d_query, int n, cudaStream_t s);
-  // ensure (the configured form) + the multi-bank copy of its misses, step from *step().
-  void ensure_async(int layer, const PageId* d_query, int n, cudaStream_t s);
+  EnsureParams ensure_params(int layer, const PageId* d_query, int n,
+                             const EnsureHooks& hooks = {}) const;
+  // ensure alone (the configured form).
+  void ensure_only_async(int layer, const PageId* d_query, int n, cudaStream_t s,
+                         const EnsureHooks& hooks = {});
+  // ensure (the configured form) + the multi-bank copy of its misses.
+  void ensure_async(int layer, const PageId* d_query, int n, cudaStream_t s,
+                    const EnsureHooks& hooks = {});
   void translate_async(int layer, const PageId* d_logical, int n, SlotId* d_physical,
                        cudaStream_t s);
   // Write-through store of n tokens of `layer` (src[k]: [n, token_bytes(k)] device memory).

@@ -14,6 +14,17 @@
 namespace kvtier::cuda {
 namespace {
 
+// The result of an ensure that succeeded, its copy count and the caller's running totals.
+__device__ void finish_ok(const EnsureParams& p, const EnsureResult& r) {
+  *p.result = r;
+  *p.copy_count = r.misses;
+  if (p.totals != nullptr) {
+    p.totals[0] += r.hits;
+    p.totals[1] += r.misses;
+    p.totals[2] += r.evictions;
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Ensure, the core's code in one thread.
 
@@ -22,9 +33,13 @@ __global__ void ensure_core_kernel(const __grid_constant__ EnsureParams p) {
   const EnsureResult r =
       ensure_pages(p.st, p.query, p.n, *p.step, victims,
                    EnsureScratch{p.miss_pages, p.victims, nullptr}, p.copies, AdmitAll{});
-  *p.result = r;
-  *p.copy_count = r.status == EnsureStatus::ok ? r.misses : 0;
-  if (r.status != EnsureStatus::ok) ++*p.errors;
+  if (r.status == EnsureStatus::ok) {
+    finish_ok(p, r);
+  } else {
+    *p.result = r;
+    *p.copy_count = 0;
+    ++*p.errors;
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -292,8 +307,7 @@ __global__ void __launch_bounds__(kEnsureThreads)
     r.hits = s_hits;
     r.misses = m;
     r.evictions = s_evictions;
-    *p.result = r;
-    *p.copy_count = m;
+    finish_ok(p, r);
   }
 }
 
@@ -553,8 +567,7 @@ __global__ void __launch_bounds__(kMergeThreads)
     r.hits = ms.shared[3];
     r.misses = m;
     r.evictions = s_evictions;
-    *p.result = r;
-    *p.copy_count = m;
+    finish_ok(p, r);
   }
 }
 

@@ -52,6 +52,7 @@ struct EnsureParams {
   int* copy_count;
   EnsureResult* result;
   int* errors;
+  long long* totals;  // nullable: [3] += hits, misses, evictions of every ensure that succeeds
 };
 enum class EnsureForm : std::uint8_t {
   core_thread,  // ensure_pages<ScanVictims, AdmitAll> compiled for the device, one thread
@@ -178,9 +179,6 @@ void launch_advance_step(std::int64_t* step, cudaStream_t stream);
 namespace kvtier::cuda {
 // The core's release_page for each of n distinct pages (a request ended), page-parallel.
 void launch_release(ResidencyView st, const PageId* pages, int n, cudaStream_t stream);
-// acc[0] += hits, acc[1] += misses, acc[2] += evictions of *r (per-step statistics kept on
-// the device, so the replay never synchronises inside a step).
-void launch_accumulate(const EnsureResult* r, long long* acc, cudaStream_t stream);
 
 // Deterministic pseudo-random K/V (and fp8 scale) bytes of n tokens of one layer: 32-bit
 // word w of bank kind k of the token at position positions[i] is token_word(pos, layer, k,

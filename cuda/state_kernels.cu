@@ -70,22 +70,12 @@ __global__ void release_kernel(ResidencyView st, const PageId* pages, int n) {
     release_page(st, pages[i], v);
   }
 }
-__global__ void accumulate_kernel(const EnsureResult* r, long long* acc) {
-  if (r->status != EnsureStatus::ok) return;
-  acc[0] += r->hits;
-  acc[1] += r->misses;
-  acc[2] += r->evictions;
-}
 }  // namespace
 
 void launch_release(ResidencyView st, const PageId* pages, int n, cudaStream_t stream) {
   if (n <= 0) return;
   const int blocks = (n + 255) / 256 < 264 ? (n + 255) / 256 : 264;
   release_kernel<<<blocks, 256, 0, stream>>>(st, pages, n);
-  KVT_CUDA_CHECK(cudaGetLastError());
-}
-void launch_accumulate(const EnsureResult* r, long long* acc, cudaStream_t stream) {
-  accumulate_kernel<<<1, 1, 0, stream>>>(r, acc);
   KVT_CUDA_CHECK(cudaGetLastError());
 }
 }  // namespace kvtier::cuda

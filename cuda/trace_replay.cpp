@@ -57,7 +57,8 @@ std::string attend_kernel_name(bool fp8, bool host_banks) {
   return forced ? name + ", forced by KVTIER_QSA_ATTEND" : name;
 }
 
-unsigned long long token_checksum(const PageLayout& layout, int layer, std::int64_t pos) {
+unsigned long long token_checksum(const PageLayout& layout, int layer, std::int64_t content,
+                                  std::int64_t pos) {
   // launch_read folds words of W bytes (W from the layout; 16-byte words as two 8-byte
   // terms), indexed over the layer's banks K, V[, K scale, V scale] concatenated.
   std::int64_t g = layout.token_bytes(BankKind::k);
@@ -74,7 +75,7 @@ unsigned long long token_checksum(const PageLayout& layout, int layer, std::int6
   for (int k = 0; k < layout.banks_per_layer; ++k) {
     const std::int64_t words = layout.token_bytes(PageLayout::kind_of(k)) / 4;
     for (std::int64_t i = 0; i < words; ++i) {
-      const std::uint32_t v = token_word(pos, layer, k, i);
+      const std::uint32_t v = content < 0 ? 0u : token_word(content, layer, k, i);
       for (int b = 0; b < 4; ++b)
         bytes.push_back(static_cast<unsigned char>(v >> (8 * b)));
     }
@@ -271,10 +272,20 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
   KVT_CUDA_CHECK(cudaEventCreate(&ev_a));
   KVT_CUDA_CHECK(cudaEventCreate(&ev_b));
   DeviceArray<DeviceCounters> d_counters(1);
+  // checksum mode: one sum per layer and forward, so that verify names where bytes differ;
+  // attend mode: the digest, accumulated over the whole replay
   DeviceArray<unsigned long long> d_checksum(1);
   KVT_CUDA_CHECK(cudaMemset(d_checksum.get(), 0, sizeof(unsigned long long)));
+  DeviceArray<unsigned long long> d_layer_sums(static_cast<std::size_t>(L));
+  std::vector<unsigned long long> layer_sums(static_cast<std::size_t>(L));
   DeviceArray<std::int32_t> d_blocks;
-  DeviceArray<std::int64_t> d_rowpos, d_tablelen, d_store_pos, d_read_pos;
+  DeviceArray<std::int64_t> d_rowpos, d_tablelen, d_store_pos, d_read_pos, d_steps;
+  std::vector<std::int64_t> steps(static_cast<std::size_t>(L));
+  // checksum verify: the position whose bytes each (page, token) slot holds, -1 for zeros
+  const auto page_size = static_cast<std::size_t>(g.page_size);
+  std::vector<std::int64_t> content;
+  if (cfg.verify && cfg.read == ReadMode::checksum)
+    content.assign(static_cast<std::size_t>(num_pages) * page_size, -1);
   DeviceArray<PageId> d_tables, d_query, d_store_pages, d_freed;
   DeviceArray<std::int32_t> d_store_tokens;
   DeviceArray<SlotId> d_physical;
@@ -458,6 +469,12 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
 
     upload(d_tables, tables, s);
     upload(d_tablelen, tablelen, s);
+    if (mirror) {
+      // every layer's step stamp (the simulator's), read by that layer's ensure
+      for (int l = 0; l < L; ++l)
+        steps[static_cast<std::size_t>(l)] = (fi * L + l) * 2 + 1;
+      upload(d_steps, steps, s);
+    }
     upload(d_rowpos, rowpos, s);
     upload(d_blocks, blocks, s);
     upload(d_query, qinit, s);
@@ -526,6 +543,10 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
             static_cast<std::size_t>(n_store * layout.token_bytes(PageLayout::kind_of(k))));
     }
     KVT_CUDA_CHECK(cudaMemsetAsync(d_counters.get(), 0, sizeof(DeviceCounters), s));
+    if (!attend) {
+      KVT_CUDA_CHECK(cudaMemsetAsync(d_layer_sums.get(), 0,
+                                     layer_sums.size() * sizeof(unsigned long long), s));
+    }
     if (engine) engine->reset_counters_async(s);
     KVT_CUDA_CHECK(cudaStreamSynchronize(s));
 
@@ -611,9 +632,7 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
       }
       if (mirror || !attend) compact_layer(l);
       if (mirror) {
-        launch_set_step(engine->step(), step, s);
-        engine->ensure_async(l, q, qlen, s);
-        launch_accumulate(engine->result(), dc->ensure, s);
+        engine->ensure_async(l, q, qlen, s, {d_steps.get() + l, dc->ensure});
         if (!attend) engine->translate_async(l, q + writes, rows * width, d_physical.get(), s);
         if (cfg.verify) {
           // --- the core on the CPU, as the simulator runs it
@@ -706,7 +725,7 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
         rp.tables = d_tables.get();
         rp.table_len = d_tablelen.get();
         rp.missing = &dc->missing;
-        rp.checksum = d_checksum.get();
+        rp.checksum = d_layer_sums.get() + l;
         rp.layout = layout;
         rp.layer = l;
         rp.rows = rows;
@@ -801,20 +820,47 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
     st.h2d_bytes = mirror ? st.misses * layout.layer_page_bytes()
                    : host ? st.selected_tokens * token_bytes
                           : 0;
-    if (cfg.verify && !attend) {
-      unsigned long long sum = 0;
+    if (!attend) {
+      KVT_CUDA_CHECK(cudaMemcpy(layer_sums.data(), d_layer_sums.get(),
+                                layer_sums.size() * sizeof(unsigned long long),
+                                cudaMemcpyDeviceToHost));
       for (int l = 0; l < L; ++l)
-        for (int r = 0; r < rows; ++r)
-          for (std::int64_t p : per[static_cast<std::size_t>(l) * rows + r])
-            sum += token_checksum(layout, l, p);
-      res.expected_checksum += sum;
+        res.checksum += layer_sums[static_cast<std::size_t>(l)];  // wraps like the device sum
+    }
+    if (cfg.verify && !attend) {
+      // What each read slot holds: the position last stored there (every layer stores the
+      // same positions). A shared prefix can be read before its owner's prefill wrote it
+      // (requests admitted together): those slots still hold zeros, or what a request that
+      // freed the page left.
+      for (std::size_t i = 0; i < store_pos.size(); ++i)
+        content[static_cast<std::size_t>(store_pages[i]) * page_size + store_tokens[i]] =
+            store_pos[i];
+      for (int l = 0; l < L; ++l) {
+        unsigned long long sum = 0;
+        for (int r = 0; r < rows; ++r) {
+          const PageId* table = tables.data() + std::int64_t{r} * stride;
+          for (std::int64_t p : per[static_cast<std::size_t>(l) * rows + r]) {
+            const std::size_t at = static_cast<std::size_t>(table[p / page_size]) * page_size +
+                                   static_cast<std::size_t>(p % page_size);
+            sum += token_checksum(layout, l, content[at], p);
+          }
+        }
+        res.expected_checksum += sum;
+        if (sum != layer_sums[static_cast<std::size_t>(l)] && res.checksum_mismatches++ == 0)
+          res.first_checksum_mismatch = "forward " + std::to_string(fi) + " layer " +
+                                        std::to_string(l) + " (" + std::to_string(rows) +
+                                        " rows, " + std::to_string(st.drops) + " dropped pages, " +
+                                        std::to_string(st.evictions) + " evictions)";
+      }
     }
     res.steps.push_back(st);
     ++fi;
     if (cfg.on_forward) cfg.on_forward(fi, total_forwards);
   }
-  KVT_CUDA_CHECK(
-      cudaMemcpy(&res.checksum, d_checksum.get(), sizeof res.checksum, cudaMemcpyDeviceToHost));
+  if (attend) {
+    KVT_CUDA_CHECK(
+        cudaMemcpy(&res.checksum, d_checksum.get(), sizeof res.checksum, cudaMemcpyDeviceToHost));
+  }
   for (auto& e : ev_layer)
     KVT_CUDA_CHECK(cudaEventDestroy(e));
   KVT_CUDA_CHECK(cudaEventDestroy(ev_a));

@@ -106,6 +106,8 @@ struct ReplayResult {
   std::int64_t query_mismatches = 0;         // with verify: layer-steps
   std::int64_t decision_mismatches = 0;      // with verify: layer-steps
   std::string first_mismatch;
+  std::int64_t checksum_mismatches = 0;  // with verify, checksum mode: layer-forwards
+  std::string first_checksum_mismatch;
   std::int64_t device_bytes = 0;  // allocated for banks and pool
   std::int64_t host_bytes = 0;
 };
@@ -118,7 +120,13 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
 // "mma_async_v1"; KVTIER_QSA_ATTEND forces a bf16 one), with what it does in words.
 std::string attend_kernel_name(bool fp8, bool host_banks);
 
-// The checksum term sum of one token as launch_read folds it (for CPU references).
-unsigned long long token_checksum(const PageLayout& layout, int layer, std::int64_t pos);
+// The checksum term sum of one token as launch_read folds it (for CPU references): the bytes
+// stored for position `content` (negative: never written, zero bytes), read at position `pos`
+// (the read keys every term by the reader's position).
+unsigned long long token_checksum(const PageLayout& layout, int layer, std::int64_t content,
+                                  std::int64_t pos);
+inline unsigned long long token_checksum(const PageLayout& layout, int layer, std::int64_t pos) {
+  return token_checksum(layout, layer, pos, pos);
+}
 
 }  // namespace kvtier::cuda

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine: the model runner's gpu tests and `kvtier run --weights` figures, logs
 # into $1 (default $OUT). Carried binaries in gpu-carry-runner/ (scripts/gpu-build-runner.sh).
-# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [tests|figures|all|final]
+# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [verify|tests|figures|all|final]
+# verify: every gpu test of the project (qsa, residency, trace attend, runner) and the host run
+# at 1,048,576 tokens.
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
 OUT=${1:-${OUT:-/tmp/kvtier-out}}
@@ -22,6 +24,19 @@ run() {  # name, timeout, command...
   printf '%s\n' "${summary[@]}" >"$OUT/summary.txt"
 }
 W=/tmp/kvtier-fn.safetensors
+if [[ $WHAT == verify ]]; then
+  run qsa_gpu_test 120 "$D/qsa_gpu_test"
+  run cuda_residency_test 240 "$D/cuda_residency_test"
+  run cuda_trace_attend_test 240 "$D/cuda_trace_attend_test"
+  run runner_gpu_test 120 "$D/runner_gpu_test"
+  run runner_placements_test 240 "$D/runner_placements_test"
+  run runner_needle_test 300 "$D/runner_needle_test"
+  "$D/kvtier" weights gen --vocab 1024 --needle --out "$W" >/dev/null
+  # the largest host-placement context: 1,048,544 filled + 1 prompt token + 32 decoded, the
+  # last stored at position 1,048,575 (max_context = fill + prompt + decode - 1 = 1,048,576)
+  run decode-1m-exact-host 240 "$D/kvtier" run --weights "$W" --json --yarn --prompt-tokens 1 \
+    --fill-depth 1048544 --decode 32 --placement host
+fi
 if [[ $WHAT == tests || $WHAT == all ]]; then
   run runner_gpu_test 120 "$D/runner_gpu_test"
   run runner_placements_test 240 "$D/runner_placements_test"

@@ -60,6 +60,13 @@ void Gemm::bf16_out(const std::uint16_t* x, const std::uint16_t* w, int rows, in
   gemm(h_, x, w, rows, in, out, y, CUDA_R_16BF, 0.0f);
 }
 
+void Gemm::bf16_out_group(const std::uint16_t* x, int rows, int in,
+                          std::span<const SkinnyOutput> outputs) {
+  if (skinny_ && skinny_gemm_fits(rows, in)) return skinny_gemm_group(x, rows, in, outputs, s_);
+  for (const SkinnyOutput& o : outputs)
+    gemm(h_, x, o.w, rows, in, o.out, o.y, CUDA_R_16BF, 0.0f);
+}
+
 void Gemm::f32_out(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, int out,
                    float* y, bool accumulate) {
   if (skinny_ && skinny_gemm_fits(rows, in))

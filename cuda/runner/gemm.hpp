@@ -7,6 +7,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
+
+#include "cuda/runner/skinny_gemm.hpp"
 
 namespace kvtier::runner {
 
@@ -21,6 +24,9 @@ class Gemm {
   // y bf16 [rows][out] = x . W^T
   void bf16_out(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, int out,
                 std::uint16_t* y);
+  // every y_j bf16 [rows][out_j] = x . W_j^T: one launch when the skinny GEMM takes the shape
+  void bf16_out_group(const std::uint16_t* x, int rows, int in,
+                      std::span<const SkinnyOutput> outputs);
   // y fp32 [rows][out] = x . W^T (+ y when accumulate)
   void f32_out(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, int out, float* y,
                bool accumulate);

@@ -28,8 +28,8 @@ void QsaRunner::Impl::stand_in_mlp(int rows) {
   const int H = g.hidden_size;
   const int W = c.stand_in_width;
   rms_norm(hidden.get(), mlp_norm.get(), rows, H, c.norm_eps, xn.get(), s);
-  gemm.bf16_out(xn.get(), mlp_gate.get(), rows, H, W, mlp_a.get());
-  gemm.bf16_out(xn.get(), mlp_up.get(), rows, H, W, mlp_b.get());
+  const SkinnyOutput gate_up[] = {{mlp_gate.get(), W, mlp_a.get()}, {mlp_up.get(), W, mlp_b.get()}};
+  gemm.bf16_out_group(xn.get(), rows, H, gate_up);
   silu_mul(mlp_a.get(), mlp_b.get(), std::int64_t{rows} * W, mlp_a.get(), s);
   gemm.f32_out(mlp_a.get(), mlp_down.get(), rows, W, H, hidden.get(), true);
 }
@@ -66,12 +66,10 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
   const qsa::Forward f{fwd.get(), fwd.get() + R, fwd.get() + 2 * R, R};
   mark("other");
   rms_norm(hidden.get(), l.input_norm.get(), rows, H, c.norm_eps, xn.get(), s);
-  gemm.bf16_out(xn.get(), l.q.get(), rows, H, qd, q.get());
-  gemm.bf16_out(xn.get(), l.k.get(), rows, H, kvd, kk.get());
-  gemm.bf16_out(xn.get(), l.v.get(), rows, H, kvd, v.get());
-  gemm.bf16_out(xn.get(), l.iq.get(), rows, H, iqd, iq_raw.get());
-  gemm.bf16_out(xn.get(), l.ik.get(), rows, H, ikd, ik.get());
-  gemm.bf16_out(xn.get(), l.gate.get(), rows, H, qd, gate.get());
+  const SkinnyOutput projections[] = {{l.q.get(), qd, q.get()},    {l.k.get(), kvd, kk.get()},
+                                      {l.v.get(), kvd, v.get()},   {l.iq.get(), iqd, iq_raw.get()},
+                                      {l.ik.get(), ikd, ik.get()}, {l.gate.get(), qd, gate.get()}};
+  gemm.bf16_out_group(xn.get(), rows, H, projections);
   mark("projections");
   qsa::rope_inplace(q.get(), g.q_heads, g.head_dim, r, rope, s);
   qsa::rope_inplace(kk.get(), g.kv_heads, g.head_dim, r, rope, s);
@@ -156,8 +154,7 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
     cuda::launch_compact(cp, s);
     KVT_CUDA_CHECK(cudaMemcpyAsync(m.step(), stamps.get() + li, sizeof(std::int64_t),
                                    cudaMemcpyDeviceToDevice, s));
-    m.ensure_async(li, query.get(), p.writes + p.trows * p.width_pages, s);
-    cuda::launch_accumulate(m.result(), dc->ensure, s);
+    m.ensure_async(li, query.get(), p.writes + p.trows * p.width_pages, s, {nullptr, dc->ensure});
     // Writes go to the host bank and to the slot of every resident page (all written pages
     // are: they head the query); reads go through the core's translate.
     const std::int32_t* slot_of_page = m.device_view(li).slot_of_page;

@@ -73,6 +73,8 @@ Outcome run_device(const HostState& s0, const std::vector<PageId>& query, std::i
   DeviceArray<EnsureResult> result(1);
   DeviceArray<std::int64_t> d_step = upload(std::vector<std::int64_t>{step});
   KVT_CUDA_CHECK(cudaMemset(errors.get(), 0, sizeof(int)));
+  // running totals start at 1, 2, 3 so that the test sees an addition, not a store
+  auto totals = upload(std::vector<long long>{1, 2, 3});
   EnsureParams p{{sp.get(), ps.get(), lu.get(), static_cast<PageId>(s0.slot_of_page.size()),
                   static_cast<SlotId>(s0.page_of_slot.size())},
                  q.get(),
@@ -83,7 +85,8 @@ Outcome run_device(const HostState& s0, const std::vector<PageId>& query, std::i
                  copies.get(),
                  count.get(),
                  result.get(),
-                 errors.get()};
+                 errors.get(),
+                 totals.get()};
   const SlotId slots = static_cast<SlotId>(s0.page_of_slot.size());
   const int chunks = multi_block_chunks(slots);
   DeviceArray<SlotId> cand(static_cast<std::size_t>(chunks) * kMultiChunk);
@@ -106,6 +109,12 @@ Outcome run_device(const HostState& s0, const std::vector<PageId>& query, std::i
   if (o.copy_count > 0)
     KVT_CUDA_CHECK(cudaMemcpy(o.copies.data(), copies.get(), o.copies.size() * sizeof(CopyOp),
                               cudaMemcpyDeviceToHost));
+  std::vector<long long> t(3);
+  download(totals, t);
+  const bool ok = o.result.status == EnsureStatus::ok;
+  EXPECT_EQ(t, (std::vector<long long>{1 + (ok ? o.result.hits : 0), 2 + (ok ? o.result.misses : 0),
+                                       3 + (ok ? o.result.evictions : 0)}))
+      << "running totals, form " << static_cast<int>(form);
   return o;
 }
 

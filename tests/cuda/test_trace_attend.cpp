@@ -204,21 +204,67 @@ TEST(TraceAttend, EvictingMirrorMatchesDevice) {
   }
 }
 
-// The checksum mode (what --verify proves on the CPU) on the same sample and pool.
+// The checksum mode (what --verify proves on the CPU) on the same sample: the device
+// placement, and the mirror with a pool that never drops and one that evicts and drops.
 TEST(TraceAttend, ChecksumModeStillVerifiesOnTheSample) {
   KVT_REQUIRE_GPU();
   const sim::TraceInput in = cut_sample(kSample, kForwards);
-  ReplayConfig c;
-  c.read = ReadMode::checksum;
-  c.placement = Placement::mirror;
-  c.pool_pages = kEvictingPool;
-  c.verify = true;
-  const ReplayResult r = replay_trace(in, c);
-  EXPECT_EQ(r.read, "checksum");
-  EXPECT_EQ(r.query_mismatches, 0) << r.first_mismatch;
-  EXPECT_EQ(r.decision_mismatches, 0) << r.first_mismatch;
-  EXPECT_EQ(r.total.missing, 0);
-  EXPECT_EQ(r.checksum, r.expected_checksum);
+  for (const auto& [placement, pool] :
+       {std::pair{Placement::device, std::int64_t{0}}, std::pair{Placement::mirror, kNoDropPool},
+        std::pair{Placement::mirror, kEvictingPool}}) {
+    ReplayConfig c;
+    c.read = ReadMode::checksum;
+    c.placement = placement;
+    c.pool_pages = pool;
+    c.verify = true;
+    const ReplayResult r = replay_trace(in, c);
+    SCOPED_TRACE(std::string(to_string(placement)) + " pool " + std::to_string(pool) + ", drops " +
+                 std::to_string(r.total.drops) + ", evictions " +
+                 std::to_string(r.total.evictions));
+    EXPECT_EQ(r.read, "checksum");
+    EXPECT_EQ(r.query_mismatches, 0) << r.first_mismatch;
+    EXPECT_EQ(r.decision_mismatches, 0) << r.first_mismatch;
+    EXPECT_EQ(r.total.missing, 0);
+    EXPECT_EQ(r.checksum_mismatches, 0) << "first: " << r.first_checksum_mismatch;
+    EXPECT_EQ(r.checksum, r.expected_checksum);
+  }
+}
+
+// The checksum mode's reference follows what each slot holds: in the shared-prefix sample two
+// requests read their prefix before its owner's prefill wrote it (zeros then, not the
+// prefix's bytes). Flash-Next pages without sharing (the 64k request, evicting or not), the
+// host placement, and the other ensure forms on the shared-prefix sample.
+TEST(TraceAttend, ChecksumModeFollowsWhatEachSlotHolds) {
+  KVT_REQUIRE_GPU();
+  struct Case {
+    const char* what;
+    bool shared;
+    Placement placement;
+    std::int64_t pool;
+    EnsureForm form;
+  };
+  const Case cases[] = {
+      {"64k request, mirror 900, block", false, Placement::mirror, kLongPool, EnsureForm::block},
+      {"64k request, mirror 2000, block", false, Placement::mirror, 2000, EnsureForm::block},
+      {"shared prefix, host", true, Placement::host, 0, EnsureForm::block},
+      {"shared prefix, mirror 850, multi_block", true, Placement::mirror, kNoDropPool,
+       EnsureForm::multi_block},
+      {"shared prefix, mirror 850, core_thread", true, Placement::mirror, kNoDropPool,
+       EnsureForm::core_thread},
+  };
+  const sim::TraceInput shared = cut_sample(kSample, 4);
+  const sim::TraceInput single = long_request();
+  for (const Case& k : cases) {
+    ReplayConfig c;
+    c.read = ReadMode::checksum;
+    c.placement = k.placement;
+    c.pool_pages = k.pool;
+    c.form = k.form;
+    c.verify = true;
+    const ReplayResult r = replay_trace(k.shared ? shared : single, c);
+    EXPECT_EQ(r.checksum_mismatches, 0) << k.what << ": first " << r.first_checksum_mismatch;
+    EXPECT_EQ(r.total.missing, 0) << k.what;
+  }
 }
 
 }  // namespace

@@ -224,58 +224,109 @@ TEST(RunnerGpu, NeedleUpdatePointsToThePlantedValue) {
 // within fp32 accumulation error, bf16 out within one bf16 rounding, accumulate adds.
 TEST(RunnerGpu, SkinnyGemmMatchesExactSums) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const int in = 264, out = 77;
-  std::mt19937_64 rng(3);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  auto bf16 = [](float f) { return weights::float_to_bf16(f); };
-  std::vector<std::uint16_t> w(static_cast<std::size_t>(in) * out);
-  for (auto& v : w)
-    v = bf16(u(rng));
-  for (int rows = 1; rows <= runner::kSkinnyMaxRows; ++rows) {
-    std::vector<std::uint16_t> x(static_cast<std::size_t>(rows) * in);
-    for (auto& v : x)
+  // 264 inputs: one partial batch of loads per lane; 2568: two batches, the second partial
+  for (const auto& [in, out] : {std::pair{264, 77}, std::pair{2568, 41}}) {
+    std::mt19937_64 rng(3);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    auto bf16 = [](float f) { return weights::float_to_bf16(f); };
+    std::vector<std::uint16_t> w(static_cast<std::size_t>(in) * out);
+    for (auto& v : w)
       v = bf16(u(rng));
-    std::vector<float> y0(static_cast<std::size_t>(rows) * out);
-    for (auto& v : y0)
-      v = u(rng);
-    std::uint16_t *dx, *dw, *dyb;
-    float* dyf;
-    ASSERT_EQ(cudaMalloc(&dx, x.size() * 2), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&dw, w.size() * 2), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&dyb, y0.size() * 2), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&dyf, y0.size() * 4), cudaSuccess);
-    cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice);
-    cudaMemcpy(dw, w.data(), w.size() * 2, cudaMemcpyHostToDevice);
-    cudaMemcpy(dyf, y0.data(), y0.size() * 4, cudaMemcpyHostToDevice);
-    runner::skinny_gemm(dx, dw, rows, in, out, dyb, false, false, nullptr);
-    runner::skinny_gemm(dx, dw, rows, in, out, dyf, true, true, nullptr);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<std::uint16_t> yb(y0.size());
-    std::vector<float> yf(y0.size());
-    cudaMemcpy(yb.data(), dyb, yb.size() * 2, cudaMemcpyDeviceToHost);
-    cudaMemcpy(yf.data(), dyf, yf.size() * 4, cudaMemcpyDeviceToHost);
-    cudaFree(dx);
-    cudaFree(dw);
-    cudaFree(dyb);
-    cudaFree(dyf);
-    for (int r = 0; r < rows; ++r) {
-      for (int o = 0; o < out; ++o) {
-        double exact = 0, mag = 0;
-        for (int i = 0; i < in; ++i) {
-          const double t = static_cast<double>(weights::bf16_to_float(x[r * in + i])) *
-                           weights::bf16_to_float(w[static_cast<std::size_t>(o) * in + i]);
-          exact += t;
-          mag += std::abs(t);
+    for (int rows = 1; rows <= runner::kSkinnyMaxRows; ++rows) {
+      std::vector<std::uint16_t> x(static_cast<std::size_t>(rows) * in);
+      for (auto& v : x)
+        v = bf16(u(rng));
+      std::vector<float> y0(static_cast<std::size_t>(rows) * out);
+      for (auto& v : y0)
+        v = u(rng);
+      std::uint16_t *dx, *dw, *dyb;
+      float* dyf;
+      ASSERT_EQ(cudaMalloc(&dx, x.size() * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dw, w.size() * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dyb, y0.size() * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dyf, y0.size() * 4), cudaSuccess);
+      cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice);
+      cudaMemcpy(dw, w.data(), w.size() * 2, cudaMemcpyHostToDevice);
+      cudaMemcpy(dyf, y0.data(), y0.size() * 4, cudaMemcpyHostToDevice);
+      runner::skinny_gemm(dx, dw, rows, in, out, dyb, false, false, nullptr);
+      runner::skinny_gemm(dx, dw, rows, in, out, dyf, true, true, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<std::uint16_t> yb(y0.size());
+      std::vector<float> yf(y0.size());
+      cudaMemcpy(yb.data(), dyb, yb.size() * 2, cudaMemcpyDeviceToHost);
+      cudaMemcpy(yf.data(), dyf, yf.size() * 4, cudaMemcpyDeviceToHost);
+      cudaFree(dx);
+      cudaFree(dw);
+      cudaFree(dyb);
+      cudaFree(dyf);
+      for (int r = 0; r < rows; ++r) {
+        for (int o = 0; o < out; ++o) {
+          double exact = 0, mag = 0;
+          for (int i = 0; i < in; ++i) {
+            const double t = static_cast<double>(weights::bf16_to_float(x[r * in + i])) *
+                             weights::bf16_to_float(w[static_cast<std::size_t>(o) * in + i]);
+            exact += t;
+            mag += std::abs(t);
+          }
+          const std::size_t at = static_cast<std::size_t>(r) * out + o;
+          EXPECT_NEAR(yf[at], exact + y0[at], 1e-5 * (mag + 1)) << rows << " " << r << " " << o;
+          EXPECT_NEAR(weights::bf16_to_float(yb[at]), exact, std::abs(exact) / 256 + 1e-5 * mag)
+              << in << " " << rows << " " << r << " " << o;
         }
-        const std::size_t at = static_cast<std::size_t>(r) * out + o;
-        EXPECT_NEAR(yf[at], exact + y0[at], 1e-5 * (mag + 1)) << rows << " " << r << " " << o;
-        EXPECT_NEAR(weights::bf16_to_float(yb[at]), exact, std::abs(exact) / 256 + 1e-5 * mag)
-            << rows << " " << r << " " << o;
       }
     }
   }
   EXPECT_FALSE(runner::skinny_gemm_fits(9, 264));
   EXPECT_FALSE(runner::skinny_gemm_fits(1, 260));
+}
+
+// One launch over several matrices gives each the bits of its own launch (the runner groups
+// the six projections that read the normed hidden state).
+TEST(RunnerGpu, SkinnyGroupEqualsOneCallPerMatrix) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const int in = 2568;
+  const std::vector<int> outs{77, 8, 1, 300, 16};
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int rows : {1, 3, runner::kSkinnyMaxRows}) {
+    std::vector<std::uint16_t> x(static_cast<std::size_t>(rows) * in);
+    for (auto& v : x)
+      v = weights::float_to_bf16(u(rng));
+    std::uint16_t* dx = nullptr;
+    ASSERT_EQ(cudaMalloc(&dx, x.size() * 2), cudaSuccess);
+    cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice);
+    std::vector<std::uint16_t*> dw, alone, grouped;
+    std::vector<runner::SkinnyOutput> group;
+    for (int out : outs) {
+      std::vector<std::uint16_t> w(static_cast<std::size_t>(in) * out);
+      for (auto& v : w)
+        v = weights::float_to_bf16(u(rng));
+      std::uint16_t *w_d, *a_d, *g_d;
+      ASSERT_EQ(cudaMalloc(&w_d, w.size() * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&a_d, static_cast<std::size_t>(rows) * out * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&g_d, static_cast<std::size_t>(rows) * out * 2), cudaSuccess);
+      cudaMemcpy(w_d, w.data(), w.size() * 2, cudaMemcpyHostToDevice);
+      runner::skinny_gemm(dx, w_d, rows, in, out, a_d, false, false, nullptr);
+      dw.push_back(w_d);
+      alone.push_back(a_d);
+      grouped.push_back(g_d);
+      group.push_back({w_d, out, g_d});
+    }
+    runner::skinny_gemm_group(dx, rows, in, group, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    for (std::size_t j = 0; j < outs.size(); ++j) {
+      const std::size_t n = static_cast<std::size_t>(rows) * outs[j];
+      std::vector<std::uint16_t> a(n), b(n);
+      cudaMemcpy(a.data(), alone[j], n * 2, cudaMemcpyDeviceToHost);
+      cudaMemcpy(b.data(), grouped[j], n * 2, cudaMemcpyDeviceToHost);
+      EXPECT_EQ(a, b) << "rows " << rows << " matrix " << j;
+      cudaFree(dw[j]);
+      cudaFree(alone[j]);
+      cudaFree(grouped[j]);
+    }
+    cudaFree(dx);
+  }
+  EXPECT_THROW(runner::skinny_gemm_group(nullptr, 1, in, {}, nullptr), std::invalid_argument);
 }
 
 TEST(RunnerGpu, RejectsGeometriesTheKernelsDoNotCompile) {
