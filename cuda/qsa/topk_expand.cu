@@ -629,6 +629,20 @@ std::int64_t keys_per_cta() {
   return v > 0 ? v : kSmKeysPerCta;
 }
 
+// The one-time device queries below may run while a stream is being captured (the first call
+// can be inside a graph capture): relaxed capture mode for this thread meanwhile, so that no
+// query counts as an unsafe call of the capture.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+  ~RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
 template <class F>
 bool smem_attributes(F* f, int bytes) {
   return cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
@@ -640,6 +654,7 @@ bool smem_attributes(F* f, int bytes) {
 // memory (the attributes of the three forms are set once).
 std::int64_t smem_key_capacity() {
   static const std::int64_t cap = [] {
+    const RelaxedCapture relaxed;
     int dev = 0, optin = 0;
     cudaFuncAttributes attr{};
     if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -680,6 +695,7 @@ cudaLaunchConfig_t smem_config(int ctas, int cluster, std::int64_t cap, cudaStre
 int smem_max_cluster() {
   static const int most = [] {
     const std::int64_t cap = std::min(smem_key_capacity(), kSmMaxCtaKeys + 4);
+    const RelaxedCapture relaxed;
     for (int c = kSmMaxCluster; c > 1; --c) {
       cudaLaunchAttribute attr[1];
       const cudaLaunchConfig_t cfg = smem_config(c, c, cap, nullptr, attr);
