@@ -548,10 +548,7 @@ int main(int argc, char** argv) {
                                             {"mma 3 stages", {}, 5},
                                             {"mma 4 stages", st("4"), 3},
                                             {"mma 4 stages", st("4"), 4},
-                                            {"mma 6 stages", st("6"), 3},
-                                            {"mma 6 stages", st("6"), 4},
-                                            {"mma 6 stages", st("6"), 5},
-                                            {"mma 6 stages", st("6"), 8}};
+                                            {"mma 4 stages", st("4"), 8}};  // 6: removed in d
     bench_attend(16, false, false, attend_variants);
     bench_attend(16, false, false, attend_variants);  // again: the spread between runs
     bench_attend(1, false, false, {attend_variants[0], attend_variants[1]});

@@ -302,8 +302,9 @@ namespace {
 //   KVTIER_QSA_ATTEND_GRID = split | kv: the fastest-varying grid index (default kv, so that the
 //     CTAs of one split's KV heads run side by side);
 //   KVTIER_QSA_ATTEND_PDL = 0 | 1: the merge launched as a programmatic dependent (default 1);
-//   KVTIER_QSA_ATTEND_KH = 1 | 2: KV heads per CTA of the tensor-core kernel (default 2 where
-//     kv_heads is even: one 8-warp CTA reads a token's 1 KiB K and V rows whole);
+//   KVTIER_QSA_ATTEND_KH = 1 | 2: KV heads per CTA of the tensor-core kernel (2: one 8-warp CTA
+//     reads a token's 1 KiB K and V rows whole; default 1: measured as fast or faster, H200
+//     2026-11-29d: 1 row HBM 9.7 against 11.1 us, 16 rows and host within 1 %);
 //   KVTIER_QSA_ATTEND_STAGES: pipeline stages (1 KV head per CTA: 3 | 4; 2: 2 | 3; default 3);
 //   KVTIER_QSA_ATTEND_MERGE = serial | warps: one thread per dim walks the splits (first
 //     versions) or the splits spread over 8 warps (default);
@@ -386,7 +387,7 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
     else
       attend_kernel<12, false><<<grid, kThreads, 0, s>>>(p);
   } else {
-    const int kh = env_int("KVTIER_QSA_ATTEND_KH", kv.kv_heads % 2 == 0 ? 2 : 1);
+    const int kh = env_int("KVTIER_QSA_ATTEND_KH", 1);
     const int stages = env_int("KVTIER_QSA_ATTEND_STAGES", 3);
     if (variant == AttendVariant::mma_async_v1)
       detail::launch_attend_tc(p, true, false, 3, 1, s);
