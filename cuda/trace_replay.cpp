@@ -1,7 +1,6 @@
 #include "cuda/trace_replay.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -13,12 +12,11 @@
 #include "cuda/host_bank.hpp"
 #include "cuda/kv_banks.hpp"
 #include "cuda/qsa/qsa_kernels.hpp"
+#include "cuda/replay_stage.hpp"
+#include "cuda/replay_verify.hpp"
 #include "model/capacity_error.hpp"
-#include "model/compaction.hpp"
 #include "model/config_error.hpp"
 #include "model/ensure.hpp"
-#include "model/residency_state.hpp"
-#include "model/victims_heap.hpp"
 #include "sim/front_end.hpp"
 
 namespace kvtier::cuda {
@@ -57,40 +55,6 @@ std::string attend_kernel_name(bool fp8, bool host_banks) {
   return forced ? name + ", forced by KVTIER_QSA_ATTEND" : name;
 }
 
-unsigned long long token_checksum(const PageLayout& layout, int layer, std::int64_t content,
-                                  std::int64_t pos) {
-  // launch_read folds words of W bytes (W from the layout; 16-byte words as two 8-byte
-  // terms), indexed over the layer's banks K, V[, K scale, V scale] concatenated.
-  std::int64_t g = layout.token_bytes(BankKind::k);
-  if (layout.fp8()) g |= layout.token_bytes(BankKind::k_scale);
-  int w = 1;
-  for (int c : {16, 8, 4, 2}) {
-    if (g % c == 0) {
-      w = c;
-      break;
-    }
-  }
-  const int term_bytes = w >= 8 ? 8 : w;
-  std::vector<unsigned char> bytes;
-  for (int k = 0; k < layout.banks_per_layer; ++k) {
-    const std::int64_t words = layout.token_bytes(PageLayout::kind_of(k)) / 4;
-    for (std::int64_t i = 0; i < words; ++i) {
-      const std::uint32_t v = content < 0 ? 0u : token_word(content, layer, k, i);
-      for (int b = 0; b < 4; ++b)
-        bytes.push_back(static_cast<unsigned char>(v >> (8 * b)));
-    }
-  }
-  unsigned long long sum = 0;
-  const std::size_t terms = bytes.size() / static_cast<std::size_t>(term_bytes);
-  for (std::size_t j = 0; j < terms; ++j) {
-    unsigned long long word = 0;
-    std::memcpy(&word, bytes.data() + j * static_cast<std::size_t>(term_bytes),
-                static_cast<std::size_t>(term_bytes));  // little-endian, zero-extended
-    sum += checksum_term(word, pos, static_cast<std::int64_t>(j));
-  }
-  return sum;
-}
-
 namespace {
 
 template <class T>
@@ -114,25 +78,6 @@ struct DeviceCounters {
   int missing;
   int bad_stores;
 };
-
-struct CpuPool {
-  ResidencyState state;
-  HeapVictims victims;
-  CpuPool(PageId pages, SlotId slots) : state(pages, slots), victims(slots) {}
-};
-
-std::string describe_copies(const std::vector<CopyOp>& a, const std::vector<CopyOp>& b) {
-  std::size_t i = 0;
-  while (i < a.size() && i < b.size() && a[i] == b[i])
-    ++i;
-  auto op = [](const std::vector<CopyOp>& v, std::size_t k) {
-    if (k >= v.size()) return std::string("(none)");
-    return "page " + std::to_string(v[k].page) + " -> slot " + std::to_string(v[k].slot) +
-           " (evicts " + std::to_string(v[k].evicted) + ")";
-  };
-  return "copy " + std::to_string(i) + ": gpu " + op(a, i) + ", core " + op(b, i) + " (" +
-         std::to_string(a.size()) + " vs " + std::to_string(b.size()) + " copies)";
-}
 
 // --- attend mode -----------------------------------------------------------------------
 // The K/V of a token and the query of a row are finite bf16 values uniform in [-1, 1], picked
@@ -249,11 +194,8 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
       res.host_bytes = bank->total_bytes();
     }
   }
-  std::vector<CpuPool> cpu;
-  if (mirror && cfg.verify) {
-    for (int l = 0; l < L; ++l)
-      cpu.emplace_back(num_pages, slots);
-  }
+  std::optional<MirrorVerifier> verifier;
+  if (mirror && cfg.verify) verifier.emplace(L, num_pages, slots);
   // Host addresses of every bank (the pool's, or the host bank's device-mapped ones).
   std::vector<std::byte*> pool_banks, host_banks;
   for (int b = 0; b < layout.banks(); ++b) {
@@ -281,11 +223,8 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
   DeviceArray<std::int32_t> d_blocks;
   DeviceArray<std::int64_t> d_rowpos, d_tablelen, d_store_pos, d_read_pos, d_steps;
   std::vector<std::int64_t> steps(static_cast<std::size_t>(L));
-  // checksum verify: the position whose bytes each (page, token) slot holds, -1 for zeros
-  const auto page_size = static_cast<std::size_t>(g.page_size);
-  std::vector<std::int64_t> content;
-  if (cfg.verify && cfg.read == ReadMode::checksum)
-    content.assign(static_cast<std::size_t>(num_pages) * page_size, -1);
+  std::optional<SlotContents> contents;
+  if (cfg.verify && !attend) contents.emplace(num_pages, g.page_size);
   DeviceArray<PageId> d_tables, d_query, d_store_pages, d_freed;
   DeviceArray<std::int32_t> d_store_tokens;
   DeviceArray<SlotId> d_physical;
@@ -335,16 +274,10 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
   traces::Record rec;
   std::int64_t fi = 0;
   // host staging
-  std::vector<std::int32_t> blocks;
-  std::vector<std::int64_t> rowpos, tablelen, store_pos, read_pos;
-  std::vector<PageId> tables, qinit, store_pages;
-  std::vector<std::int32_t> store_tokens;
-  std::vector<CopyOp> gpu_copies, cpu_copies;
-  std::vector<PageId> cpu_miss;
-  std::vector<SlotId> cpu_victims;
-  std::vector<PageId> gpu_query;
+  StagedForward sf;
+  std::vector<std::int64_t> read_pos;
   // attend staging
-  std::vector<std::int32_t> store_req, store_pos32, row_req, rowpos32, tokens32;
+  std::vector<std::int32_t> store_pos32, row_req, rowpos32, tokens32;
   std::vector<CopyOp> gen_kv, gen_q;
   std::vector<std::int64_t> digest_pos;
   std::vector<PageId> digest_table;
@@ -360,9 +293,7 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
         upload(d_freed, freed, s);
         for (int l = 0; l < L; ++l)
           launch_release(engine->device_view(l), d_freed.get(), static_cast<int>(freed.size()), s);
-        for (auto& p : cpu)
-          for (PageId page : freed)
-            release_page(p.state.view(), page, p.victims);
+        if (verifier) verifier->release(freed);
         KVT_CUDA_CHECK(cudaStreamSynchronize(s));  // d_freed is reused
       }
       continue;
@@ -379,74 +310,16 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
     st.decode_tokens = fe.decode_tokens();
 
     // --- stage the forward: page tables, selections, store entries, read positions
-    int stride = 1;
-    for (const auto& row : f.rows)
-      stride = std::max(stride, static_cast<int>(fe.table(row.request).size()));
-    int nb = 0;
-    for (int l = 0; l < L; ++l)
-      for (int r = 0; r < rows; ++r)
-        nb = std::max(nb, static_cast<int>(f.selection(l, r).size()));
-    tables.assign(static_cast<std::size_t>(rows) * stride, kNoPage);
-    tablelen.assign(static_cast<std::size_t>(rows), 0);
-    rowpos.assign(static_cast<std::size_t>(rows), 0);
-    blocks.assign(static_cast<std::size_t>(L) * rows * nb, -1);
-    store_pos.clear();
-    store_pages.clear();
-    store_tokens.clear();
-    store_req.clear();
-    for (int r = 0; r < rows; ++r) {
-      const auto& row = f.rows[r];
-      const auto t = fe.table(row.request);
-      std::copy(t.begin(), t.end(), tables.begin() + std::int64_t{r} * stride);
-      tablelen[r] = static_cast<std::int64_t>(t.size());
-      rowpos[r] = row.position + row.count - 1;
-      for (std::int64_t p = row.position; p < row.position + row.count; ++p) {
-        store_pos.push_back(p);
-        store_pages.push_back(t[static_cast<std::size_t>(p / g.page_size)]);
-        store_tokens.push_back(static_cast<std::int32_t>(p % g.page_size));
-        store_req.push_back(r);  // each row has its own table row
-      }
-      for (int l = 0; l < L; ++l) {
-        const auto sel = f.selection(l, r);
-        std::copy(sel.begin(), sel.end(), blocks.begin() + (std::int64_t{l} * rows + r) * nb);
-      }
-    }
-    // Read positions: the tokens of the selected blocks and the causal tail of the row's
-    // last token, on the first `width` distinct pages (what compaction keeps).
-    int max_tokens = 1;
-    std::vector<std::vector<std::int64_t>> per(static_cast<std::size_t>(L) * rows);
-    for (int l = 0; l < L; ++l) {
-      for (int r = 0; r < rows; ++r) {
-        auto& v = per[static_cast<std::size_t>(l) * rows + r];
-        const std::int64_t last = rowpos[r];
-        const TokenRange tail = causal_tail(last, g.compress_ratio);
-        std::int64_t prev_page = -1;
-        int pages_kept = 0;
-        auto add = [&](std::int64_t p) {
-          const std::int64_t pg = p / g.page_size;
-          if (pg != prev_page) {
-            if (pages_kept == width) return false;
-            ++pages_kept;
-            prev_page = pg;
-          }
-          v.push_back(p);
-          return true;
-        };
-        bool open = true;
-        for (std::int32_t b : f.selection(l, r)) {
-          for (int i = 0; open && i < g.compress_ratio; ++i) {
-            const std::int64_t p = std::int64_t{b} * g.compress_ratio + i;
-            if (p > last || p >= tail.begin) break;
-            open = add(p);
-          }
-        }
-        for (std::int64_t p = tail.begin; open && p < tail.end && p <= last; ++p)
-          open = add(p);
-        max_tokens = std::max(max_tokens, static_cast<int>(v.size()));
-        st.selected_tokens += static_cast<std::int64_t>(v.size());
-      }
-    }
-    const int n_store = static_cast<int>(store_pos.size());
+    stage_forward(g, fe, f, width, sf);
+    st.selected_tokens = sf.selected_tokens;
+    const int stride = sf.stride, nb = sf.nb, max_tokens = sf.max_tokens, n_store = sf.n_store();
+    const int writes = sf.writes, qlen = sf.qlen;
+    const auto& tables = sf.tables;
+    const auto& rowpos = sf.rowpos;
+    const auto& store_pos = sf.store_pos;
+    const auto& store_pages = sf.store_pages;
+    const auto& store_tokens = sf.store_tokens;
+    const auto& per = sf.per;
     if (attend) {
       tokens32.assign(static_cast<std::size_t>(L) * rows * max_tokens, -1);
       for (std::size_t k = 0; k < per.size(); ++k)
@@ -459,16 +332,9 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
         std::copy(per[k].begin(), per[k].end(),
                   read_pos.begin() + static_cast<std::int64_t>(k) * max_tokens);
     }
-    const int writes = fe.write_pages();
-    const int qlen = writes + rows * width;
-    // the write pages head every layer's query (as FrontEnd::build puts them)
-    const auto wp = fe.writes();
-    qinit.assign(static_cast<std::size_t>(L) * qlen, kNoPage);
-    for (int l = 0; l < L; ++l)
-      std::copy(wp.begin(), wp.end(), qinit.begin() + std::int64_t{l} * qlen);
 
     upload(d_tables, tables, s);
-    upload(d_tablelen, tablelen, s);
+    upload(d_tablelen, sf.tablelen, s);
     if (mirror) {
       // every layer's step stamp (the simulator's), read by that layer's ensure
       for (int l = 0; l < L; ++l)
@@ -476,8 +342,8 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
       upload(d_steps, steps, s);
     }
     upload(d_rowpos, rowpos, s);
-    upload(d_blocks, blocks, s);
-    upload(d_query, qinit, s);
+    upload(d_blocks, sf.blocks, s);
+    upload(d_query, sf.qinit, s);
     upload(d_store_pages, store_pages, s);
     upload(d_store_tokens, store_tokens, s);
     fit(d_physical, static_cast<std::size_t>(std::max(qlen, rows * width)));
@@ -505,7 +371,7 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
         digest_pos[i] = i;
         digest_table[i] = i;
       }
-      upload(d_store_req, store_req, s);
+      upload(d_store_req, sf.store_req, s);
       upload(d_store_pos32, store_pos32, s);
       upload(d_row_req, row_req, s);
       upload(d_rowpos32, rowpos32, s);
@@ -634,52 +500,9 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
       if (mirror) {
         engine->ensure_async(l, q, qlen, s, {d_steps.get() + l, dc->ensure});
         if (!attend) engine->translate_async(l, q + writes, rows * width, d_physical.get(), s);
-        if (cfg.verify) {
-          // --- the core on the CPU, as the simulator runs it
+        if (verifier) {
           KVT_CUDA_CHECK(cudaStreamSynchronize(s));
-          const sim::LayerQuery cq = fe.build(f, l, width);
-          gpu_query.resize(static_cast<std::size_t>(qlen));
-          KVT_CUDA_CHECK(cudaMemcpy(gpu_query.data(), q, gpu_query.size() * sizeof(PageId),
-                                    cudaMemcpyDeviceToHost));
-          if (!std::equal(gpu_query.begin(), gpu_query.end(), cq.pages.begin(), cq.pages.end())) {
-            if (res.query_mismatches++ == 0)
-              res.first_mismatch = "forward " + std::to_string(fi) + " layer " + std::to_string(l) +
-                                   ": compacted query differs";
-          }
-          CpuPool& cpool = cpu[static_cast<std::size_t>(l)];
-          const auto n = cq.pages.size();
-          cpu_miss.resize(n + 1);
-          cpu_victims.resize(n + 1);
-          cpu_copies.resize(n + 1);
-          const EnsureResult cr = ensure_pages(
-              cpool.state.view(), cq.pages.data(), static_cast<int>(n), step, cpool.victims,
-              EnsureScratch{cpu_miss.data(), cpu_victims.data(), nullptr}, cpu_copies.data());
-          cpu_copies.resize(cr.status == EnsureStatus::ok ? static_cast<std::size_t>(cr.misses)
-                                                          : 0);
-          int count = 0;
-          KVT_CUDA_CHECK(
-              cudaMemcpy(&count, engine->copy_count(), sizeof count, cudaMemcpyDeviceToHost));
-          gpu_copies.resize(static_cast<std::size_t>(count));
-          if (count > 0)
-            KVT_CUDA_CHECK(cudaMemcpy(gpu_copies.data(), engine->copies(),
-                                      gpu_copies.size() * sizeof(CopyOp), cudaMemcpyDeviceToHost));
-          if (gpu_copies != cpu_copies) {
-            if (res.decision_mismatches++ == 0 && res.first_mismatch.empty())
-              res.first_mismatch = "forward " + std::to_string(fi) + " layer " + std::to_string(l) +
-                                   ": " + describe_copies(gpu_copies, cpu_copies);
-          }
-          if (cfg.decisions != nullptr) {
-            char buf[192];
-            for (const CopyOp& op : gpu_copies) {
-              const int len = std::snprintf(
-                  buf, sizeof buf,
-                  "{\"forward\":%lld,\"state\":%d,\"step\":%lld,\"kind\":\"demand\",\"page\":%d,"
-                  "\"slot\":%d,\"evicted\":%d}\n",
-                  static_cast<long long>(fi), l, static_cast<long long>(step), op.page, op.slot,
-                  op.evicted);
-              cfg.decisions->write(buf, len);
-            }
-          }
+          verifier->check_layer(fe, f, l, width, fi, step, q, qlen, *engine, res, cfg.decisions);
         }
       }
       if (attend) {
@@ -827,24 +650,10 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
       for (int l = 0; l < L; ++l)
         res.checksum += layer_sums[static_cast<std::size_t>(l)];  // wraps like the device sum
     }
-    if (cfg.verify && !attend) {
-      // What each read slot holds: the position last stored there (every layer stores the
-      // same positions). A shared prefix can be read before its owner's prefill wrote it
-      // (requests admitted together): those slots still hold zeros, or what a request that
-      // freed the page left.
-      for (std::size_t i = 0; i < store_pos.size(); ++i)
-        content[static_cast<std::size_t>(store_pages[i]) * page_size + store_tokens[i]] =
-            store_pos[i];
+    if (contents) {
+      contents->record_stores(sf);
       for (int l = 0; l < L; ++l) {
-        unsigned long long sum = 0;
-        for (int r = 0; r < rows; ++r) {
-          const PageId* table = tables.data() + std::int64_t{r} * stride;
-          for (std::int64_t p : per[static_cast<std::size_t>(l) * rows + r]) {
-            const std::size_t at = static_cast<std::size_t>(table[p / page_size]) * page_size +
-                                   static_cast<std::size_t>(p % page_size);
-            sum += token_checksum(layout, l, content[at], p);
-          }
-        }
+        const unsigned long long sum = contents->expected(layout, l, sf);
         res.expected_checksum += sum;
         if (sum != layer_sums[static_cast<std::size_t>(l)] && res.checksum_mismatches++ == 0)
           res.first_checksum_mismatch = "forward " + std::to_string(fi) + " layer " +

@@ -1,0 +1,45 @@
+#pragma once
+// One trace forward laid out for the replay's device arrays: the rows' page tables, their
+// chosen blocks per layer, one store entry per new token, the positions each row reads, and
+// every layer's residency query head (the write pages). Host-side only; the replay uploads it.
+#include <cstdint>
+#include <vector>
+
+#include "model/geometry.hpp"
+#include "model/page_space.hpp"
+#include "sim/front_end.hpp"
+#include "traces/trace_record.hpp"
+
+namespace kvtier::cuda {
+
+struct StagedForward {
+  int rows = 0;
+  int width = 0;                       // pages a row keeps (the simulator's select width)
+  int stride = 1;                      // entries per table row: the longest table of the forward
+  int nb = 0;                          // blocks per (layer, row) entry: the widest selection
+  int max_tokens = 1;                  // the most positions one (layer, row) reads
+  int writes = 0;                      // distinct pages the forward writes
+  int qlen = 0;                        // residency query entries per layer: writes + rows * width
+  std::vector<PageId> tables;          // [rows][stride], kNoPage padded
+  std::vector<std::int64_t> tablelen;  // [rows]
+  std::vector<std::int64_t> rowpos;    // [rows]: the row's last position
+  std::vector<std::int32_t> blocks;    // [layers][rows][nb], -1 padded
+  // one entry per stored token: position, page, token in the page, row
+  std::vector<std::int64_t> store_pos;
+  std::vector<PageId> store_pages;
+  std::vector<std::int32_t> store_tokens;
+  std::vector<std::int32_t> store_req;
+  // [layers * rows]: the tokens of the chosen blocks and the causal tail of the row's last
+  // token, on the first `width` distinct pages (what compaction keeps), ascending
+  std::vector<std::vector<std::int64_t>> per;
+  std::vector<PageId> qinit;  // [layers][qlen]: the write pages first, kNoPage after
+  std::int64_t selected_tokens = 0;
+
+  int n_store() const { return static_cast<int>(store_pos.size()); }
+};
+
+// Stages forward `f` after fe.prepare(f). Reuses sf's storage.
+void stage_forward(const Geometry& g, const sim::FrontEnd& fe, const traces::Forward& f, int width,
+                   StagedForward& sf);
+
+}  // namespace kvtier::cuda
