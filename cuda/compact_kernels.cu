@@ -24,7 +24,8 @@ __global__ void compact_core_kernel(const __grid_constant__ CompactParams p) {
   if (c.status != CompactStatus::ok) atomicAdd(p.bad_rows, 1);
 }
 
-constexpr int kCompactThreads = 256;
+// One tile holds a decode row (a 512-block selection and its tail): one pass of loads per row.
+constexpr int kCompactThreads = 1024;
 
 struct MaxOp {
   __device__ long long operator()(long long a, long long b) const { return a > b ? a : b; }

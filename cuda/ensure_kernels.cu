@@ -62,14 +62,24 @@ constexpr int kEnsureThreads = 1024;
 constexpr int kWarps = kEnsureThreads / 32;
 constexpr int kRadixBits = 8;
 constexpr int kRadixBins = 1 << kRadixBits;
+constexpr int kMarkBatch = 4;  // query entries a thread has in flight in the first phases
 
 // The first phases of ensure, shared by the one-block form and the multi-block form's mark
 // kernel (every thread of the block calls them).
 // s_bad = the smallest query index outside the page space (kNoPage is padding).
 __device__ void record_first_bad_query(const EnsureParams& p, const ResidencyView& st, int& s_bad) {
-  for (int i = threadIdx.x; i < p.n; i += blockDim.x) {
-    const PageId q = p.query[i];
-    if (q < kNoPage || q >= st.num_pages) atomicMin(&s_bad, i);
+  for (int base = 0; base < p.n; base += kMarkBatch * static_cast<int>(blockDim.x)) {
+    PageId q[kMarkBatch];
+#pragma unroll
+    for (int b = 0; b < kMarkBatch; ++b) {
+      const int i = base + b * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+      q[b] = i < p.n ? p.query[i] : kNoPage;
+    }
+#pragma unroll
+    for (int b = 0; b < kMarkBatch; ++b) {
+      const int i = base + b * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+      if (q[b] < kNoPage || q[b] >= st.num_pages) atomicMin(&s_bad, i);
+    }
   }
 }
 
@@ -78,21 +88,40 @@ __device__ void record_first_bad_query(const EnsureParams& p, const ResidencyVie
 __device__ void mark_hits_and_collect_misses(const EnsureParams& p, const ResidencyView& st,
                                              std::int64_t step, int& s_lookups, int& s_hits,
                                              int& s_m) {
+  // A thread's entries in batches: the query loads, then the slot loads, then the atomics of
+  // a batch are all in flight together (one block: latency, not bandwidth, bounds this loop).
+  // Within a thread, atomics on one address stay in program order, so a page listed twice
+  // counts one hit and is claimed once, as in an entry-at-a-time loop.
   int lookups = 0, hits = 0;
-  for (int i = threadIdx.x; i < p.n; i += blockDim.x) {
-    const PageId q = p.query[i];
-    if (q == kNoPage) continue;
-    ++lookups;
-    const SlotId s = st.slot_of_page[q];
-    if (s >= 0) {
-      const long long old =
-          atomicMax(reinterpret_cast<long long*>(st.last_use + s), static_cast<long long>(step));
-      if (old < step) ++hits;
-    } else if (s == kNoSlot) {
-      if (atomicCAS(st.slot_of_page + q, kNoSlot, kPendingSlot) == kNoSlot) {
-        p.miss_pages[atomicAdd(&s_m, 1)] = q;
+  for (int base = 0; base < p.n; base += kMarkBatch * static_cast<int>(blockDim.x)) {
+    PageId q[kMarkBatch];
+    SlotId slot[kMarkBatch];
+#pragma unroll
+    for (int b = 0; b < kMarkBatch; ++b) {
+      const int i = base + b * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+      q[b] = i < p.n ? p.query[i] : kNoPage;
+    }
+#pragma unroll
+    for (int b = 0; b < kMarkBatch; ++b)
+      slot[b] = q[b] != kNoPage ? st.slot_of_page[q[b]] : kPendingSlot;
+    long long old[kMarkBatch];
+#pragma unroll
+    for (int b = 0; b < kMarkBatch; ++b) {
+      old[b] = step;
+      if (q[b] == kNoPage) continue;
+      ++lookups;
+      if (slot[b] >= 0) {
+        old[b] = atomicMax(reinterpret_cast<long long*>(st.last_use + slot[b]),
+                           static_cast<long long>(step));
+      } else if (slot[b] == kNoSlot) {
+        if (atomicCAS(st.slot_of_page + q[b], kNoSlot, kPendingSlot) == kNoSlot) {
+          p.miss_pages[atomicAdd(&s_m, 1)] = q[b];
+        }
       }
     }
+#pragma unroll
+    for (int b = 0; b < kMarkBatch; ++b)
+      hits += old[b] < step ? 1 : 0;
   }
   if (lookups) atomicAdd(&s_lookups, lookups);
   if (hits) atomicAdd(&s_hits, hits);

@@ -9,6 +9,9 @@ D=$(cd "$(dirname "$0")" && pwd)
 OUT=${1:-${OUT:-/tmp/kvtier-out}}
 WHAT=${2:-all}
 mkdir -p "$OUT"
+# One log per run outside $OUT (the device call returns few files): all.log collects them as
+# they finish, and logs-$WHAT.tgz holds them at the end.
+LOGS=$(mktemp -d)
 export LD_LIBRARY_PATH="$D:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv |
   tee "$OUT/gpu.txt"
@@ -17,10 +20,11 @@ run() {  # name, timeout, command...
   local name=$1 limit=$2
   shift 2
   local t0=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+  timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
   local rc=$?
   summary+=("$(printf '%-34s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
-  tail -n 25 "$OUT/$name.log"
+  { echo "=== $name rc=$rc: $*"; cat "$LOGS/$name.log"; } >>"$OUT/all.log"
+  tail -n 25 "$LOGS/$name.log"
   printf '%s\n' "${summary[@]}" >"$OUT/summary.txt"
 }
 W=/tmp/kvtier-fn.safetensors
@@ -77,28 +81,49 @@ if [[ $WHAT == figures || $WHAT == all ]]; then
   fi
 fi
 if [[ $WHAT == final ]]; then
-  # the short list, most important first (a run cut short keeps what finished)
+  # the session's closing run, most important first (a run cut short keeps what finished)
   [[ -f $W ]] || "$D/kvtier" weights gen --vocab 1024 --needle --out "$W" >/dev/null
   K=(--weights "$W" --json)
   run runner_gpu_test 60 "$D/runner_gpu_test"
   run runner_placements_test 90 "$D/runner_placements_test"
+  run cuda_residency_test 90 "$D/cuda_residency_test"
   for p in host device; do
     run "decode-128k-$p" 60 "$D/kvtier" run "${K[@]}" --prompt-tokens 1 --fill-depth 131071 \
       --decode 64 --placement "$p"
   done
-  run decode-1m-host 120 "$D/kvtier" run "${K[@]}" --yarn --prompt-tokens 1 \
-    --fill-depth 1048500 --decode 32 --placement host
-  T=traces/samples/concurrent8-16k-128k.ktr
-  run trace-device 90 "$D/kvtier" run --trace "$T" --placement device --json
-  # the pool `kvtier plan` recommends for this trace (scripts/gpu-trace-attend.sh says how)
-  run trace-mirror-8499 90 "$D/kvtier" run --trace "$T" --placement mirror --pool-pages 8499 --json
-  run runner_needle_test 60 "$D/runner_needle_test"
-  run decode-1m-device 120 "$D/kvtier" run "${K[@]}" --yarn --prompt-tokens 1 \
-    --fill-depth 1048500 --decode 32 --placement device
   run decode-128k-host-profile 60 "$D/kvtier" run "${K[@]}" --prompt-tokens 1 \
-    --fill-depth 131071 --decode 8 --placement host --profile
+    --fill-depth 131071 --decode 16 --placement host --profile
+  run decode-1m-exact-host 120 "$D/kvtier" run "${K[@]}" --yarn --prompt-tokens 1 \
+    --fill-depth 1048544 --decode 32 --placement host
+  T=traces/samples/concurrent8-16k-128k.ktr
+  for i in 1 2; do
+    run "trace-device-$i" 90 "$D/kvtier" run --trace "$T" --placement device --json
+    # the pool `kvtier plan` recommends for this trace (docs/run-trace.md says how)
+    run "trace-mirror-8499-$i" 90 "$D/kvtier" run --trace "$T" --placement mirror \
+      --pool-pages 8499 --json
+  done
+  # CLI paths: a prompt file, a recorded trace replayed, the stand-in MLP
+  # two requests (one per line) of 1,500 token ids
+  seq 1 3000 | awk '{printf "%d%s", ($1 * 7919) % 1024, NR % 1500 ? " " : "\n"}' >/tmp/prompt.txt
+  run cli-prompt-file-record 60 "$D/kvtier" run "${K[@]}" --prompt /tmp/prompt.txt --decode 16 \
+    --placement mirror --pool-pages 64 --record /tmp/rec.ktr
+  run cli-recorded-replay 60 "$D/kvtier" run --trace /tmp/rec.ktr --placement mirror \
+    --pool-pages 64 --read checksum --verify --json
+  run cli-stand-in-host 60 "$D/kvtier" run "${K[@]}" --prompt-tokens 1 --fill-depth 131071 \
+    --decode 16 --placement host --stand-in-width 6912 --profile
   run prefill-128k-device-profile 90 "$D/kvtier" run "${K[@]}" --prompt-tokens 131072 \
     --decode 1 --chunk 4096 --placement device --profile
-  run trace-mirror-5264 90 "$D/kvtier" run --trace "$T" --placement mirror --pool-pages 5264 --json
+  run qsa_gpu_test 60 "$D/qsa_gpu_test"
+  # the checksum-mode tests (about 55 s of CPU reference) ran on this build's replay already
+  run cuda_trace_attend_test 90 "$D/cuda_trace_attend_test" --gtest_filter='-*Checksum*'
+  run runner_needle_test 90 "$D/runner_needle_test"
+  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  run memcheck-ensure-forms 60 "$CS" --tool memcheck --error-exitcode 9 \
+    "$D/cuda_residency_test" --gtest_filter='*Ensure*:*Compact*'
+  run memcheck-skinny 60 "$CS" --tool memcheck --error-exitcode 9 "$D/runner_gpu_test" \
+    --gtest_filter='*Skinny*'
+  run racecheck-ensure-forms 60 "$CS" --tool racecheck --error-exitcode 9 \
+    "$D/cuda_residency_test" --gtest_filter='*EnsureForm*'
 fi
 printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
+tar czf "$OUT/logs-$WHAT.tgz" -C "$LOGS" .

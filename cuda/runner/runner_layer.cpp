@@ -81,9 +81,10 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
   qsa::index_scores(iq.get(), g.index_q_heads, r, l.slab.get(), slab_stride, logits_idx.get(),
                     slab_stride, p.max_blocks, s);
   mark("index");
-  // One CTA per row for prefill rows of contexts up to 128k tokens, several CTAs per row
-  // otherwise (the same selection either way). H200: one decode row at 32k blocks took 53 us
-  // per layer with one CTA against 48 us with several; prefill has rows enough for one CTA each.
+  // Prefill rows of contexts up to 128k: one CTA per row. Otherwise the workspace entry,
+  // which takes the one-launch cluster kernel for up to 16 rows (decode; 1 row x 32k blocks
+  // 13.7 us in a graph on the H200, bench/results/qsa-decode-select-h200.md) and the
+  // multi-CTA chain beyond. The same selection either way.
   if (rows >= 64 && p.max_blocks <= kOneCtaTopkBlocks)
     qsa::topk(logits_idx.get(), slab_stride, nullptr, r, g.compress_ratio, k, blocks.get(), s);
   else

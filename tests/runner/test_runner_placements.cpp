@@ -254,6 +254,35 @@ TEST(RunnerPlacements, GraphReplayEqualsEager) {
   }
 }
 
+// The stand-in MLP of the non-QSA layers is real work on the hidden state (the logits move)
+// and, like the QSA layers, the same on every placement and in graphs as eagerly.
+TEST(RunnerPlacements, StandInMlpChangesTheStateAndKeepsPlacementsAlike) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Weights w(29);
+  const RunOut plain = run(w, config(Placement::device), prompts(), 256, 8);
+  std::vector<RunOut> outs;
+  for (Placement p : {Placement::device, Placement::host, Placement::mirror}) {
+    // a pool of every page: no selection is cut (a cut one reads fewer pages, by design)
+    auto c = config(p, 96);
+    c.stand_in_width = 512;
+    outs.push_back(run(w, c, prompts(), 256, 8));
+  }
+  EXPECT_EQ(outs[2].stats.drops, 0);
+  EXPECT_EQ(outs[0].tokens, outs[1].tokens);
+  EXPECT_EQ(outs[0].tokens, outs[2].tokens);
+  EXPECT_EQ(outs[0].logits, outs[1].logits);
+  EXPECT_EQ(outs[0].logits, outs[2].logits)
+      << "max abs difference " << max_abs_diff(outs[0].logits, outs[2].logits);
+  EXPECT_GT(max_abs_diff(plain.logits, outs[0].logits), 1e-3);
+  for (float v : outs[0].logits)
+    ASSERT_TRUE(std::isfinite(v));
+  auto c = config(Placement::device);
+  c.stand_in_width = 512;
+  c.graphs = false;
+  runner::QsaRunner eager(*w.file, small_gpu_geometry(), kVocab, c);
+  EXPECT_EQ(eager.generate(prompts(), 256, 8), outs[0].tokens);
+}
+
 TEST(RunnerPlacements, BadConfigurationsSayWhy) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   const Weights w(27);
