@@ -96,13 +96,17 @@ void index_scores(const std::uint16_t* iq, int heads, Rows rows, const std::uint
 
 // Exact top-k of each row's first n_valid logits as a set (NaN counts as -inf; ties to the
 // lower block id), ascending, padded with -1: out [rows][k]. n_valid per row from `n_valid`
-// or, when null, (pos + 1) / ratio. Radix select over the fp32 keys, one CTA per row.
+// or, when null, (pos + 1) / ratio. Radix select over the fp32 keys: up to 16 rows, one
+// launch of a cluster of CTAs per row with the keys in shared memory (topk_cluster.cu);
+// more rows, one CTA per row. KVTIER_QSA_TOPK=smem|cluster|old forces a path (tests, benches).
 void topk(const float* logits, std::int64_t logit_stride, const std::int32_t* n_valid, Rows rows,
           int ratio, int k, std::int32_t* out, cudaStream_t s);
 
-// The same selection (identical output) spread over several CTAs per row: chunks of 8192 keys,
-// five launches after a memset of `work` (topk_workspace_bytes(rows, max_n) bytes, 4-byte
-// aligned). `max_n` bounds every row's n_valid (rows are clamped to it); graph-safe.
+// The same selection (identical output) for long rows: up to 16 rows whose CTA slices stay
+// within 32k keys take the cluster kernel (no use of `work`); otherwise several CTAs per row,
+// chunks of 8192 keys, five launches after a memset of `work` (topk_workspace_bytes(rows,
+// max_n) bytes, 4-byte aligned). `max_n` bounds every row's n_valid (rows are clamped to it);
+// graph-safe.
 std::int64_t topk_workspace_bytes(int rows, std::int64_t max_n);
 void topk(const float* logits, std::int64_t logit_stride, const std::int32_t* n_valid, Rows rows,
           int ratio, int k, std::int32_t* out, void* work, std::int64_t max_n, cudaStream_t s);
