@@ -177,6 +177,40 @@ __device__ __forceinline__ void store_scores(const IndexParams& p, int row, int 
   if (b + 3 < vis) dst[3] = v.w;
 }
 
+// Relu + sum over heads of n-tiles j0 and j0 + 1 (in head order from 0.0f, then the scale, as
+// the WMMA kernel), then the rows' stores. Lane t holds columns 2t, 2t+1 (n-tile j0) and 8+2t,
+// 9+2t (n-tile j0 + 1) of rows ra, rb; after one exchange with lane t ^ 1, even lanes hold
+// 2t .. 2t+3, odd lanes 6+2t .. 9+2t, the 4 scores from block b on.
+template <int kHeads, int kN>
+__device__ __forceinline__ void store_tile_pair(const IndexParams& p,
+                                                const float (&acc)[kHeads][kN][4], int j0,
+                                                float inv_sqrt, bool odd, int ra, int vis_a, int rb,
+                                                int vis_b, std::int64_t b, bool vec) {
+  float s[2][4];
+#pragma unroll
+  for (int jn = 0; jn < 2; ++jn)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = 0.0f;
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h)
+        x += fmaxf(acc[h][j0 + jn][e], 0.0f);
+      s[jn][e] = x * inv_sqrt;
+    }
+  const float sa0 = odd ? s[0][0] : s[1][0], sa1 = odd ? s[0][1] : s[1][1];
+  const float sb0 = odd ? s[0][2] : s[1][2], sb1 = odd ? s[0][3] : s[1][3];
+  const float ga0 = __shfl_xor_sync(0xffffffffu, sa0, 1);
+  const float ga1 = __shfl_xor_sync(0xffffffffu, sa1, 1);
+  const float gb0 = __shfl_xor_sync(0xffffffffu, sb0, 1);
+  const float gb1 = __shfl_xor_sync(0xffffffffu, sb1, 1);
+  const float4 oa =
+      odd ? make_float4(ga0, ga1, s[1][0], s[1][1]) : make_float4(s[0][0], s[0][1], ga0, ga1);
+  const float4 ob =
+      odd ? make_float4(gb0, gb1, s[1][2], s[1][3]) : make_float4(s[0][2], s[0][3], gb0, gb1);
+  store_scores(p, ra, vis_a, b, oa, vec);
+  store_scores(p, rb, vis_b, b, ob, vec);
+}
+
 // grid: (block chunks, row tiles of 128); block: 8 warps; 64 KiB dynamic shared memory.
 // `chunk`: blocks per CTA, a multiple of kSlabTile. `vec`: 16-byte aligned logit rows.
 // kNt: n-tiles of 8 blocks per step (2: 16 blocks, 8 accumulator chains; 4: 32 blocks, 16).
@@ -311,32 +345,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
 #pragma unroll
       for (int jp = 0; jp < kNt / 2; ++jp) {
         const std::int64_t bg = bn + 16 * jp;
-        // relu + sum over heads, in head order from 0.0f, then the scale (as the WMMA kernel).
-        float s[2][4];
-#pragma unroll
-        for (int jn = 0; jn < 2; ++jn)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            float x = 0.0f;
-#pragma unroll
-            for (int h = 0; h < kMmaHeads; ++h)
-              x += fmaxf(acc[h][2 * jp + jn][e], 0.0f);
-            s[jn][e] = x * inv_sqrt;
-          }
-        // Lane t holds columns 2t, 2t+1 (n-tile 0) and 8+2t, 9+2t (n-tile 1) of rows ra, rb;
-        // after one exchange with lane t ^ 1, even lanes hold 2t .. 2t+3, odd lanes 6+2t .. 9+2t.
-        const float sa0 = odd ? s[0][0] : s[1][0], sa1 = odd ? s[0][1] : s[1][1];
-        const float sb0 = odd ? s[0][2] : s[1][2], sb1 = odd ? s[0][3] : s[1][3];
-        const float ga0 = __shfl_xor_sync(0xffffffffu, sa0, 1);
-        const float ga1 = __shfl_xor_sync(0xffffffffu, sa1, 1);
-        const float gb0 = __shfl_xor_sync(0xffffffffu, sb0, 1);
-        const float gb1 = __shfl_xor_sync(0xffffffffu, sb1, 1);
-        const float4 oa =
-            odd ? make_float4(ga0, ga1, s[1][0], s[1][1]) : make_float4(s[0][0], s[0][1], ga0, ga1);
-        const float4 ob =
-            odd ? make_float4(gb0, gb1, s[1][2], s[1][3]) : make_float4(s[0][2], s[0][3], gb0, gb1);
-        store_scores(p, ra, vis_a, bg + col, oa, vec);
-        store_scores(p, rb, vis_b, bg + col, ob, vec);
+        store_tile_pair(p, acc, 2 * jp, inv_sqrt, odd, ra, vis_a, rb, vis_b, bg + col, vec);
       }
     }
   }
@@ -466,30 +475,8 @@ __global__ void __launch_bounds__(kDecThreads)
         detail::mma_bf16(acc[h][1], qa[h][ks], b[2], b[3]);
       }
     }
-    // relu + sum over heads, in head order from 0.0f, then the scale (as index_mma_kernel).
-    float s[2][4];
-#pragma unroll
-    for (int jn = 0; jn < 2; ++jn)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = 0.0f;
-#pragma unroll
-        for (int h = 0; h < kMmaHeads; ++h)
-          x += fmaxf(acc[h][jn][e], 0.0f);
-        s[jn][e] = x * inv_sqrt;
-      }
-    const float sa0 = odd ? s[0][0] : s[1][0], sa1 = odd ? s[0][1] : s[1][1];
-    const float sb0 = odd ? s[0][2] : s[1][2], sb1 = odd ? s[0][3] : s[1][3];
-    const float ga0 = __shfl_xor_sync(0xffffffffu, sa0, 1);
-    const float ga1 = __shfl_xor_sync(0xffffffffu, sa1, 1);
-    const float gb0 = __shfl_xor_sync(0xffffffffu, sb0, 1);
-    const float gb1 = __shfl_xor_sync(0xffffffffu, sb1, 1);
-    const float4 oa =
-        odd ? make_float4(ga0, ga1, s[1][0], s[1][1]) : make_float4(s[0][0], s[0][1], ga0, ga1);
-    const float4 ob =
-        odd ? make_float4(gb0, gb1, s[1][2], s[1][3]) : make_float4(s[0][2], s[0][3], gb0, gb1);
-    store_scores(p, ra, vis_a, bg + col, oa, vec);
-    store_scores(p, rb, vis_b, bg + col, ob, vec);
+    // the same relu + head sum, exchange and stores as index_mma_kernel
+    store_tile_pair(p, acc, 0, inv_sqrt, odd, ra, vis_a, rb, vis_b, bg + col, vec);
   }
   detail::cp_async_wait<0>();  // only empty groups can remain; leave nothing in flight
 }

@@ -11,22 +11,11 @@
 #include "cuda/trace_replay.hpp"
 #include "model/page_layout.hpp"
 #include "sim/front_end.hpp"
+#include "tests/cuda/replay_test_util.hpp"
 #include "traces/generator.hpp"
 
 namespace kvtier::cuda {
 namespace {
-
-Geometry small_geometry() {
-  Geometry g;
-  g.total_layers = 4;
-  g.qsa_layer_ids = {1, 3};
-  g.kv_heads = 1;
-  g.head_dim = 64;
-  g.compress_ratio = 4;
-  g.select_budget = 64;  // 16 blocks
-  g.page_size = 16;
-  return g;
-}
 
 std::vector<traces::Record> small_records(const Geometry& g, std::uint64_t seed) {
   traces::GenParams p = traces::gen_preset("dsv4-flash");
@@ -39,19 +28,14 @@ std::vector<traces::Record> small_records(const Geometry& g, std::uint64_t seed)
   p.decode_max = 30;
   p.prefill_chunk = 128;
   p.prefill_samples = 4;
-  traces::TraceGenerator gen(g, p);
-  std::vector<traces::Record> recs;
-  traces::Record r;
-  while (gen.next(r))
-    recs.push_back(r);
-  return recs;
+  return test::generated_records(g, p);
 }
 
 // For every forward, layer and row, with and without a pool small enough to cut rows: the
 // distinct pages of the staged read positions (through the row's table) are the row's entries
 // of the core's compacted query, and the query head is the forward's write pages.
 TEST(ReplayStage, ReadPositionsLieOnTheCompactedPages) {
-  const Geometry g = small_geometry();
+  const Geometry g = test::small_replay_geometry();
   for (std::int64_t pool : {std::int64_t{0}, std::int64_t{24}}) {
     sim::FrontEnd fe(g, 4096);
     StagedForward sf;

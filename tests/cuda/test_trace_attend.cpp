@@ -18,6 +18,7 @@
 #include "sim/profiles.hpp"
 #include "sim/replay.hpp"
 #include "tests/cuda/gpu_test_util.hpp"
+#include "tests/cuda/replay_test_util.hpp"
 #include "traces/generator.hpp"
 
 namespace kvtier::cuda {
@@ -57,14 +58,9 @@ sim::TraceInput long_request() {
   p.decode_min = p.decode_max = 24;
   p.prefill_chunk = 4096;
   p.prefill_samples = 4;
-  traces::TraceGenerator gen(g, p);
-  std::vector<traces::Record> recs;
-  traces::Record r;
-  while (gen.next(r))
-    recs.push_back(r);
   traces::TraceHeader h;
   h.geometry = g;
-  return sim::memory_trace("one 64k request", h, std::move(recs));
+  return sim::memory_trace("one 64k request", h, test::generated_records(g, p));
 }
 constexpr std::int64_t kLongPool = 900;
 

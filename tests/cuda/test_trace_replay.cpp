@@ -13,21 +13,14 @@
 #include "sim/profiles.hpp"
 #include "sim/replay.hpp"
 #include "tests/cuda/gpu_test_util.hpp"
+#include "tests/cuda/replay_test_util.hpp"
 #include "traces/generator.hpp"
 
 namespace kvtier::cuda {
 namespace {
 
 Geometry small_geometry() {
-  Geometry g;
-  g.total_layers = 6;
-  g.qsa_layer_ids = {1, 3, 5};
-  g.kv_heads = 1;
-  g.head_dim = 64;
-  g.compress_ratio = 4;
-  g.select_budget = 64;  // 16 blocks: rows touch at most 17 pages
-  g.page_size = 16;
-  return g;
+  return test::small_replay_geometry();
 }
 
 sim::TraceInput small_trace(std::uint64_t seed) {
@@ -44,14 +37,9 @@ sim::TraceInput small_trace(std::uint64_t seed) {
   p.prefill_samples = 4;
   p.sinks_always = 2;
   p.sinks_likely = 4;
-  traces::TraceGenerator gen(g, p);
-  std::vector<traces::Record> recs;
-  traces::Record r;
-  while (gen.next(r))
-    recs.push_back(r);
   traces::TraceHeader h;
   h.geometry = g;
-  return sim::memory_trace("small", h, std::move(recs));
+  return sim::memory_trace("small", h, test::generated_records(g, p));
 }
 
 std::string sim_decisions(const sim::TraceInput& in, std::int64_t pool) {
