@@ -1,9 +1,16 @@
 #pragma once
-// Generated traces for the trace replay's tests: a small geometry (rows touch at most 17
-// pages) and the records a TraceGenerator yields, in memory.
+// For the trace replay's tests: a small geometry (rows touch at most 17 pages), the records a
+// TraceGenerator yields, in memory, and the simulator's decision lines for a mirror pool.
+#include <cstdint>
+#include <sstream>
+#include <string>
 #include <vector>
 
+#include "model/cost_model.hpp"
 #include "model/geometry.hpp"
+#include "model/placement.hpp"
+#include "sim/profiles.hpp"
+#include "sim/replay.hpp"
 #include "traces/generator.hpp"
 #include "traces/trace_record.hpp"
 
@@ -29,6 +36,20 @@ inline std::vector<traces::Record> generated_records(const Geometry& g,
   while (gen.next(r))
     recs.push_back(r);
   return recs;
+}
+
+// The simulator's --decisions lines for the mirror placement with `pool` slots per layer.
+inline std::string simulator_decisions(const sim::TraceInput& in, std::int64_t pool) {
+  const sim::TraceStats stats = sim::scan_trace(in);
+  const CostModel cost(sim::load_profile("h200-pcie5"));
+  std::ostringstream out;
+  sim::SimConfig c;
+  c.placement = Placement::mirror;
+  c.pool_slots = pool;
+  c.check_memory = false;
+  c.decisions = &out;
+  sim::simulate(in, stats, cost, c);
+  return out.str();
 }
 
 }  // namespace kvtier::cuda::test

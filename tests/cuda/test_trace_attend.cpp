@@ -64,19 +64,6 @@ sim::TraceInput long_request() {
 }
 constexpr std::int64_t kLongPool = 900;
 
-std::string sim_decisions(const sim::TraceInput& in, std::int64_t pool) {
-  const sim::TraceStats stats = sim::scan_trace(in);
-  const CostModel cost(sim::load_profile("h200-pcie5"));
-  std::ostringstream out;
-  sim::SimConfig c;
-  c.placement = Placement::mirror;
-  c.pool_slots = pool;
-  c.check_memory = false;
-  c.decisions = &out;
-  sim::simulate(in, stats, cost, c);
-  return out.str();
-}
-
 ReplayConfig attend_config(Placement p, KvDtype dt, std::int64_t pool = 0) {
   ReplayConfig c;
   c.read = ReadMode::attend;
@@ -157,7 +144,7 @@ TEST(TraceAttend, SampleDigestIsTheSameInEveryPlacement) {
 TEST(TraceAttend, SampleMirrorDecisionsMatchTheCore) {
   KVT_REQUIRE_GPU();
   const sim::TraceInput in = cut_sample(kSample, kForwards);
-  const std::string expected = sim_decisions(in, kEvictingPool);
+  const std::string expected = test::simulator_decisions(in, kEvictingPool);
   ASSERT_FALSE(expected.empty());
   for (KvDtype dt : {KvDtype::bf16, KvDtype::fp8}) {
     std::ostringstream decisions;
@@ -180,7 +167,7 @@ TEST(TraceAttend, SampleMirrorDecisionsMatchTheCore) {
 TEST(TraceAttend, EvictingMirrorMatchesDevice) {
   KVT_REQUIRE_GPU();
   const sim::TraceInput in = long_request();
-  const std::string expected = sim_decisions(in, kLongPool);
+  const std::string expected = test::simulator_decisions(in, kLongPool);
   for (KvDtype dt : {KvDtype::bf16, KvDtype::fp8}) {
     const ReplayResult dev = replay_trace(in, attend_config(Placement::device, dt));
     std::ostringstream decisions;

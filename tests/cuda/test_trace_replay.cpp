@@ -42,19 +42,6 @@ sim::TraceInput small_trace(std::uint64_t seed) {
   return sim::memory_trace("small", h, test::generated_records(g, p));
 }
 
-std::string sim_decisions(const sim::TraceInput& in, std::int64_t pool) {
-  const sim::TraceStats stats = sim::scan_trace(in);
-  const CostModel cost(sim::load_profile("h200-pcie5"));
-  std::ostringstream out;
-  sim::SimConfig c;
-  c.placement = Placement::mirror;
-  c.pool_slots = pool;
-  c.check_memory = false;
-  c.decisions = &out;
-  sim::simulate(in, stats, cost, c);
-  return out.str();
-}
-
 struct Case {
   std::uint64_t seed;
   std::int64_t pool;
@@ -83,7 +70,7 @@ TEST_P(ReplayMatchesSimulator, SameDecisionsAndBytes) {
   EXPECT_EQ(r.decision_mismatches, 0) << r.first_mismatch;
   EXPECT_EQ(r.total.missing, 0);
   EXPECT_EQ(r.checksum, r.expected_checksum);
-  const std::string expected = sim_decisions(in, k.pool);
+  const std::string expected = test::simulator_decisions(in, k.pool);
   EXPECT_FALSE(expected.empty());
   EXPECT_EQ(gpu_decisions.str(), expected);
 }
