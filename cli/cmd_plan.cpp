@@ -16,24 +16,6 @@
 namespace kvtier::cli {
 namespace {
 
-std::vector<std::int64_t> parse_sizes(const std::string& text) {
-  std::vector<std::int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      std::size_t used = 0;
-      const long long v = std::stoll(item, &used);
-      if (used != item.size() || v <= 0) throw std::invalid_argument(item);
-      out.push_back(v);
-    } catch (const std::exception&) {
-      throw ConfigError("--sizes: expected positive integers separated by commas, got '" + item +
-                        "'");
-    }
-  }
-  return out;
-}
-
 int run_plan(const std::vector<std::string>& args) {
   po::options_description desc("options");
   desc.add_options()("help,h", "show this help")("trace", po::value<std::string>(),
@@ -70,7 +52,8 @@ int run_plan(const std::vector<std::string>& args) {
   if (un != "both") cfg.units = {parse_residency_unit(un, "--unit")};
   cfg.dtype = parse_kv_dtype(vm["dtype"].as<std::string>(), "--dtype");
   cfg.policy = sim::parse_policy(vm["policy"].as<std::string>());
-  if (vm.count("sizes")) cfg.sizes = parse_sizes(vm["sizes"].as<std::string>());
+  if (vm.count("sizes"))
+    cfg.sizes = parse_positive_list(vm["sizes"].as<std::string>(), "--sizes", "integers");
   cfg.points = vm["points"].as<int>();
   if (cfg.points < 1) throw ConfigError("--points must be at least 1");
   cfg.within = vm["within"].as<double>() / 100.0;

@@ -37,4 +37,23 @@ std::string read_text_file(const std::string& path) {
   return ss.str();
 }
 
+std::vector<std::int64_t> parse_positive_list(const std::string& text, const std::string& option,
+                                              const std::string& what) {
+  std::vector<std::int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      std::size_t used = 0;
+      const long long v = std::stoll(item, &used);
+      if (used != item.size() || v < 1) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw ConfigError(option + ": expected positive " + what + " separated by commas, got '" +
+                        item + "'");
+    }
+  }
+  return out;
+}
+
 }  // namespace kvtier::cli

@@ -1,5 +1,6 @@
 #pragma once
 #include <boost/program_options.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,11 @@ namespace po = boost::program_options;
 bool parse_options(const std::vector<std::string>& args, const po::options_description& desc,
                    po::variables_map& vm, const std::string& usage_line,
                    const po::positional_options_description* positional = nullptr);
+
+// "4096,16384": positive integers separated by commas (empty text: none). Throws ConfigError
+// "OPTION: expected positive WHAT separated by commas, got 'ITEM'" at the first bad item.
+std::vector<std::int64_t> parse_positive_list(const std::string& text, const std::string& option,
+                                              const std::string& what);
 
 // Reads a whole text file; throws ConfigError naming the path when it cannot.
 std::string read_text_file(const std::string& path);

@@ -38,20 +38,7 @@ namespace kvtier::cli {
 namespace {
 
 std::vector<std::int64_t> parse_lengths(const std::string& text) {
-  std::vector<std::int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      std::size_t used = 0;
-      const long long v = std::stoll(item, &used);
-      if (used != item.size() || v < 1) throw std::invalid_argument(item);
-      out.push_back(v);
-    } catch (const std::exception&) {
-      throw ConfigError("--prompt-tokens: expected positive lengths separated by commas, got '" +
-                        text + "'");
-    }
-  }
+  std::vector<std::int64_t> out = parse_positive_list(text, "--prompt-tokens", "lengths");
   if (out.empty()) throw ConfigError("--prompt-tokens: no length given");
   return out;
 }
