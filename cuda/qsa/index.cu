@@ -52,6 +52,22 @@ __device__ __forceinline__ std::int64_t visible(const IndexParams& p, int r) {
   return (std::int64_t{p.rows.pos[r]} + 1) / kRatio;
 }
 
+// Row r's score of block b on the CUDA cores, fp32 in head order (the fallback of the tensor-
+// core kernels for CTAs whose rows belong to several requests).
+__device__ __forceinline__ float cuda_core_score(const IndexParams& p, int r, std::int64_t b,
+                                                 float inv_sqrt) {
+  const std::uint16_t* k = p.slab + (std::int64_t{p.rows.req[r]} * p.slab_stride + b) * kIndexDim;
+  float score = 0.0f;
+  for (int h = 0; h < p.heads; ++h) {
+    const std::uint16_t* q = p.iq + (std::int64_t{r} * p.heads + h) * kIndexDim;
+    float dot = 0.0f;
+    for (int d = 0; d < kIndexDim; ++d)
+      dot += detail::bf16_to_float(q[d]) * detail::bf16_to_float(k[d]);
+    score += fmaxf(dot, 0.0f);
+  }
+  return score * inv_sqrt;
+}
+
 __global__ void __launch_bounds__(kThreads)
     index_wmma_kernel(const __grid_constant__ IndexParams p) {
   using namespace nvcuda;
@@ -78,17 +94,7 @@ __global__ void __launch_bounds__(kThreads)
       const std::int64_t b = b0 + t % kTileBlocks;
       const int r = r0 + i;
       if (b >= visible(p, r)) continue;
-      const std::uint16_t* k =
-          p.slab + (std::int64_t{p.rows.req[r]} * p.slab_stride + b) * kIndexDim;
-      float score = 0.0f;
-      for (int h = 0; h < p.heads; ++h) {
-        const std::uint16_t* q = p.iq + (std::int64_t{r} * p.heads + h) * kIndexDim;
-        float dot = 0.0f;
-        for (int d = 0; d < kIndexDim; ++d)
-          dot += detail::bf16_to_float(q[d]) * detail::bf16_to_float(k[d]);
-        score += fmaxf(dot, 0.0f);
-      }
-      p.logits[std::int64_t{r} * p.logit_stride + b] = score * inv_sqrt;
+      p.logits[std::int64_t{r} * p.logit_stride + b] = cuda_core_score(p, r, b, inv_sqrt);
     }
     return;
   }
@@ -248,17 +254,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
       const int r = r0 + static_cast<int>(x / span);
       const std::int64_t b = c0 + x % span;
       if (b >= visible(p, r)) continue;
-      const std::uint16_t* k =
-          p.slab + (std::int64_t{p.rows.req[r]} * p.slab_stride + b) * kIndexDim;
-      float score = 0.0f;
-      for (int h = 0; h < p.heads; ++h) {
-        const std::uint16_t* q = p.iq + (std::int64_t{r} * p.heads + h) * kIndexDim;
-        float dot = 0.0f;
-        for (int d = 0; d < kIndexDim; ++d)
-          dot += detail::bf16_to_float(q[d]) * detail::bf16_to_float(k[d]);
-        score += fmaxf(dot, 0.0f);
-      }
-      p.logits[std::int64_t{r} * p.logit_stride + b] = score * inv_sqrt;
+      p.logits[std::int64_t{r} * p.logit_stride + b] = cuda_core_score(p, r, b, inv_sqrt);
     }
     return;
   }
