@@ -34,16 +34,17 @@ ReadMode parse_read_mode(std::string_view text, std::string_view what) {
 
 std::string attend_kernel_name(bool fp8, bool host_banks) {
   if (fp8) return "simt (fp8 codes + scales, SIMT fp32)";
-  qsa::AttendVariant v = qsa::attend_variant();
-  const bool forced = v != qsa::AttendVariant::automatic;
-  if (!forced) v = host_banks ? qsa::AttendVariant::mma_load : qsa::AttendVariant::mma_async;
+  const bool forced = qsa::attend_variant() != qsa::AttendVariant::automatic;
   std::string name;
-  switch (v) {
+  switch (qsa::attend_bf16_kernel(host_banks)) {
     case qsa::AttendVariant::mma_load:
       name = "mma_load (tensor cores, register gather)";
       break;
     case qsa::AttendVariant::mma_async_v1:
       name = "mma_async_v1 (tensor cores, cp.async gather, page lookups per tile)";
+      break;
+    case qsa::AttendVariant::mma_bulk:
+      name = "mma_bulk (tensor cores, bulk copies on the TMA unit)";
       break;
     case qsa::AttendVariant::simt:
       name = "simt (SIMT fp32)";

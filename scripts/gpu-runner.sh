@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: the model runner's gpu tests and `kvtier run --weights` figures, logs
 # into $1 (default $OUT). Carried binaries in gpu-carry-runner/ (scripts/gpu-build-runner.sh).
-# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [verify|tests|figures|all|final]
+# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [verify|tests|figures|all|final|qsa]
 # verify: every gpu test of the project (qsa, residency, trace attend, runner) and the host run
 # at 1,048,576 tokens.
 set -u
@@ -79,6 +79,26 @@ if [[ $WHAT == figures || $WHAT == all ]]; then
     run needle-1m-yarn-device 420 "$D/kvtier" run "${K[@]}" --yarn --prompt-tokens 1048575 \
       --needle-at 314159 --decode 2 --chunk 4096 --placement device
   fi
+fi
+if [[ $WHAT == qsa ]]; then
+  # the QSA kernels: their tests, the attend figures (bench_qsa g), the sanitizers over the
+  # attend variants and the decode top-k (sanitizer-sized tests)
+  run qsa_gpu_test 120 "$D/qsa_gpu_test"
+  run qsa_decode_select_test 120 "$D/qsa_decode_select_test"
+  run bench-qsa-h 150 "$D/bench_qsa" h
+  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  export KVTIER_QSA_TEST_SMALL=1
+  A='*AttendVariantsAgree*:*PlacementsAreBitIdentical*'
+  run memcheck-attend 90 "$CS" --tool memcheck --error-exitcode 9 "$D/qsa_gpu_test" \
+    --gtest_filter="$A"
+  run racecheck-attend 120 "$CS" --tool racecheck --error-exitcode 9 "$D/qsa_gpu_test" \
+    --gtest_filter="$A"
+  T='DecodeTopkSmall.*:DecodeTopkCluster.*'
+  run memcheck-topk-small 60 "$CS" --tool memcheck --error-exitcode 9 \
+    "$D/qsa_decode_select_test" --gtest_filter="$T"
+  run racecheck-topk-small 180 "$CS" --tool racecheck --error-exitcode 9 \
+    "$D/qsa_decode_select_test" --gtest_filter="$T"
+  unset KVTIER_QSA_TEST_SMALL
 fi
 if [[ $WHAT == final ]]; then
   # the session's closing run, most important first (a run cut short keeps what finished)

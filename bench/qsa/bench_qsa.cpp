@@ -23,6 +23,9 @@ using kvtier::qsa::testing::Buf;
 namespace q = kvtier::qsa;
 
 int g_max_reps = 1000;  // "profile" mode: a few launches per figure (for ncu)
+// Eager attend timings: calls launched back to back between the two events (the figure is per
+// call). 1: one call from an idle GPU, so its launch latency is in the figure.
+int g_eager_calls = 1;
 
 double median_us(const std::function<void()>& f, int reps = 30) {
   reps = std::min(reps, g_max_reps);
@@ -202,11 +205,13 @@ void bench_attend(int rows, bool fp8, bool host,
       const double us = with_env(variant, [&] {
         if (!graph)
           return median_us(
-              [&] {
-                q::attend(dq.get(), heads, rr, dtok.get(), width, kv, pt, splits, work.get(),
-                          o.get(), lse.get(), nullptr);
-              },
-              100);
+                     [&] {
+                       for (int i = 0; i < g_eager_calls; ++i)
+                         q::attend(dq.get(), heads, rr, dtok.get(), width, kv, pt, splits,
+                                   work.get(), o.get(), lse.get(), nullptr);
+                     },
+                     100) /
+                 g_eager_calls;
         cudaStream_t st;
         QSA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
         cudaGraph_t g;
@@ -234,8 +239,9 @@ void bench_attend(int rows, bool fp8, bool host,
       std::snprintf(size, sizeof size, "%d row%s x 2051 %s, %s, %d sp", rows, rows > 1 ? "s" : "",
                     grouped ? "grp" : "tok", fp8 ? "fp8" : "bf16", splits);
       const std::string kernel = fp8 ? "simt" : variant.label;
+      const char* timing = graph ? "graph " : g_eager_calls > 1 ? "b2b " : "";
       g_rows.push_back(
-          {std::string("attend ") + (host ? "host " : "HBM ") + (graph ? "graph " : "") + kernel,
+          {std::string("attend ") + (host ? "host " : "HBM ") + timing + kernel,
            size, us, gbs(bytes, us, host ? 51.0 : 4300.0),
            host ? (fp8 ? "" : "<= 90 us") : (rows >= 16 && !fp8 ? ">= 50% HBM" : "")});
     }
@@ -396,6 +402,57 @@ int main(int argc, char** argv) {
     print_table();
     return 0;
   }
+  // Modes "d" and "targets" (rounds c and d, bench/results/qsa-h200.md) are in git history.
+  if (argc > 1 && std::string(argv[1]) == "g") {  // 2026-11-29, session 4: bulk gather, 3 CTAs/SM
+    using Env = std::vector<std::pair<std::string, std::string>>;
+    const Env bulk = {{"KVTIER_QSA_ATTEND", "bulk"}};
+    const Env bulk3 = {{"KVTIER_QSA_ATTEND", "bulk"}, {"KVTIER_QSA_ATTEND_OCC", "3"}};
+    const Env mma3 = {{"KVTIER_QSA_ATTEND", "mma"}, {"KVTIER_QSA_ATTEND_OCC", "3"}};
+    const std::vector<Variant> host = {{"default (ld)", {}},     {"bulk", bulk},
+                                       {"bulk", bulk, 33},       {"bulk", bulk, 130},
+                                       {"bulk occ3", bulk3, 99}, {"mma occ3", mma3, 99}};
+    bench_attend(1, false, true, host, false, 2);
+    bench_attend(1, false, true, host, false, 2, true);
+    bench_attend(1, false, true, {host[0], host[1]}, true, 1, true);
+    const std::vector<Variant> hbm = {{"default (mma)", {}},    {"bulk", bulk},
+                                      {"mma occ3", mma3, 12},   {"bulk occ3", bulk3, 12},
+                                      {"mma occ3", mma3, 6},    {"bulk occ3", bulk3, 6},
+                                      {"default (mma)", {}, 4}, {"bulk", bulk, 4}};
+    bench_attend(16, false, false, hbm, false, 2);
+    bench_attend(16, false, false, hbm, false, 2, true);
+    bench_attend(16, false, false, {hbm[0], hbm[1], hbm[2], hbm[3]}, true, 1, true);
+    bench_attend(1, false, false, {hbm[0], hbm[1], {"bulk occ3", bulk3, 99}}, false, 1, true);
+    bench_attend(64, false, false, {hbm[0], hbm[1], {"bulk occ3", bulk3, 3}}, false, 1, true);
+    print_table();
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "h") {  // session 4, second call: the cluster merge
+    using Env = std::vector<std::pair<std::string, std::string>>;
+    const Env warps = {{"KVTIER_QSA_ATTEND_MERGE", "warps"}};
+    const std::vector<Variant> v16 = {{"merge kernel (warps)", warps},
+                                      {"default (cluster merge)", {}},
+                                      {"merge kernel (warps)", warps, 4},
+                                      {"default (cluster merge)", {}, 4},
+                                      {"default (cluster merge)", {}, 6}};
+    for (const bool graph : {false, true})
+      bench_attend(16, false, false, v16, false, 2, graph);
+    bench_attend(16, false, false, {v16[0], v16[1]}, true, 1, true);
+    g_eager_calls = 10;
+    bench_attend(16, false, false, {v16[0], v16[1]}, false, 2);
+    bench_attend(1, false, true, {{"default (ld)", {}}}, false, 2);
+    g_eager_calls = 1;
+    const std::vector<Variant> v8 = {{"default (16 sp, warps)", {}},
+                                     {"default (cluster merge)", {}, 8},
+                                     {"merge kernel (warps)", warps, 8}};
+    bench_attend(8, false, false, v8, false, 2, true);
+    const std::vector<Variant> vbig = {{"merge kernel (warps)", warps},
+                                       {"default (cluster merge)", {}}};
+    bench_attend(32, false, false, vbig, false, 2, true);
+    bench_attend(64, false, false, vbig, false, 2, true);
+    bench_attend(1, false, true, {{"default (ld)", {}}}, false, 2, true);
+    print_table();
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "f") {  // 2026-11-29d, third call: q.k chains, loads
     using Env = std::vector<std::pair<std::string, std::string>>;
     auto env = [](const char* kernel, const char* kh, const char* chains, const char* ld = "0",
@@ -464,46 +521,6 @@ int main(int argc, char** argv) {
     print_table();
     return 0;
   }
-  if (argc > 1 && std::string(argv[1]) == "d") {  // 2026-11-29d: KV heads per CTA, merge
-    using Env = std::vector<std::pair<std::string, std::string>>;
-    auto env = [](const char* kernel, const char* kh, const char* st = nullptr,
-                  const char* merge = nullptr) {
-      Env e = {{"KVTIER_QSA_ATTEND", kernel}, {"KVTIER_QSA_ATTEND_KH", kh}};
-      if (st) e.push_back({"KVTIER_QSA_ATTEND_STAGES", st});
-      if (merge) e.push_back({"KVTIER_QSA_ATTEND_MERGE", merge});
-      return e;
-    };
-    const std::vector<Variant> host = {
-        {"ld kh1 serial-merge (old)", env("mma_ld", "1", "3", "serial")},
-        {"ld kh1", env("mma_ld", "1")},
-        {"ld kh2 st3 (default)", {}},
-        {"ld kh2 st2", env("mma_ld", "2", "2")},
-        {"ld kh2 serial-merge", env("mma_ld", "2", "3", "serial")},
-        {"ld kh2", env("mma_ld", "2"), 66},
-        {"ld kh2", env("mma_ld", "2"), 33},
-        {"ld kh1", env("mma_ld", "1"), 66},
-        {"cp.async kh2 st2", env("mma", "2", "2")},
-        {"cp.async kh2 st3", env("mma", "2", "3"), 66}};
-    bench_attend(1, false, true, host, false, 2);
-    bench_attend(1, false, true, {host[0], host[2], host[5]}, true, 2);
-    const std::vector<Variant> hbm = {
-        {"mma kh1 serial-merge (old)", env("mma", "1", "3", "serial")},
-        {"mma kh1", env("mma", "1")},
-        {"mma kh1", env("mma", "1"), 4},
-        {"mma kh2 st3 (default)", {}},
-        {"mma kh2 st2", env("mma", "2", "2")},
-        {"mma kh2 st3", env("mma", "2", "3"), 4},
-        {"mma kh2 st3", env("mma", "2", "3"), 6},
-        {"mma kh2 st3", env("mma", "2", "3"), 16},
-        {"mma kh2 st2", env("mma", "2", "2"), 16},
-        {"mma kh1 st4", env("mma", "1", "4"), 4}};
-    bench_attend(16, false, false, hbm, false, 2);
-    bench_attend(16, false, false, {hbm[0], hbm[3], hbm[2], hbm[5]}, true, 1);
-    bench_attend(1, false, false, {hbm[0], hbm[1], hbm[3]}, false, 1);
-    bench_attend(64, false, false, {hbm[0], hbm[1], hbm[3]}, false, 1);
-    print_table();
-    return 0;
-  }
   if (argc > 1 && std::string(argv[1]) == "quick") {  // the target figures, old against new
     const std::vector<Variant> iv = {{"wmma (old)", {{"KVTIER_QSA_INDEX", "wmma"}}},
                                      {"mma (16 blocks/step)", {{"KVTIER_QSA_INDEX", "mma"}}},
@@ -520,38 +537,6 @@ int main(int argc, char** argv) {
     bench_attend(1, false, false, {av[0], av[1]});
     bench_attend(1, false, true, {{"mma_ld default", {}}});
     bench_topk(1, 262144, 512, true);
-    print_table();
-    return 0;
-  }
-  if (argc > 1 && std::string(argv[1]) == "targets") {  // the figures that miss, with knobs
-    const std::vector<Variant> index_variants = {
-        {"wmma (old)", {{"KVTIER_QSA_INDEX", "wmma"}}},
-        {"mma (16 blocks/step)", {{"KVTIER_QSA_INDEX", "mma"}}},
-        {"mma chunk 8192", {{"KVTIER_QSA_INDEX", "mma"}, {"KVTIER_QSA_INDEX_CHUNK", "8192"}}},
-        {"mma32 (32 blocks/step, default)", {}},
-        {"mma32 chunk 4096", {{"KVTIER_QSA_INDEX", "mma32"}, {"KVTIER_QSA_INDEX_CHUNK", "4096"}}},
-        {"mma32 chunk 8192", {{"KVTIER_QSA_INDEX", "mma32"}, {"KVTIER_QSA_INDEX_CHUNK", "8192"}}}};
-    bench_index(131072, 4096, index_variants);
-    bench_index(131072, 4096, index_variants);  // again: the spread between runs
-    bench_index(32768, 4096, {index_variants[0], index_variants[1], index_variants[3]});
-    bench_index(4096, 4096, {index_variants[0], index_variants[1], index_variants[3]});
-    const std::vector<std::pair<std::string, std::string>> old_launch = {
-        {"KVTIER_QSA_ATTEND_GRID", "split"}, {"KVTIER_QSA_ATTEND_PDL", "0"}};
-    auto st = [](const char* n) {
-      return std::vector<std::pair<std::string, std::string>>{{"KVTIER_QSA_ATTEND_STAGES", n}};
-    };
-    std::vector<Variant> attend_variants = {{"mma old launch, 3 stages", old_launch},
-                                            {"mma default, 3 stages", {}},
-                                            {"mma 3 stages", {}, 2},
-                                            {"mma 3 stages", {}, 3},
-                                            {"mma 3 stages", {}, 4},
-                                            {"mma 3 stages", {}, 5},
-                                            {"mma 4 stages", st("4"), 3},
-                                            {"mma 4 stages", st("4"), 4},
-                                            {"mma 4 stages", st("4"), 8}};  // 6: removed in d
-    bench_attend(16, false, false, attend_variants);
-    bench_attend(16, false, false, attend_variants);  // again: the spread between runs
-    bench_attend(1, false, false, {attend_variants[0], attend_variants[1]});
     print_table();
     return 0;
   }
