@@ -43,9 +43,6 @@ std::string attend_kernel_name(bool fp8, bool host_banks) {
     case qsa::AttendVariant::mma_async_v1:
       name = "mma_async_v1 (tensor cores, cp.async gather, page lookups per tile)";
       break;
-    case qsa::AttendVariant::mma_bulk:
-      name = "mma_bulk (tensor cores, bulk copies on the TMA unit)";
-      break;
     case qsa::AttendVariant::simt:
       name = "simt (SIMT fp32)";
       break;

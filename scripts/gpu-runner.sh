@@ -85,7 +85,7 @@ if [[ $WHAT == qsa ]]; then
   # attend variants and the decode top-k (sanitizer-sized tests)
   run qsa_gpu_test 120 "$D/qsa_gpu_test"
   run qsa_decode_select_test 120 "$D/qsa_decode_select_test"
-  run bench-qsa-h 150 "$D/bench_qsa" h
+  run bench-qsa-b2b 90 "$D/bench_qsa" b2b
   CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   export KVTIER_QSA_TEST_SMALL=1
   A='*AttendVariantsAgree*:*PlacementsAreBitIdentical*'

@@ -240,10 +240,9 @@ void bench_attend(int rows, bool fp8, bool host,
                     grouped ? "grp" : "tok", fp8 ? "fp8" : "bf16", splits);
       const std::string kernel = fp8 ? "simt" : variant.label;
       const char* timing = graph ? "graph " : g_eager_calls > 1 ? "b2b " : "";
-      g_rows.push_back(
-          {std::string("attend ") + (host ? "host " : "HBM ") + timing + kernel,
-           size, us, gbs(bytes, us, host ? 51.0 : 4300.0),
-           host ? (fp8 ? "" : "<= 90 us") : (rows >= 16 && !fp8 ? ">= 50% HBM" : "")});
+      g_rows.push_back({std::string("attend ") + (host ? "host " : "HBM ") + timing + kernel, size,
+                        us, gbs(bytes, us, host ? 51.0 : 4300.0),
+                        host ? (fp8 ? "" : "<= 90 us") : (rows >= 16 && !fp8 ? ">= 50% HBM" : "")});
     }
 }
 
@@ -403,53 +402,18 @@ int main(int argc, char** argv) {
     return 0;
   }
   // Modes "d" and "targets" (rounds c and d, bench/results/qsa-h200.md) are in git history.
-  if (argc > 1 && std::string(argv[1]) == "g") {  // 2026-11-29, session 4: bulk gather, 3 CTAs/SM
-    using Env = std::vector<std::pair<std::string, std::string>>;
-    const Env bulk = {{"KVTIER_QSA_ATTEND", "bulk"}};
-    const Env bulk3 = {{"KVTIER_QSA_ATTEND", "bulk"}, {"KVTIER_QSA_ATTEND_OCC", "3"}};
-    const Env mma3 = {{"KVTIER_QSA_ATTEND", "mma"}, {"KVTIER_QSA_ATTEND_OCC", "3"}};
-    const std::vector<Variant> host = {{"default (ld)", {}},     {"bulk", bulk},
-                                       {"bulk", bulk, 33},       {"bulk", bulk, 130},
-                                       {"bulk occ3", bulk3, 99}, {"mma occ3", mma3, 99}};
-    bench_attend(1, false, true, host, false, 2);
-    bench_attend(1, false, true, host, false, 2, true);
-    bench_attend(1, false, true, {host[0], host[1]}, true, 1, true);
-    const std::vector<Variant> hbm = {{"default (mma)", {}},    {"bulk", bulk},
-                                      {"mma occ3", mma3, 12},   {"bulk occ3", bulk3, 12},
-                                      {"mma occ3", mma3, 6},    {"bulk occ3", bulk3, 6},
-                                      {"default (mma)", {}, 4}, {"bulk", bulk, 4}};
-    bench_attend(16, false, false, hbm, false, 2);
-    bench_attend(16, false, false, hbm, false, 2, true);
-    bench_attend(16, false, false, {hbm[0], hbm[1], hbm[2], hbm[3]}, true, 1, true);
-    bench_attend(1, false, false, {hbm[0], hbm[1], {"bulk occ3", bulk3, 99}}, false, 1, true);
-    bench_attend(64, false, false, {hbm[0], hbm[1], {"bulk occ3", bulk3, 3}}, false, 1, true);
-    print_table();
-    return 0;
-  }
-  if (argc > 1 && std::string(argv[1]) == "h") {  // session 4, second call: the cluster merge
-    using Env = std::vector<std::pair<std::string, std::string>>;
-    const Env warps = {{"KVTIER_QSA_ATTEND_MERGE", "warps"}};
-    const std::vector<Variant> v16 = {{"merge kernel (warps)", warps},
-                                      {"default (cluster merge)", {}},
-                                      {"merge kernel (warps)", warps, 4},
-                                      {"default (cluster merge)", {}, 4},
-                                      {"default (cluster merge)", {}, 6}};
-    for (const bool graph : {false, true})
-      bench_attend(16, false, false, v16, false, 2, graph);
-    bench_attend(16, false, false, {v16[0], v16[1]}, true, 1, true);
-    g_eager_calls = 10;
-    bench_attend(16, false, false, {v16[0], v16[1]}, false, 2);
-    bench_attend(1, false, true, {{"default (ld)", {}}}, false, 2);
+  // Modes g and h (round e: bulk gather, 3 CTAs per SM, cluster merge; all removed since) are in
+  // commit 57ba46b.
+  if (argc > 1 && std::string(argv[1]) == "b2b") {  // the attend targets, three timings each
+    const std::vector<Variant> v = {{"default", {}}};
+    for (int calls : {1, 10}) {
+      g_eager_calls = calls;
+      bench_attend(16, false, false, v, false, 2);
+      bench_attend(1, false, true, v, false, 2);
+    }
     g_eager_calls = 1;
-    const std::vector<Variant> v8 = {{"default (16 sp, warps)", {}},
-                                     {"default (cluster merge)", {}, 8},
-                                     {"merge kernel (warps)", warps, 8}};
-    bench_attend(8, false, false, v8, false, 2, true);
-    const std::vector<Variant> vbig = {{"merge kernel (warps)", warps},
-                                       {"default (cluster merge)", {}}};
-    bench_attend(32, false, false, vbig, false, 2, true);
-    bench_attend(64, false, false, vbig, false, 2, true);
-    bench_attend(1, false, true, {{"default (ld)", {}}}, false, 2, true);
+    bench_attend(16, false, false, v, false, 2, true);
+    bench_attend(1, false, true, v, false, 2, true);
     print_table();
     return 0;
   }

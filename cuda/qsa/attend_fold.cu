@@ -12,7 +12,6 @@ namespace {
 
 using detail::AttendParams;
 using detail::kLog2e;
-using detail::kMergeWarps;
 using detail::kNegInf;
 constexpr int kWarps = detail::kAttWarps;
 constexpr int kThreads = detail::kAttThreads;
@@ -199,6 +198,7 @@ __global__ void merge_serial_kernel(const __grid_constant__ MergeParams p) {
 // split. The max over splits is exact in any order; the weighted sums are added per warp in
 // split order, then over the warps in warp order: deterministic, the same bits on every run
 // and placement.
+constexpr int kMergeWarps = 8;
 __global__ void __launch_bounds__(kMergeWarps * 32)
     merge_kernel(const __grid_constant__ MergeParams p) {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -306,14 +306,10 @@ namespace {
 //     reads a token's 1 KiB K and V rows whole; default 1: measured as fast or faster, H200
 //     2026-11-29d: 1 row HBM 9.7 against 11.1 us, 16 rows and host within 1 %);
 //   KVTIER_QSA_ATTEND_STAGES: pipeline stages (1 KV head per CTA: 3 | 4; 2: 2 | 3; default 3);
-//   KVTIER_QSA_ATTEND_MERGE = serial | warps | cluster: one thread per dim walks the splits
-//     (first versions), the splits spread over 8 warps, or (tensor-core kernel, splits <= 8)
-//     the CTAs of a (row, KV head) merge in their cluster, the default where it applies, else
-//     warps; warps and cluster give the same bits;
+//   KVTIER_QSA_ATTEND_MERGE = serial | warps: one thread per dim walks the splits (first
+//     versions) or the splits spread over 8 warps (default);
 //   KVTIER_QSA_ATTEND_LD = 0 | 1 | 2 | 3: the gather's load form (AttendParams::ld_mode);
-//   KVTIER_QSA_ATTEND_QK_CHAINS = 1 | 4: q.k as one chain of 16 MMAs or 4 chains (default 4);
-//   KVTIER_QSA_ATTEND_OCC = 2 | 3: CTAs of the tensor-core kernel per SM (3: 1 KV head per CTA,
-//     2 stages, cp.async or bulk gather; default 2).
+//   KVTIER_QSA_ATTEND_QK_CHAINS = 1 | 4: q.k as one chain of 16 MMAs or 4 chains (default 4).
 // None of them changes the output bits except MERGE and QK_CHAINS (other summation orders).
 const char* env_str(const char* name) {
   const char* e = std::getenv(name);
@@ -360,7 +356,6 @@ AttendVariant attend_variant() {
   if (std::strcmp(e, "mma") == 0) return AttendVariant::mma_async;
   if (std::strcmp(e, "mma_ld") == 0) return AttendVariant::mma_load;
   if (std::strcmp(e, "mma_v1") == 0) return AttendVariant::mma_async_v1;
-  if (std::strcmp(e, "bulk") == 0) return AttendVariant::mma_bulk;
   return AttendVariant::automatic;
 }
 
@@ -386,7 +381,6 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
   AttendParams p{q, q_heads, rows, tokens, width, kv, table, splits, work_acc, work_ml, kv_inner};
   p.ld_mode = env_int("KVTIER_QSA_ATTEND_LD", 0);
   p.qk_split = env_int("KVTIER_QSA_ATTEND_QK_CHAINS", 4) != 1;
-  const char* merge = env_str("KVTIER_QSA_ATTEND_MERGE");
   const AttendVariant variant = attend_bf16_kernel(kv.host);
   if (kv.fp8 || variant == AttendVariant::simt) {
     const dim3 grid(static_cast<unsigned>(kv_inner ? kv.kv_heads : splits),
@@ -399,19 +393,13 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
   } else {
     const int kh = env_int("KVTIER_QSA_ATTEND_KH", 1);
     const int stages = env_int("KVTIER_QSA_ATTEND_STAGES", 3);
-    const int occupancy = env_int("KVTIER_QSA_ATTEND_OCC", 2);
-    p.cluster_merge = kv_inner && splits <= detail::kClusterMergeMaxSplits &&
-                      (merge == nullptr || std::strcmp(merge, "cluster") == 0);
-    p.o = o;
-    p.lse = lse;
-    const int gather = variant == AttendVariant::mma_load    ? 0
-                       : variant == AttendVariant::mma_bulk ? 2
-                                                            : 1;
-    detail::launch_attend_tc(p, gather, variant != AttendVariant::mma_async_v1, stages, kh,
-                             occupancy, s);
+    if (variant == AttendVariant::mma_async_v1)
+      detail::launch_attend_tc(p, true, false, 3, 1, s);
+    else
+      detail::launch_attend_tc(p, variant == AttendVariant::mma_async, true, stages, kh, s);
   }
   detail::check_launch("attend");
-  if (!p.cluster_merge) launch_merge(MergeParams{work_acc, work_ml, splits, o, lse}, rows.count * q_heads, s);
+  launch_merge(MergeParams{work_acc, work_ml, splits, o, lse}, rows.count * q_heads, s);
 }
 
 void fold(float* acc_o, float* acc_lse, const float* o, const float* lse, int rows, int heads,

@@ -31,25 +31,15 @@ struct AttendParams {
   // q.k over 4 independent accumulator chains of 4 k-steps, summed (a + b) + (c + d), instead
   // of one chain of 16 dependent MMAs (other rounding of the scores, fp32).
   bool qk_split = true;
-  // Tensor-core kernel, splits <= kClusterMergeMaxSplits: the CTAs of a (row, KV head) run as
-  // one cluster and merge their partials through distributed shared memory into o / lse
-  // themselves (no workspace round trip, no merge launch); same bits as the merge kernel.
-  bool cluster_merge = false;
-  float* o = nullptr;
-  float* lse = nullptr;
 };
-constexpr int kClusterMergeMaxSplits = 8;  // portable cluster size
-constexpr int kMergeWarps = 8;             // warps of the merge kernel (its summation order)
 
-// The tensor-core attend (bf16 banks, GQA group 12), attend_mma.cu. gather: 0 = 16-byte
-// register loads, double-buffered in registers; 1 = cp.async; 2 = bulk copies on the TMA unit
-// (one instruction per 512-byte row; 1 KV head per CTA, 3 stages or 3 CTAs per SM). map: bank
-// rows looked up once per segment (else per tile; cp.async only); stages: 3 (kv_heads_per_cta
-// 1: also 4), 2 | 3 (kv_heads_per_cta 2); kv_heads_per_cta: 1, or 2 (one CTA of 8 warps reads a
-// token's K / V rows of both KV heads, 1 KiB contiguous each); ctas_per_sm: 2, or 3 (1 KV head
-// per CTA, 2 stages, segments of 1024 tokens; cp.async or bulk). The grid (derived here) covers
+// The tensor-core attend (bf16 banks, GQA group 12), attend_mma.cu. async: cp.async gather
+// (else 16-byte register loads, double-buffered in registers); map: bank rows looked up once
+// per segment (else per tile; async only); stages: 3 (kv_heads_per_cta 1: also 4), 2 | 3
+// (kv_heads_per_cta 2); kv_heads_per_cta: 1, or 2 (one CTA of 8 warps reads a token's K / V rows
+// of both KV heads, 1 KiB contiguous each). The grid (derived here) covers
 // kv_heads / kv_heads_per_cta head groups x splits x rows. Every combination gives the same bits.
-void launch_attend_tc(const AttendParams& p, int gather, bool map, int stages, int kv_heads_per_cta,
-                      int ctas_per_sm, cudaStream_t s);
+void launch_attend_tc(const AttendParams& p, bool async, bool map, int stages, int kv_heads_per_cta,
+                      cudaStream_t s);
 
 }  // namespace kvtier::qsa::detail

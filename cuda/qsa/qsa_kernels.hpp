@@ -127,11 +127,10 @@ void expand(const std::int32_t* blocks, int k, Rows rows, int ratio, std::int32_
 // probabilities as a bf16 hi + lo pair), the tiles gathered by cp.async from device banks and
 // by 16-byte register loads from host banks (kv.host; measured faster over the link); fp8 banks
 // on the SIMT kernel. For benchmarks and diagnosis, KVTIER_QSA_ATTEND = mma | mma_ld | mma_v1
-// (cp.async, page lookups per tile) | bulk (bulk copies on the TMA unit) | simt forces a bf16
-// kernel; unset: automatic. The other
+// (cp.async, page lookups per tile) | simt forces a bf16 kernel; unset: automatic. The other
 // launch knobs (KV heads per CTA, stages, merge form, load form, q.k chains) are listed in
 // attend_fold.cu.
-enum class AttendVariant { automatic, mma_async, mma_load, mma_async_v1, mma_bulk, simt };
+enum class AttendVariant { automatic, mma_async, mma_load, mma_async_v1, simt };
 AttendVariant attend_variant();
 // The bf16 kernel attend runs for banks in host (true) or device memory: the forced variant, or
 // the automatic pick.
