@@ -1,17 +1,17 @@
 #include "cuda/trace_replay.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "cuda/cuda_check.hpp"
+#include "cuda/device_upload.hpp"
 #include "cuda/engine.hpp"
 #include "cuda/host_bank.hpp"
-#include "cuda/kv_banks.hpp"
 #include "cuda/qsa/qsa_kernels.hpp"
+#include "cuda/replay_attend.hpp"
 #include "cuda/replay_stage.hpp"
 #include "cuda/replay_verify.hpp"
 #include "model/capacity_error.hpp"
@@ -55,19 +55,6 @@ std::string attend_kernel_name(bool fp8, bool host_banks) {
 
 namespace {
 
-template <class T>
-void fit(DeviceArray<T>& a, std::size_t n) {
-  if (a.size() < n || a.get() == nullptr) a = DeviceArray<T>(std::max<std::size_t>(n, 1) * 2);
-}
-
-template <class T>
-void upload(DeviceArray<T>& d, const std::vector<T>& v, cudaStream_t s) {
-  fit(d, v.size());
-  if (!v.empty())
-    KVT_CUDA_CHECK(
-        cudaMemcpyAsync(d.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, s));
-}
-
 // Step counters the device accumulates: hits, misses, evictions, then int counters.
 struct DeviceCounters {
   long long ensure[3];
@@ -76,56 +63,6 @@ struct DeviceCounters {
   int missing;
   int bad_stores;
 };
-
-// --- attend mode -----------------------------------------------------------------------
-// The K/V of a token and the query of a row are finite bf16 values uniform in [-1, 1], picked
-// from fixed pattern tables on the device by a hash of (position, layer): a gather (the
-// multi-bank copy kernel over a one-token "page" layout) stands in for the model's
-// projections. Pattern rows are drawn once by SplitMix64 on the CPU.
-constexpr int kKvPatternTokens = 8192;
-constexpr int kQueryPatternRows = 512;
-
-std::uint64_t splitmix(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// Pattern row of (position, layer) for K/V (salt 0) or the query (salt 1).
-PageId pattern_row(std::int64_t pos, int layer, int salt, int rows) {
-  const std::uint64_t h =
-      splitmix(static_cast<std::uint64_t>(pos) * 0xD1B54A32D192ED03ull ^
-               (static_cast<std::uint64_t>(layer) << 8 | static_cast<std::uint64_t>(salt)));
-  return static_cast<PageId>(h % static_cast<std::uint64_t>(rows));
-}
-
-std::vector<std::uint16_t> bf16_pattern(std::size_t n, std::uint64_t seed) {
-  std::vector<std::uint16_t> v(n);
-  std::uint64_t z = seed;
-  for (auto& x : v) {
-    z = splitmix(z);
-    // uniform in [-1, 1], rounded to bf16 (round to nearest even on the fp32 bits)
-    const float f = static_cast<float>(static_cast<double>(z >> 11) * 0x1p-53 * 2.0 - 1.0);
-    std::uint32_t b;
-    std::memcpy(&b, &f, 4);
-    b += 0x7FFFu + ((b >> 16) & 1u);
-    x = static_cast<std::uint16_t>(b >> 16);
-  }
-  return v;
-}
-
-void check_attend_geometry(const Geometry& g) {
-  const bool ok = g.head_dim == qsa::kHeadDim && g.kv_heads >= 1 && g.kv_heads <= 16 &&
-                  g.q_heads % g.kv_heads == 0 && g.q_heads / g.kv_heads == 12;
-  if (!ok)
-    throw ConfigError("run --read attend: the QSA attention kernel is compiled for head_dim " +
-                      std::to_string(qsa::kHeadDim) +
-                      ", GQA group 12 (q_heads / kv_heads) and at most 16 KV heads; this "
-                      "trace's geometry has head_dim " +
-                      std::to_string(g.head_dim) + ", q_heads " + std::to_string(g.q_heads) +
-                      ", kv_heads " + std::to_string(g.kv_heads) + " (use --read checksum)");
-}
 
 }  // namespace
 
@@ -212,10 +149,7 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
   KVT_CUDA_CHECK(cudaEventCreate(&ev_a));
   KVT_CUDA_CHECK(cudaEventCreate(&ev_b));
   DeviceArray<DeviceCounters> d_counters(1);
-  // checksum mode: one sum per layer and forward, so that verify names where bytes differ;
-  // attend mode: the digest, accumulated over the whole replay
-  DeviceArray<unsigned long long> d_checksum(1);
-  KVT_CUDA_CHECK(cudaMemset(d_checksum.get(), 0, sizeof(unsigned long long)));
+  // checksum mode: one sum per layer and forward, so that verify names where bytes differ
   DeviceArray<unsigned long long> d_layer_sums(static_cast<std::size_t>(L));
   std::vector<unsigned long long> layer_sums(static_cast<std::size_t>(L));
   DeviceArray<std::int32_t> d_blocks;
@@ -228,42 +162,16 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
   DeviceArray<SlotId> d_physical;
   DeviceArray<std::byte> d_src[4];
 
-  // --- attend mode: patterns, gather layouts, per-layer events
-  const int qh = g.q_heads;
-  const std::int64_t q_row = std::int64_t{qh} * qsa::kHeadDim;  // elements of one query row
-  const std::int64_t kv_row = std::int64_t{g.kv_heads} * qsa::kHeadDim;
-  // One-token "pages": K/V rows [kv_heads][256]; a query row as two halves (K and V banks of
-  // a layout of q_heads / 2 heads, written to slots 2r of q and q + half a row).
-  const PageLayout kv_gather = PageLayout::make(1, 1, g.kv_heads, g.head_dim, false);
-  const PageLayout q_gather = PageLayout::make(1, 1, qh / 2, g.head_dim, false);
-  // The digest reads every output row [q_heads][256] fp32 as one "token" of a layout of
-  // 2 * q_heads bf16-sized heads (both banks point at the outputs: each row is read twice).
-  const PageLayout digest_layout = PageLayout::make(1, 1, 2 * qh, g.head_dim, false);
-  DeviceArray<std::uint16_t> d_pat_k, d_pat_v, d_pat_q0, d_pat_q1;
-  DeviceArray<std::byte*> d_gen_ptrs(8);  // kv src[2], kv dst[2], q src[2], q dst[2]
-  DeviceArray<CopyOp> d_gen_kv, d_gen_q;
-  DeviceArray<int> d_ints(4);  // [0] K/V rows, [1] query rows, [2] scratch counter
-  DeviceArray<std::int32_t> d_store_req, d_store_pos32, d_row_req, d_rowpos32, d_tokens32;
-  DeviceArray<SlotId> d_slot_tables;
-  DeviceArray<std::uint16_t> d_stage_k, d_stage_v, d_q;
-  DeviceArray<float> d_work, d_o;
-  DeviceArray<std::int64_t> d_digest_pos, d_digest_len;
-  DeviceArray<PageId> d_digest_table;
-  DeviceArray<std::byte*> d_digest_banks(2);
-  std::vector<cudaEvent_t> ev_layer;
-  if (attend) {
-    const auto kv_elems = static_cast<std::size_t>(kKvPatternTokens * kv_row);
-    const auto q_elems = static_cast<std::size_t>(kQueryPatternRows * q_row / 2);
-    const std::vector<std::uint16_t> pk = bf16_pattern(kv_elems, 1), pv = bf16_pattern(kv_elems, 2),
-                                     pq0 = bf16_pattern(q_elems, 3), pq1 = bf16_pattern(q_elems, 4);
-    upload(d_pat_k, pk, s);
-    upload(d_pat_v, pv, s);
-    upload(d_pat_q0, pq0, s);
-    upload(d_pat_q1, pq1, s);
-    ev_layer.resize(static_cast<std::size_t>(2 * L));
-    for (auto& e : ev_layer)
-      KVT_CUDA_CHECK(cudaEventCreate(&e));
-  }
+  // attend mode: the real attention per layer (cuda/replay_attend)
+  std::optional<AttendReplay> att;
+  if (attend) att.emplace(g, layout, s);
+  AttendPlacement at;
+  at.placement = cfg.placement;
+  at.pool_banks = pool_banks.data();
+  at.host_banks = host_banks.data();
+  at.write_through = cfg.write_through;
+  at.num_pages = num_pages;
+  at.slots = slots;
 
   sim::FrontEnd fe(g, num_pages);
   const std::int64_t total_forwards =
@@ -274,11 +182,6 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
   // host staging
   StagedForward sf;
   std::vector<std::int64_t> read_pos;
-  // attend staging
-  std::vector<std::int32_t> store_pos32, row_req, rowpos32, tokens32;
-  std::vector<CopyOp> gen_kv, gen_q;
-  std::vector<std::int64_t> digest_pos;
-  std::vector<PageId> digest_table;
 
   while (fi < total_forwards && stream->next(rec)) {
     if (const auto* b = std::get_if<traces::RequestBegin>(&rec)) {
@@ -318,13 +221,7 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
     const auto& store_pages = sf.store_pages;
     const auto& store_tokens = sf.store_tokens;
     const auto& per = sf.per;
-    if (attend) {
-      tokens32.assign(static_cast<std::size_t>(L) * rows * max_tokens, -1);
-      for (std::size_t k = 0; k < per.size(); ++k)
-        std::transform(per[k].begin(), per[k].end(),
-                       tokens32.begin() + static_cast<std::int64_t>(k) * max_tokens,
-                       [](std::int64_t p) { return static_cast<std::int32_t>(p); });
-    } else {
+    if (!attend) {
       read_pos.assign(static_cast<std::size_t>(L) * rows * max_tokens, -1);
       for (std::size_t k = 0; k < per.size(); ++k)
         std::copy(per[k].begin(), per[k].end(),
@@ -345,60 +242,8 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
     upload(d_store_pages, store_pages, s);
     upload(d_store_tokens, store_tokens, s);
     fit(d_physical, static_cast<std::size_t>(std::max(qlen, rows * width)));
-    int splits = 1;
     if (attend) {
-      store_pos32.assign(store_pos.begin(), store_pos.end());
-      rowpos32.assign(rowpos.begin(), rowpos.end());
-      row_req.resize(static_cast<std::size_t>(rows));
-      for (int r = 0; r < rows; ++r)
-        row_req[r] = r;
-      gen_kv.resize(static_cast<std::size_t>(L) * n_store);
-      gen_q.resize(static_cast<std::size_t>(L) * rows);
-      for (int l = 0; l < L; ++l) {
-        for (int i = 0; i < n_store; ++i)
-          gen_kv[static_cast<std::size_t>(l) * n_store + i] = {
-              pattern_row(store_pos[i], l, 0, kKvPatternTokens), i, kNoPage};
-        for (int r = 0; r < rows; ++r)
-          gen_q[static_cast<std::size_t>(l) * rows + r] = {
-              pattern_row(rowpos[r], l, 1, kQueryPatternRows), 2 * r, kNoPage};
-      }
-      const int n_out = L * rows;
-      digest_pos.resize(static_cast<std::size_t>(n_out));
-      digest_table.resize(static_cast<std::size_t>(n_out));
-      for (int i = 0; i < n_out; ++i) {
-        digest_pos[i] = i;
-        digest_table[i] = i;
-      }
-      upload(d_store_req, sf.store_req, s);
-      upload(d_store_pos32, store_pos32, s);
-      upload(d_row_req, row_req, s);
-      upload(d_rowpos32, rowpos32, s);
-      upload(d_tokens32, tokens32, s);
-      upload(d_gen_kv, gen_kv, s);
-      upload(d_gen_q, gen_q, s);
-      upload(d_digest_pos, digest_pos, s);
-      upload(d_digest_table, digest_table, s);
-      upload(d_digest_len, std::vector<std::int64_t>{n_out}, s);
-      fit(d_slot_tables, static_cast<std::size_t>(rows) * stride);
-      fit(d_stage_k, static_cast<std::size_t>(n_store * kv_row));
-      fit(d_stage_v, static_cast<std::size_t>(n_store * kv_row));
-      fit(d_q, static_cast<std::size_t>(rows * q_row));
-      fit(d_o, static_cast<std::size_t>(n_out * q_row));
-      splits = qsa::attend_default_splits(rows, g.kv_heads, max_tokens);
-      fit(d_work, static_cast<std::size_t>(qsa::attend_workspace_floats(rows, qh, splits)));
-      const std::vector<std::byte*> ptrs{reinterpret_cast<std::byte*>(d_pat_k.get()),
-                                         reinterpret_cast<std::byte*>(d_pat_v.get()),
-                                         reinterpret_cast<std::byte*>(d_stage_k.get()),
-                                         reinterpret_cast<std::byte*>(d_stage_v.get()),
-                                         reinterpret_cast<std::byte*>(d_pat_q0.get()),
-                                         reinterpret_cast<std::byte*>(d_pat_q1.get()),
-                                         reinterpret_cast<std::byte*>(d_q.get()),
-                                         reinterpret_cast<std::byte*>(d_q.get() + q_row / 2)};
-      upload(d_gen_ptrs, ptrs, s);
-      const std::vector<std::byte*> dig{reinterpret_cast<std::byte*>(d_o.get()),
-                                        reinterpret_cast<std::byte*>(d_o.get())};
-      upload(d_digest_banks, dig, s);
-      upload(d_ints, std::vector<int>{n_store, rows, 0, 0}, s);
+      att->stage(sf, s);
     } else {
       upload(d_store_pos, store_pos, s);
       upload(d_read_pos, read_pos, s);
@@ -443,27 +288,9 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
     for (int l = 0; l < L; ++l) {
       PageId* q = d_query.get() + std::int64_t{l} * qlen;
       const std::int64_t step = (fi * L + l) * 2 + 1;  // the simulator's stamps
-      const qsa::PageTable logical_table{d_tables.get(), stride, 0};
-      const qsa::Rows store_rows{d_store_req.get(), d_store_pos32.get(), n_store};
       if (attend) {
         // generation (outside the timed span): K/V of the new tokens, the rows' queries
-        CopyParams gp{d_gen_kv.get() + std::int64_t{l} * n_store,
-                      d_ints.get(),
-                      d_gen_ptrs.get(),
-                      d_gen_ptrs.get() + 2,
-                      kv_gather,
-                      0,
-                      1};
-        launch_copy(gp, s);
-        CopyParams gq{d_gen_q.get() + std::int64_t{l} * rows,
-                      d_ints.get() + 1,
-                      d_gen_ptrs.get() + 4,
-                      d_gen_ptrs.get() + 6,
-                      q_gather,
-                      0,
-                      1};
-        launch_copy(gq, s);
-        KVT_CUDA_CHECK(cudaEventRecord(ev_layer[static_cast<std::size_t>(2 * l)], s));
+        att->generate(l, s);
       } else {
         FillParams fp{};
         fp.positions = d_store_pos.get();
@@ -504,42 +331,8 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
         }
       }
       if (attend) {
-        const qsa::Rows att_rows{d_row_req.get(), d_rowpos32.get(), rows};
-        const std::int32_t* tokens = d_tokens32.get() + std::int64_t{l} * rows * max_tokens;
-        float* o = d_o.get() + std::int64_t{l} * rows * q_row;
-        qsa::KvBanks kv;
-        qsa::PageTable table = logical_table;
-        if (mirror) {
-          // the rows' tables through the pool: slot per resident logical page, -1 otherwise
-          // (never written, read as the zero dummy slot); the scratch counter counts table
-          // entries that are not resident, most of which no row reads.
-          TranslateParams tp{
-              d_tables.get(),   d_slot_tables.get(), engine->device_view(l).slot_of_page,
-              d_ints.get() + 2, num_pages,           kNoSlot,
-              rows * stride};
-          launch_translate(tp, s);
-          kv = layer_kv_banks(layout, l, pool_banks.data(), false);
-          table = {d_slot_tables.get(), stride, dummy_slot(slots)};
-          const qsa::KvBanks mirror_kv = layer_kv_banks(layout, l, host_banks.data(), true);
-          qsa::store_kv(d_stage_k.get(), d_stage_v.get(), store_rows, kv, table, mirror_kv,
-                        logical_table, s);
-        } else if (device) {
-          kv = layer_kv_banks(layout, l, pool_banks.data(), false);
-          table.dummy = num_pages;
-          const qsa::KvBanks wt = cfg.write_through
-                                      ? layer_kv_banks(layout, l, host_banks.data(), true)
-                                      : qsa::KvBanks{};
-          qsa::store_kv(d_stage_k.get(), d_stage_v.get(), store_rows, kv, table, wt, logical_table,
-                        s);
-        } else {
-          kv = layer_kv_banks(layout, l, host_banks.data(), true);
-          table.dummy = dummy_page(num_pages);
-          qsa::store_kv(d_stage_k.get(), d_stage_v.get(), store_rows, kv, table, qsa::KvBanks{},
-                        qsa::PageTable{}, s);
-        }
-        qsa::attend(d_q.get(), qh, att_rows, tokens, max_tokens, kv, table, splits, d_work.get(), o,
-                    nullptr, s);
-        KVT_CUDA_CHECK(cudaEventRecord(ev_layer[static_cast<std::size_t>(2 * l + 1)], s));
+        if (mirror) at.slot_of_page = engine->device_view(l).slot_of_page;
+        att->attend(l, at, d_tables.get(), s);
       } else {
         ReadParams rp{};
         rp.positions = d_read_pos.get() + std::int64_t{l} * rows * max_tokens;
@@ -578,35 +371,13 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
           engine->translate_async(l, d_query.get() + std::int64_t{l} * qlen, qlen, d_physical.get(),
                                   s);
       }
-      ReadParams dp{};
-      dp.positions = d_digest_pos.get();
-      dp.tables = d_digest_table.get();
-      dp.table_len = d_digest_len.get();
-      dp.banks = d_digest_banks.get();
-      dp.slot_of_page = nullptr;
-      dp.missing = d_ints.get() + 3;
-      dp.checksum = d_checksum.get();
-      dp.layout = digest_layout;
-      dp.layer = 0;
-      dp.rows = 1;
-      dp.max_tokens = L * rows;
-      dp.table_stride = 0;
-      dp.num_pages = L * rows;
-      dp.dummy = 0;
-      launch_read(dp, s);
+      att->digest(s);
     } else {
       KVT_CUDA_CHECK(cudaEventRecord(ev_b, s));
     }
     KVT_CUDA_CHECK(cudaStreamSynchronize(s));
     if (attend) {
-      double us = 0;
-      for (int l = 0; l < L; ++l) {
-        float ms = 0;
-        KVT_CUDA_CHECK(cudaEventElapsedTime(&ms, ev_layer[static_cast<std::size_t>(2 * l)],
-                                            ev_layer[static_cast<std::size_t>(2 * l + 1)]));
-        us += static_cast<double>(ms) * 1000.0;
-      }
-      st.gpu_us = us;
+      st.gpu_us = att->forward_gpu_us();
     } else {
       float ms = 0;
       KVT_CUDA_CHECK(cudaEventElapsedTime(&ms, ev_a, ev_b));
@@ -664,12 +435,8 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
     ++fi;
     if (cfg.on_forward) cfg.on_forward(fi, total_forwards);
   }
-  if (attend) {
-    KVT_CUDA_CHECK(
-        cudaMemcpy(&res.checksum, d_checksum.get(), sizeof res.checksum, cudaMemcpyDeviceToHost));
-  }
-  for (auto& e : ev_layer)
-    KVT_CUDA_CHECK(cudaEventDestroy(e));
+  if (attend) res.checksum = att->checksum();
+  att.reset();
   KVT_CUDA_CHECK(cudaEventDestroy(ev_a));
   KVT_CUDA_CHECK(cudaEventDestroy(ev_b));
   KVT_CUDA_CHECK(cudaStreamDestroy(s));
