@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # On the GPU machine: the model runner's gpu tests and `kvtier run --weights` figures, logs
 # into $1 (default $OUT). Carried binaries in gpu-carry-runner/ (scripts/gpu-build-runner.sh).
-# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [verify|tests|figures|all|final|qsa]
+# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [verify|tests|figures|all|final|sanitize|qsa|mirror]
 # verify: every gpu test of the project (qsa, residency, trace attend, runner) and the host run
 # at 1,048,576 tokens.
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
+# the binaries travel as one archive (scripts/gpu-build-runner.sh)
+if [[ -f $D/bins.tgz ]]; then tar xzf "$D/bins.tgz" -C "$D" && rm "$D/bins.tgz"; fi
 OUT=${1:-${OUT:-/tmp/kvtier-out}}
 WHAT=${2:-all}
 mkdir -p "$OUT"
@@ -100,13 +102,36 @@ if [[ $WHAT == qsa ]]; then
     "$D/qsa_decode_select_test" --gtest_filter="$T"
   unset KVTIER_QSA_TEST_SMALL
 fi
+if [[ $WHAT == mirror ]]; then
+  # the mirror's per-layer cost on the sample trace: device against mirror at the planner's
+  # pool, and the kernels of 4 decode forwards (launches 7,000 .. 7,479, forwards 60+) by ncu
+  T=traces/samples/concurrent8-16k-128k.ktr
+  run trace-device 90 "$D/kvtier" run --trace "$T" --placement device --json
+  run trace-mirror-8499 90 "$D/kvtier" run --trace "$T" --placement mirror --pool-pages 8499 --json
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  run ncu-trace-mirror 180 "$NCU" --clock-control none --launch-skip 7000 --launch-count 480 \
+    --metrics gpu__time_duration.sum --csv "$D/kvtier" run --trace "$T" --placement mirror \
+    --pool-pages 8499 --json
+fi
 if [[ $WHAT == final ]]; then
-  # the session's closing run, most important first (a run cut short keeps what finished)
+  # the session's closing run (tests, then figures), most important first: a run cut short keeps
+  # what finished
   [[ -f $W ]] || "$D/kvtier" weights gen --vocab 1024 --needle --out "$W" >/dev/null
   K=(--weights "$W" --json)
+  run cuda_trace_attend_test 150 "$D/cuda_trace_attend_test"
   run runner_gpu_test 60 "$D/runner_gpu_test"
   run runner_placements_test 90 "$D/runner_placements_test"
   run cuda_residency_test 90 "$D/cuda_residency_test"
+  run qsa_gpu_test 60 "$D/qsa_gpu_test"
+  run qsa_decode_select_test 60 "$D/qsa_decode_select_test"
+  run runner_needle_test 90 "$D/runner_needle_test"
+  T=traces/samples/concurrent8-16k-128k.ktr
+  for i in 1 2; do
+    run "trace-device-$i" 90 "$D/kvtier" run --trace "$T" --placement device --json
+    # the pool `kvtier plan` recommends for this trace (docs/run-trace.md says how)
+    run "trace-mirror-8499-$i" 90 "$D/kvtier" run --trace "$T" --placement mirror \
+      --pool-pages 8499 --json
+  done
   for p in host device; do
     run "decode-128k-$p" 60 "$D/kvtier" run "${K[@]}" --prompt-tokens 1 --fill-depth 131071 \
       --decode 64 --placement "$p"
@@ -115,12 +140,10 @@ if [[ $WHAT == final ]]; then
     --fill-depth 131071 --decode 16 --placement host --profile
   run decode-1m-exact-host 120 "$D/kvtier" run "${K[@]}" --yarn --prompt-tokens 1 \
     --fill-depth 1048544 --decode 32 --placement host
-  T=traces/samples/concurrent8-16k-128k.ktr
-  for i in 1 2; do
-    run "trace-device-$i" 90 "$D/kvtier" run --trace "$T" --placement device --json
-    # the pool `kvtier plan` recommends for this trace (docs/run-trace.md says how)
-    run "trace-mirror-8499-$i" 90 "$D/kvtier" run --trace "$T" --placement mirror \
-      --pool-pages 8499 --json
+  # 8 requests at 128k in one batch: the link's floor is then 8 x 12 x 4.2 MB per step
+  for p in host device; do
+    run "decode-8x128k-$p" 120 "$D/kvtier" run "${K[@]}" --prompt-tokens 1,1,1,1,1,1,1,1 \
+      --fill-depth 131071 --decode 32 --placement "$p"
   done
   # CLI paths: a prompt file, a recorded trace replayed, the stand-in MLP
   # two requests (one per line) of 1,500 token ids
@@ -133,17 +156,22 @@ if [[ $WHAT == final ]]; then
     --decode 16 --placement host --stand-in-width 6912 --profile
   run prefill-128k-device-profile 90 "$D/kvtier" run "${K[@]}" --prompt-tokens 131072 \
     --decode 1 --chunk 4096 --placement device --profile
-  run qsa_gpu_test 60 "$D/qsa_gpu_test"
-  # the checksum-mode tests (about 55 s of CPU reference) ran on this build's replay already
-  run cuda_trace_attend_test 90 "$D/cuda_trace_attend_test" --gtest_filter='-*Checksum*'
-  run runner_needle_test 90 "$D/runner_needle_test"
+  run bench-qsa-b2b 90 "$D/bench_qsa" b2b
+fi
+if [[ $WHAT == sanitize ]]; then
+  # compute-sanitizer over the sanitizer-sized tests; cuBLAS's own kernels are left out of the
+  # runner's racecheck (they report split-K hazards of their own, not ours)
   CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  run memcheck-ensure-forms 60 "$CS" --tool memcheck --error-exitcode 9 \
-    "$D/cuda_residency_test" --gtest_filter='*Ensure*:*Compact*'
-  run memcheck-skinny 60 "$CS" --tool memcheck --error-exitcode 9 "$D/runner_gpu_test" \
-    --gtest_filter='*Skinny*'
-  run racecheck-ensure-forms 60 "$CS" --tool racecheck --error-exitcode 9 \
-    "$D/cuda_residency_test" --gtest_filter='*EnsureForm*'
+  export KVTIER_QSA_TEST_SMALL=1
+  run racecheck-topk-small 200 "$CS" --tool racecheck --error-exitcode 9 \
+    "$D/qsa_decode_select_test" --gtest_filter='DecodeTopkSmall.*'
+  run racecheck-runner 150 "$CS" --tool racecheck --error-exitcode 9 \
+    --kernel-name-exclude kns=xmma --kernel-name-exclude kns=cutlass \
+    --kernel-name-exclude kns=splitK --kernel-name-exclude kns=gemv "$D/runner_gpu_test" \
+    --gtest_filter='*LayersAndLogits*:*Skinny*'
+  run memcheck-trace-attend 150 "$CS" --tool memcheck --error-exitcode 9 \
+    "$D/cuda_trace_attend_test" --gtest_filter='-*Checksum*'
+  unset KVTIER_QSA_TEST_SMALL
 fi
 printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
 tar czf "$OUT/logs-$WHAT.tgz" -C "$LOGS" .
