@@ -109,6 +109,13 @@ int run_model(const std::vector<std::string>& args) {
       "--prompt-tokens, decode the query token last, report per QSA layer the cosine between "
       "its attention output and the needle's value")("record", po::value<std::string>(),
                                                      "write the indexer's selections as a trace")(
+      "micro-batches", po::value<int>()->default_value(1),
+      "split the requests into this many micro-batches, each with its own runner and stream, "
+      "and keep their decode steps in flight together (one's reads over the link overlap the "
+      "others' GPU work); the decode figures then time the overlapped steps after the first")(
+      "decode-splits", po::value<int>()->default_value(0),
+      "attend splits of decode forwards (0: the kernels' default; with --micro-batches and "
+      "placement host, enough for half the SMs, so that the micro-batches share the GPU)")(
       "no-graphs", "run decode forwards eagerly (default: replay a CUDA graph per shape)")(
       "profile", "time the phases of every forward with CUDA events (runs eagerly: no graphs)")(
       "seed", po::value<std::uint64_t>()->default_value(1), "seed of random prompts")(
@@ -118,7 +125,7 @@ int run_model(const std::vector<std::string>& args) {
                      "kvtier run --weights W (--prompt-tokens N[,N...] | --prompt FILE) "
                      "[--decode N] [--placement device|mirror|host] [--pool-pages P] "
                      "[--host-pages H] [--kv-dtype bf16|fp8] [--yarn] [--fill-depth D] "
-                     "[--record FILE] [--json]"))
+                     "[--record FILE] [--micro-batches K] [--json]"))
     return 0;
   // The arguments first (cheap, before a weights file of gigabytes is opened), then the
   // file's geometry: the same checks in every build.
@@ -138,6 +145,17 @@ int run_model(const std::vector<std::string>& args) {
   const KvDtype dtype = parse_kv_dtype(vm["kv-dtype"].as<std::string>(), "--kv-dtype");
   const int chunk = vm["chunk"].as<int>();
   if (chunk < 1) throw ConfigError("--chunk: must be positive");
+  const int micro = vm["micro-batches"].as<int>();
+  if (micro < 1) throw ConfigError("--micro-batches: must be positive");
+  if (micro > 1 && (needle || vm.count("record") || vm.count("profile")))
+    throw ConfigError("--micro-batches: not with --needle-at, --record or --profile");
+  const int decode_splits = vm["decode-splits"].as<int>();
+  if (decode_splits < 0 || decode_splits > 65535)
+    throw ConfigError("--decode-splits: 0 (the kernels' default) .. 65535");
+  if (micro > 1 && decode < 2)
+    throw ConfigError(
+        "--micro-batches: needs --decode 2 or more (the steps after the first "
+        "are the overlapped ones)");
   const std::int64_t pool_pages = vm["pool-pages"].as<long long>();
   if (placement != Placement::mirror && pool_pages != 0)
     throw ConfigError("--pool-pages applies to placement mirror only");
@@ -186,41 +204,68 @@ int run_model(const std::vector<std::string>& args) {
   for (const auto& p : prompts)
     longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(p.size()));
 
-  rc.max_requests = static_cast<int>(prompts.size());
+  const int n_requests = static_cast<int>(prompts.size());
+  if (micro > n_requests)
+    throw ConfigError("--micro-batches " + std::to_string(micro) + ": more than the " +
+                      std::to_string(n_requests) + " requests");
   const int rows_per_request = static_cast<int>(std::min<std::int64_t>(chunk, longest));
-  rc.max_rows = rows_per_request * rc.max_requests;
   rc.max_context = fill + longest + decode - 1;  // the last decoded token is not stored
+  // Micro-batch k holds requests [first[k], first[k + 1]) (one batch: all of them).
+  std::vector<int> first(static_cast<std::size_t>(micro) + 1);
+  for (int k = 0; k <= micro; ++k)
+    first[static_cast<std::size_t>(k)] = k * n_requests / micro;
 
   // The start-up budget of the pages (the foundation's memory_budget): refuses what cannot
   // fit before anything is allocated, saying the minimum.
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
     throw ConfigError("run: no CUDA device (cudaGetDeviceCount found none)");
-  std::size_t free_b = 0, total_b = 0;
-  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
-    throw std::runtime_error("run: cudaMemGetInfo failed");
-  BudgetRequest br;
-  br.geometry = g;
-  br.dtype = rc.dtype;
-  br.placement = rc.placement;
-  br.host_pages =
-      rc.host_pages > 0 ? rc.host_pages : g.pages_for_context(rc.max_context) * rc.max_requests;
-  br.pool_slots = rc.pool_pages;
-  br.batch_rows = rc.max_requests;
-  br.write_pages = rc.max_requests * static_cast<int>(g.pages_for_context(rows_per_request) + 1);
-  br.context_tokens = rc.max_context;
-  br.staging_window_tokens = rc.staging_window_tokens;
-  br.device_capacity_bytes = static_cast<std::int64_t>(free_b);
-  br.host_capacity_bytes = cuda::HostBank::available_host_bytes();
-  const MemoryBudget budget = memory_budget(br);
-
+  // One runner per micro-batch, each checked against what is free when it is built.
+  std::vector<std::unique_ptr<runner::QsaRunner>> runners;
+  MemoryBudget budget{};
   std::unique_ptr<Progress> alloc;
   const auto t_setup = std::chrono::steady_clock::now();
-  runner::QsaRunner r(file, g, vocab, rc, [&](std::uint64_t done, std::uint64_t total) {
-    if (!alloc) alloc = std::make_unique<Progress>("host bank", total, "bytes");
-    alloc->update(done);
-  });
-  if (alloc) alloc->finish();
+  for (int k = 0; k < micro; ++k) {
+    rc.max_requests = first[static_cast<std::size_t>(k) + 1] - first[static_cast<std::size_t>(k)];
+    rc.max_rows = rows_per_request * rc.max_requests;
+    rc.decode_splits = decode_splits;
+    if (decode_splits == 0 && micro > 1 && placement == Placement::host) {
+      // An attention over the link keeps its CTAs waiting; on half the SMs it leaves the other
+      // half to the other micro-batches' work (index, top-k, projections) in the meantime.
+      int sms = 0;
+      if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess)
+        throw std::runtime_error("run: cudaDeviceGetAttribute failed");
+      rc.decode_splits = std::max(1, sms / 2 / (rc.max_requests * g.kv_heads));
+    }
+    std::size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+      throw std::runtime_error("run: cudaMemGetInfo failed");
+    BudgetRequest br;
+    br.geometry = g;
+    br.dtype = rc.dtype;
+    br.placement = rc.placement;
+    br.host_pages =
+        rc.host_pages > 0 ? rc.host_pages : g.pages_for_context(rc.max_context) * rc.max_requests;
+    br.pool_slots = rc.pool_pages;
+    br.batch_rows = rc.max_requests;
+    br.write_pages = rc.max_requests * static_cast<int>(g.pages_for_context(rows_per_request) + 1);
+    br.context_tokens = rc.max_context;
+    br.staging_window_tokens = rc.staging_window_tokens;
+    br.device_capacity_bytes = static_cast<std::int64_t>(free_b);
+    br.host_capacity_bytes = cuda::HostBank::available_host_bytes();
+    const MemoryBudget part = memory_budget(br);
+    budget.device_bytes += part.device_bytes;
+    budget.host_bytes += part.host_bytes;
+    runners.push_back(std::make_unique<runner::QsaRunner>(
+        file, g, vocab, rc, [&](std::uint64_t done, std::uint64_t total) {
+          if (!alloc) alloc = std::make_unique<Progress>("host bank", total, "bytes");
+          alloc->update(done);
+        }));
+    if (alloc) alloc->finish();
+    alloc.reset();
+  }
+  rc.max_requests = n_requests;
+  runner::QsaRunner& r = *runners.front();
   const double setup_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_setup).count();
   std::unique_ptr<traces::TraceWriter> writer;
@@ -230,7 +275,9 @@ int run_model(const std::vector<std::string>& args) {
                                          traces::trace_format_for_path(path));
     r.set_recorder(writer.get());
   }
-  if (fill > 0) r.fill(fill);
+  if (fill > 0)
+    for (auto& mr : runners)
+      mr->fill(fill);
   std::unique_ptr<Progress> progress;
   auto on_forward = [&](std::int64_t done, std::int64_t total) {
     if (!progress)
@@ -239,6 +286,8 @@ int run_model(const std::vector<std::string>& args) {
   };
   std::vector<std::vector<std::int32_t>> out;
   std::vector<double> cosines;
+  double overlapped_ms = 0;
+  runner::RunnerStats before;  // micro-batches: the figures before the overlapped steps
   if (needle) {
     // Everything but the query token is prefilled; the query token is a decode row.
     const std::vector<std::int32_t> query{prompts[0].back()};
@@ -254,13 +303,73 @@ int run_model(const std::vector<std::string>& args) {
     for (int d = 1; d < decode; ++d)
       toks.push_back(r.step({{0, {toks.back()}}})[0]);
     out.push_back(toks);
-  } else {
+  } else if (micro == 1) {
     out = r.generate(prompts, rows_per_request, decode, on_forward);
     if (progress) progress->finish();
+  } else {
+    // Prefill and the first token one micro-batch at a time, then every decode step with all
+    // micro-batches in flight: launch each, then wait for each.
+    std::int64_t all_tokens = 0, done_before = 0;
+    for (const auto& pr : prompts)
+      all_tokens += static_cast<std::int64_t>(pr.size());
+    for (int k = 0; k < micro; ++k) {
+      const auto b = prompts.begin() + first[static_cast<std::size_t>(k)];
+      const auto e = prompts.begin() + first[static_cast<std::size_t>(k) + 1];
+      std::int64_t group_tokens = 0;
+      for (auto it = b; it != e; ++it)
+        group_tokens += static_cast<std::int64_t>(it->size());
+      const auto progress_of_all = [&](std::int64_t done, std::int64_t) {
+        on_forward(done_before + done, all_tokens);
+      };
+      for (auto& toks : runners[static_cast<std::size_t>(k)]->generate({b, e}, rows_per_request, 1,
+                                                                       progress_of_all))
+        out.push_back(toks);
+      done_before += group_tokens;
+    }
+    if (progress) progress->finish();
+    for (auto& mr : runners) {  // the overlapped steps' figures apart from the rest
+      before += mr->stats();
+      mr->reset_stats();
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int d = 1; d < decode; ++d) {
+      for (int k = 0; k < micro; ++k) {
+        std::vector<runner::RequestRows> rows;
+        for (int q = first[static_cast<std::size_t>(k)]; q < first[static_cast<std::size_t>(k) + 1];
+             ++q)
+          rows.push_back(
+              {q - first[static_cast<std::size_t>(k)], {out[static_cast<std::size_t>(q)].back()}});
+        runners[static_cast<std::size_t>(k)]->launch_step(rows);
+      }
+      for (int k = 0; k < micro; ++k) {
+        const std::vector<std::int32_t> next = runners[static_cast<std::size_t>(k)]->finish_step();
+        for (std::size_t i = 0; i < next.size(); ++i)
+          out[static_cast<std::size_t>(first[static_cast<std::size_t>(k)]) + i].push_back(next[i]);
+      }
+    }
+    overlapped_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
-  r.close();
+  runner::RunnerStats s;
+  std::int64_t kv_device = 0, kv_host = 0, other_device = 0;
+  for (auto& mr : runners) {
+    mr->close();
+    s += mr->stats();
+    kv_device += mr->kv_device_bytes();
+    kv_host += mr->kv_host_bytes();
+    other_device += mr->other_device_bytes();
+  }
   if (writer) writer->close();
-  const runner::RunnerStats& s = r.stats();
+  if (micro > 1) {
+    // Traffic and counters over the whole run; decode figures of the overlapped steps only,
+    // by their wall time (the runners' own decode times overlap each other).
+    const runner::RunnerStats overlapped = s;
+    s += before;
+    s.decode_tokens = overlapped.decode_tokens;
+    s.decode_ms = overlapped_ms;
+    s.decode_gpu_ms = overlapped_ms;
+    s.graph_forwards = overlapped.graph_forwards;
+  }
   const std::int64_t lookups = s.hits + s.misses;
   const double hit_rate =
       lookups > 0 ? static_cast<double>(s.hits) / static_cast<double>(lookups) : 1.0;
@@ -289,6 +398,11 @@ int run_model(const std::vector<std::string>& args) {
                           {"decode_ms_per_step", ms_per_step},
                           {"decode_gpu_ms", s.decode_gpu_ms},
                           {"decode_gpu_ms_per_step", gpu_ms_per_step},
+                          {"micro_batches", micro},
+                          {"decode_splits", rc.decode_splits},
+                          {"decode_timing", micro > 1 ? "wall time of the overlapped decode steps "
+                                                        "after the first"
+                                                      : "CUDA events around each decode forward"},
                           {"graph_forwards", s.graph_forwards},
                           {"hits", s.hits},
                           {"misses", s.misses},
@@ -301,9 +415,9 @@ int run_model(const std::vector<std::string>& args) {
                           {"staged_windows", s.staged_windows},
                           {"in_place_bytes", s.in_place_bytes},
                           {"d2h_bytes", s.write_through_bytes},
-                          {"kv_device_bytes", r.kv_device_bytes()},
-                          {"other_device_bytes", r.other_device_bytes()},
-                          {"host_bytes", r.kv_host_bytes()},
+                          {"kv_device_bytes", kv_device},
+                          {"other_device_bytes", other_device},
+                          {"host_bytes", kv_host},
                           {"budget_device_bytes", budget.device_bytes},
                           {"budget_host_bytes", budget.host_bytes},
                           {"setup_s", setup_s},
@@ -326,7 +440,10 @@ int run_model(const std::vector<std::string>& args) {
                                  ? " (" + fmt_int(rc.pool_pages) + " slots per layer)"
                                  : "")});
     t.add({"kv dtype / YaRN", std::string(to_string(rc.dtype)) + (rc.yarn ? " / on" : " / off")});
-    t.add({"requests", fmt_int(rc.max_requests)});
+    t.add({"requests", fmt_int(rc.max_requests) +
+                           (micro > 1 ? " in " + fmt_int(micro) +
+                                            " micro-batches (decode: overlapped steps, wall time)"
+                                      : "")});
     if (fill > 0)
       t.add({"filled depth (written directly, not prefilled)", fmt_int(fill) + " per request"});
     t.add({"prefill", fmt_int(s.prefill_tokens) + " tokens in " + fmt_fixed(s.prefill_ms, 1) +
@@ -350,10 +467,9 @@ int run_model(const std::vector<std::string>& args) {
                                  fmt_bytes(static_cast<double>(s.in_place_bytes)) + ")"});
     t.add(
         {"device -> host (write-through)", fmt_bytes(static_cast<double>(s.write_through_bytes))});
-    t.add({"device memory: pages / other",
-           fmt_bytes(static_cast<double>(r.kv_device_bytes())) + " / " +
-               fmt_bytes(static_cast<double>(r.other_device_bytes()))});
-    t.add({"host memory (pinned bank)", fmt_bytes(static_cast<double>(r.kv_host_bytes()))});
+    t.add({"device memory: pages / other", fmt_bytes(static_cast<double>(kv_device)) + " / " +
+                                               fmt_bytes(static_cast<double>(other_device))});
+    t.add({"host memory (pinned bank)", fmt_bytes(static_cast<double>(kv_host))});
     t.add({"set-up (weights, banks)", fmt_fixed(setup_s, 2) + " s"});
     for (std::size_t q = 0; q < out.size(); ++q) {
       std::string list;

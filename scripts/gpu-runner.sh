@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: the model runner's gpu tests and `kvtier run --weights` figures, logs
 # into $1 (default $OUT). Carried binaries in gpu-carry-runner/ (scripts/gpu-build-runner.sh).
-# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [verify|tests|figures|all|final|sanitize|qsa|mirror]
+# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [verify|tests|figures|all|final|sanitize|qsa|mirror|micro]
 # verify: every gpu test of the project (qsa, residency, trace attend, runner) and the host run
 # at 1,048,576 tokens.
 set -u
@@ -157,6 +157,27 @@ if [[ $WHAT == final ]]; then
   run prefill-128k-device-profile 90 "$D/kvtier" run "${K[@]}" --prompt-tokens 131072 \
     --decode 1 --chunk 4096 --placement device --profile
   run bench-qsa-b2b 90 "$D/bench_qsa" b2b
+fi
+if [[ $WHAT == micro ]]; then
+  # the runner after the launch / finish split: its tests, then decode of 8 requests at 128k in
+  # 1, 2 and 4 micro-batches (host: the link's floor is 8 x 12 x 4.2 MB per step)
+  [[ -f $W ]] || "$D/kvtier" weights gen --vocab 1024 --needle --out "$W" >/dev/null
+  K=(--weights "$W" --json)
+  run runner_placements_test 120 "$D/runner_placements_test"
+  E=(--prompt-tokens 1,1,1,1,1,1,1,1 --fill-depth 131071 --decode 32 --placement host)
+  for m in 1 2 4; do
+    run "decode-8x128k-host-micro$m" 120 "$D/kvtier" run "${K[@]}" "${E[@]}" --micro-batches "$m"
+  done
+  for sp in 4 16 33; do
+    run "decode-8x128k-host-micro2-splits$sp" 120 "$D/kvtier" run "${K[@]}" "${E[@]}" \
+      --micro-batches 2 --decode-splits "$sp"
+  done
+  run decode-8x128k-host-micro4-splits4 120 "$D/kvtier" run "${K[@]}" "${E[@]}" \
+    --micro-batches 4 --decode-splits 4
+  run decode-2x128k-host-micro2 120 "$D/kvtier" run "${K[@]}" --prompt-tokens 1,1 \
+    --fill-depth 131071 --decode 32 --placement host --micro-batches 2
+  run decode-2x128k-host 120 "$D/kvtier" run "${K[@]}" --prompt-tokens 1,1 \
+    --fill-depth 131071 --decode 32 --placement host
 fi
 if [[ $WHAT == sanitize ]]; then
   # compute-sanitizer over the sanitizer-sized tests; cuBLAS's own kernels are left out of the

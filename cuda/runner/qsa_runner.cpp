@@ -73,6 +73,8 @@ QsaRunner::QsaRunner(const weights::SafetensorsFile& file, const Geometry& g, st
                       " (the attend kernel's compiled GQA group), got " +
                       std::to_string(g.gqa_group()));
   if (c.max_rows < 1) throw ConfigError("runner: max_rows must be positive");
+  if (c.splits < 0 || c.splits > 65535 || c.decode_splits < 0 || c.decode_splits > 65535)
+    throw ConfigError("runner: attend splits must be 0 (the kernels' default) .. 65535");
   if (c.max_requests < 1 || c.max_requests > c.max_rows)
     throw ConfigError("runner: requests must be 1..max_rows (" + std::to_string(c.max_rows) + ")");
   if (c.max_context < 1 || c.max_context > g.max_context(c.yarn))
@@ -202,6 +204,9 @@ QsaRunner::QsaRunner(const weights::SafetensorsFile& file, const Geometry& g, st
     const int sp = c.splits > 0 ? c.splits : qsa::attend_default_splits(rows, g.kv_heads, m.width);
     work_floats = std::max(work_floats, qsa::attend_workspace_floats(rows, g.q_heads, sp));
   }
+  if (c.decode_splits > 0)
+    work_floats = std::max(
+        work_floats, qsa::attend_workspace_floats(c.max_requests, g.q_heads, c.decode_splits));
   m.work = DeviceArray<float>(static_cast<std::size_t>(work_floats));
   m.logits_idx = DeviceArray<float>(MR * static_cast<std::size_t>(m.slab_stride));
   m.logits_vocab = DeviceArray<float>(R * static_cast<std::size_t>(vocab));
@@ -223,6 +228,29 @@ QsaRunner::QsaRunner(const weights::SafetensorsFile& file, const Geometry& g, st
   captured_.resize(g.qsa_layer_ids.size());
   probe_v_.resize(g.qsa_layer_ids.size());
   last_attn_.resize(g.qsa_layer_ids.size());
+}
+
+RunnerStats& operator+=(RunnerStats& a, const RunnerStats& b) {
+  a.forwards += b.forwards;
+  a.prefill_tokens += b.prefill_tokens;
+  a.decode_tokens += b.decode_tokens;
+  a.prefill_ms += b.prefill_ms;
+  a.decode_ms += b.decode_ms;
+  a.hits += b.hits;
+  a.misses += b.misses;
+  a.evictions += b.evictions;
+  a.drops += b.drops;
+  a.miss_copy_bytes += b.miss_copy_bytes;
+  a.staged_bytes += b.staged_bytes;
+  a.staged_windows += b.staged_windows;
+  a.in_place_bytes += b.in_place_bytes;
+  a.write_through_bytes += b.write_through_bytes;
+  a.filled_tokens += b.filled_tokens;
+  a.graph_forwards += b.graph_forwards;
+  a.decode_gpu_ms += b.decode_gpu_ms;
+  for (const auto& [name, ms] : b.phases)
+    a.phases[name] += ms;
+  return a;
 }
 
 QsaRunner::~QsaRunner() {

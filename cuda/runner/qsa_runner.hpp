@@ -41,6 +41,8 @@ struct RunnerConfig {
   std::int64_t max_context = 4096;  // positions per request
   bool yarn = false;
   int splits = 0;  // attend splits; 0 = the kernels' default for the rows
+  // Attend splits of decode forwards (one row per request) when > 0, instead of `splits`.
+  int decode_splits = 0;
   float norm_eps = 1e-6f;
   Placement placement = Placement::device;
   KvDtype dtype = KvDtype::bf16;
@@ -82,6 +84,9 @@ struct RunnerStats {
   std::map<std::string, double> phases;
 };
 
+// Sums b into a (every counter, the phases by name): the figures of several runners as one.
+RunnerStats& operator+=(RunnerStats& a, const RunnerStats& b);
+
 // Query rows of one request in one forward.
 struct RequestRows {
   int request = 0;
@@ -109,6 +114,12 @@ class QsaRunner {
   // each request at most once). Returns the greedy next token after each request's last row,
   // in the order given.
   std::vector<std::int32_t> step(const std::vector<RequestRows>& rows);
+  // step() in two halves, so that several runners can each have a forward in flight on their
+  // own stream at once (micro-batches whose link reads overlap each other's GPU work):
+  // launch_step checks and queues the forward and returns without waiting for the GPU;
+  // finish_step waits for it and returns what step() would. At most one forward in flight.
+  void launch_step(const std::vector<RequestRows>& rows);
+  std::vector<std::int32_t> finish_step();
   // Request 0 only (tests).
   std::int32_t forward(const std::vector<std::int32_t>& tokens);
   // Prefill every prompt in chunks of `chunk` rows per request per forward, then `decode`
@@ -155,7 +166,9 @@ class QsaRunner {
 
  private:
   struct Impl;
+  struct PendingStep;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<PendingStep> pending_;
   RunnerStats stats_;
   bool capture_ = false;
   std::vector<std::vector<float>> captured_;

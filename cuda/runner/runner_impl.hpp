@@ -1,6 +1,7 @@
 #pragma once
 // The state of a QsaRunner (qsa_runner.cpp: construction, batching, fill, recording;
 // runner_layer.cpp: one QSA layer of a forward, per placement). Private to cuda/runner.
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -49,6 +50,13 @@ struct ForwardPlan {
   int splits = 1;               // attend splits for this forward's rows
   std::vector<std::int32_t> row_req;
   std::vector<std::int32_t> row_pos;
+};
+
+// A forward between QsaRunner::launch_step and finish_step.
+struct QsaRunner::PendingStep {
+  ForwardPlan plan;
+  std::vector<RequestRows> batch;
+  std::chrono::steady_clock::time_point t0;  // launch_step's start (the forward's wall time)
 };
 
 struct DeviceCounters {

@@ -24,8 +24,14 @@ std::int64_t attended_tokens(std::int64_t pos, int ratio, int k) {
 }  // namespace
 
 std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch) {
+  launch_step(batch);
+  return finish_step();
+}
+
+void QsaRunner::launch_step(const std::vector<RequestRows>& batch) {
   Impl& m = *impl_;
   const Geometry& g = m.g;
+  if (pending_) throw std::logic_error("runner: launch_step while a forward is in flight");
   if (batch.empty()) throw ConfigError("runner: a forward needs at least one request");
   std::set<int> seen;
   int rows = 0;
@@ -82,7 +88,9 @@ std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch)
     last_idx.push_back(static_cast<std::int32_t>(tokens.size()) - 1);
     p.max_blocks = std::max<std::int64_t>(p.max_blocks, (m.pos[i] + count) / g.compress_ratio);
   }
-  p.splits = m.c.splits > 0 ? m.c.splits : qsa::attend_default_splits(rows, g.kv_heads, m.width);
+  p.splits = p.decode && m.c.decode_splits > 0 ? m.c.decode_splits
+             : m.c.splits > 0                  ? m.c.splits
+                              : qsa::attend_default_splits(rows, g.kv_heads, m.width);
   m.fe->prepare(p.trace);  // grows the page tables (throws when the page space is full)
   std::vector<std::int32_t> tables(static_cast<std::size_t>(m.R * m.stride), kNoPage);
   for (int r = 0; r < m.R; ++r) {
@@ -163,6 +171,18 @@ std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch)
   }
   m.mark("LM head");
   KVT_CUDA_CHECK(cudaEventRecord(m.ev_b, m.s));
+  pending_ = std::make_unique<PendingStep>(PendingStep{std::move(p), batch, t0});
+}
+
+std::vector<std::int32_t> QsaRunner::finish_step() {
+  if (!pending_) throw std::logic_error("runner: finish_step without a forward in flight");
+  const std::unique_ptr<PendingStep> pend = std::move(pending_);
+  Impl& m = *impl_;
+  const Geometry& g = m.g;
+  ForwardPlan& p = pend->plan;
+  const std::vector<RequestRows>& batch = pend->batch;
+  const int rows = p.rows;
+  const bool mirror = m.c.placement == Placement::mirror;
   const int V = static_cast<int>(m.vocab);
   std::vector<std::int32_t> next(static_cast<std::size_t>(p.trows));
   KVT_CUDA_CHECK(cudaMemcpyAsync(next.data(), m.argmax_out.get(), next.size() * 4,
@@ -183,7 +203,8 @@ std::vector<std::int32_t> QsaRunner::step(const std::vector<RequestRows>& batch)
   float gpu_ms = 0;
   KVT_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, m.ev_a, m.ev_b));
   const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - pend->t0)
+          .count();
   if (mirror) {
     if (ec.ensure_errors != 0 || dc.bad_rows != 0)
       throw std::runtime_error("runner: residency failed on the device (ensure errors " +

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 
 #include "cuda/runner/qsa_runner.hpp"
 #include "cuda/trace_replay.hpp"
@@ -281,6 +283,50 @@ TEST(RunnerPlacements, StandInMlpChangesTheStateAndKeepsPlacementsAlike) {
   c.graphs = false;
   runner::QsaRunner eager(*w.file, small_gpu_geometry(), kVocab, c);
   EXPECT_EQ(eager.generate(prompts(), 256, 8), outs[0].tokens);
+}
+
+// Micro-batches (kvtier run --micro-batches): two runners with a forward in flight each at once
+// (launch A, launch B, finish A, finish B, graphs replayed on their own streams) decode exactly
+// as two runners stepped one after the other. launch_step twice, or finish_step with nothing in
+// flight, is refused.
+TEST(RunnerPlacements, MicroBatchesInFlightTogetherEqualOneAtATime) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Weights w(30);
+  const auto& all = prompts();
+  const std::vector<std::vector<std::vector<std::int32_t>>> groups = {{all[0], all[1]}, {all[2]}};
+  for (Placement p : {Placement::host, Placement::mirror}) {
+    std::vector<std::vector<std::vector<std::int32_t>>> together, alone;
+    for (auto* out : {&together, &alone}) {
+      std::vector<std::unique_ptr<runner::QsaRunner>> rs;
+      for (const auto& gp : groups) {
+        auto c = config(p, 96);
+        c.decode_splits = 5;  // as --micro-batches sets them for host placement
+        rs.push_back(std::make_unique<runner::QsaRunner>(*w.file, small_gpu_geometry(), kVocab, c));
+        out->push_back(rs.back()->generate(gp, 256, 1));
+      }
+      const bool in_flight = out == &together;
+      for (int d = 0; d < 12; ++d) {
+        std::vector<std::vector<runner::RequestRows>> rows(groups.size());
+        for (std::size_t k = 0; k < groups.size(); ++k)
+          for (std::size_t q = 0; q < (*out)[k].size(); ++q)
+            rows[k].push_back({static_cast<int>(q), {(*out)[k][q].back()}});
+        if (in_flight) {
+          for (std::size_t k = 0; k < groups.size(); ++k)
+            rs[k]->launch_step(rows[k]);
+          EXPECT_THROW(rs[0]->launch_step(rows[0]), std::logic_error);
+        }
+        for (std::size_t k = 0; k < groups.size(); ++k) {
+          const auto next = in_flight ? rs[k]->finish_step() : rs[k]->step(rows[k]);
+          for (std::size_t q = 0; q < next.size(); ++q)
+            (*out)[k][q].push_back(next[q]);
+        }
+      }
+      EXPECT_THROW(rs[0]->finish_step(), std::logic_error);
+      EXPECT_GE(rs[1]->stats().graph_forwards, 10) << to_string(p);
+    }
+    EXPECT_EQ(together, alone) << to_string(p);
+    ASSERT_EQ(together[0][0].size(), 13u);
+  }
 }
 
 TEST(RunnerPlacements, BadConfigurationsSayWhy) {
