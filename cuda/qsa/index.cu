@@ -187,6 +187,25 @@ __device__ __forceinline__ void store_scores(const IndexParams& p, int row, int 
 // the WMMA kernel), then the rows' stores. Lane t holds columns 2t, 2t+1 (n-tile j0) and 8+2t,
 // 9+2t (n-tile j0 + 1) of rows ra, rb; after one exchange with lane t ^ 1, even lanes hold
 // 2t .. 2t+3, odd lanes 6+2t .. 9+2t, the 4 scores from block b on.
+// The A fragments (m16n8k16 layout) of the index queries of rows ra and rb = ra + 8, every head
+// and k-step (zero for a row the CTA does not own): loaded once, kept in registers.
+__device__ __forceinline__ void load_query_fragments(const IndexParams& p, int ra, int rb,
+                                                     bool has_a, bool has_b, int t,
+                                                     unsigned (&qa)[kMmaHeads][kIndexDim / 16][4]) {
+#pragma unroll
+  for (int h = 0; h < kMmaHeads; ++h) {
+    const std::uint16_t* qra = p.iq + (std::int64_t{ra} * p.heads + h) * kIndexDim + 2 * t;
+    const std::uint16_t* qrb = p.iq + (std::int64_t{rb} * p.heads + h) * kIndexDim + 2 * t;
+#pragma unroll
+    for (int ks = 0; ks < kIndexDim / 16; ++ks) {
+      qa[h][ks][0] = has_a ? *reinterpret_cast<const unsigned*>(qra + 16 * ks) : 0u;
+      qa[h][ks][1] = has_b ? *reinterpret_cast<const unsigned*>(qrb + 16 * ks) : 0u;
+      qa[h][ks][2] = has_a ? *reinterpret_cast<const unsigned*>(qra + 16 * ks + 8) : 0u;
+      qa[h][ks][3] = has_b ? *reinterpret_cast<const unsigned*>(qrb + 16 * ks + 8) : 0u;
+    }
+  }
+}
+
 template <int kHeads, int kN>
 __device__ __forceinline__ void store_tile_pair(const IndexParams& p,
                                                 const float (&acc)[kHeads][kN][4], int j0,
@@ -283,18 +302,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   const int ra = r0 + warp * 16 + g, rb = ra + 8;
   const bool has_a = ra < r0 + nr, has_b = rb < r0 + nr;
   unsigned qa[kMmaHeads][kIndexDim / 16][4];
-#pragma unroll
-  for (int h = 0; h < kMmaHeads; ++h) {
-    const std::uint16_t* qra = p.iq + (std::int64_t{ra} * p.heads + h) * kIndexDim + 2 * t;
-    const std::uint16_t* qrb = p.iq + (std::int64_t{rb} * p.heads + h) * kIndexDim + 2 * t;
-#pragma unroll
-    for (int ks = 0; ks < kIndexDim / 16; ++ks) {
-      qa[h][ks][0] = has_a ? *reinterpret_cast<const unsigned*>(qra + 16 * ks) : 0u;
-      qa[h][ks][1] = has_b ? *reinterpret_cast<const unsigned*>(qrb + 16 * ks) : 0u;
-      qa[h][ks][2] = has_a ? *reinterpret_cast<const unsigned*>(qra + 16 * ks + 8) : 0u;
-      qa[h][ks][3] = has_b ? *reinterpret_cast<const unsigned*>(qrb + 16 * ks + 8) : 0u;
-    }
-  }
+  load_query_fragments(p, ra, rb, has_a, has_b, t, qa);
   const int vis_a = has_a ? static_cast<int>(visible(p, ra)) : 0;
   const int vis_b = has_b ? static_cast<int>(visible(p, rb)) : 0;
   const int warp_vis = __reduce_max_sync(0xffffffffu, max(vis_a, vis_b));
@@ -425,18 +433,7 @@ __global__ void __launch_bounds__(kDecThreads)
   }
 
   unsigned qa[kMmaHeads][kIndexDim / 16][4];
-#pragma unroll
-  for (int h = 0; h < kMmaHeads; ++h) {
-    const std::uint16_t* qra = p.iq + (std::int64_t{ra} * p.heads + h) * kIndexDim + 2 * t;
-    const std::uint16_t* qrb = p.iq + (std::int64_t{rb} * p.heads + h) * kIndexDim + 2 * t;
-#pragma unroll
-    for (int ks = 0; ks < kIndexDim / 16; ++ks) {
-      qa[h][ks][0] = has_a ? *reinterpret_cast<const unsigned*>(qra + 16 * ks) : 0u;
-      qa[h][ks][1] = has_b ? *reinterpret_cast<const unsigned*>(qrb + 16 * ks) : 0u;
-      qa[h][ks][2] = has_a ? *reinterpret_cast<const unsigned*>(qra + 16 * ks + 8) : 0u;
-      qa[h][ks][3] = has_b ? *reinterpret_cast<const unsigned*>(qrb + 16 * ks + 8) : 0u;
-    }
-  }
+  load_query_fragments(p, ra, rb, has_a, has_b, t, qa);
   const float inv_sqrt = rsqrtf(static_cast<float>(kIndexDim));
   const bool odd = (t & 1) != 0;
   const int col = odd ? 6 + 2 * t : 2 * t;  // first of the 4 scores a lane stores per row
