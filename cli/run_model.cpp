@@ -75,6 +75,32 @@ std::vector<std::vector<std::int32_t>> read_prompts(const std::string& path, std
   return out;
 }
 
+#if defined(KVTIER_WITH_CUDA) && defined(KVTIER_WITH_RUNNER)
+// Decodes `steps` more tokens per request with every micro-batch's forward in flight at once:
+// launch each, then wait for each. Micro-batch k holds requests [first[k], first[k + 1]);
+// out[q] holds request q's tokens so far and grows by one per step. Returns the wall time in
+// milliseconds.
+double decode_overlapped(const std::vector<std::unique_ptr<runner::QsaRunner>>& runners,
+                         const std::vector<int>& first, int steps,
+                         std::vector<std::vector<std::int32_t>>& out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int d = 0; d < steps; ++d) {
+    for (std::size_t k = 0; k < runners.size(); ++k) {
+      std::vector<runner::RequestRows> rows;
+      for (int q = first[k]; q < first[k + 1]; ++q)
+        rows.push_back({q - first[k], {out[static_cast<std::size_t>(q)].back()}});
+      runners[k]->launch_step(rows);
+    }
+    for (std::size_t k = 0; k < runners.size(); ++k) {
+      const std::vector<std::int32_t> next = runners[k]->finish_step();
+      for (std::size_t i = 0; i < next.size(); ++i)
+        out[static_cast<std::size_t>(first[k]) + i].push_back(next[i]);
+    }
+  }
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+#endif
+
 [[maybe_unused]] double rate(std::int64_t tokens, double ms) {
   return ms > 0 ? 1000.0 * static_cast<double>(tokens) / ms : 0.0;
 }
@@ -220,6 +246,9 @@ int run_model(const std::vector<std::string>& args) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
     throw ConfigError("run: no CUDA device (cudaGetDeviceCount found none)");
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess)
+    throw std::runtime_error("run: cudaDeviceGetAttribute failed");
   // One runner per micro-batch, each checked against what is free when it is built.
   std::vector<std::unique_ptr<runner::QsaRunner>> runners;
   MemoryBudget budget{};
@@ -232,9 +261,6 @@ int run_model(const std::vector<std::string>& args) {
     if (decode_splits == 0 && micro > 1 && placement == Placement::host) {
       // An attention over the link keeps its CTAs waiting; on half the SMs it leaves the other
       // half to the other micro-batches' work (index, top-k, projections) in the meantime.
-      int sms = 0;
-      if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess)
-        throw std::runtime_error("run: cudaDeviceGetAttribute failed");
       rc.decode_splits = std::max(1, sms / 2 / (rc.max_requests * g.kv_heads));
     }
     std::size_t free_b = 0, total_b = 0;
@@ -316,9 +342,8 @@ int run_model(const std::vector<std::string>& args) {
       const auto b = prompts.begin() + first[static_cast<std::size_t>(k)];
       const auto e = prompts.begin() + first[static_cast<std::size_t>(k) + 1];
       std::int64_t group_tokens = 0;
-      for (auto it = b; it != e; ++it)
-        group_tokens += static_cast<std::int64_t>(it->size());
-      const auto progress_of_all = [&](std::int64_t done, std::int64_t) {
+      const auto progress_of_all = [&](std::int64_t done, std::int64_t total) {
+        group_tokens = total;
         on_forward(done_before + done, all_tokens);
       };
       for (auto& toks : runners[static_cast<std::size_t>(k)]->generate({b, e}, rows_per_request, 1,
@@ -331,24 +356,7 @@ int run_model(const std::vector<std::string>& args) {
       before += mr->stats();
       mr->reset_stats();
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int d = 1; d < decode; ++d) {
-      for (int k = 0; k < micro; ++k) {
-        std::vector<runner::RequestRows> rows;
-        for (int q = first[static_cast<std::size_t>(k)]; q < first[static_cast<std::size_t>(k) + 1];
-             ++q)
-          rows.push_back(
-              {q - first[static_cast<std::size_t>(k)], {out[static_cast<std::size_t>(q)].back()}});
-        runners[static_cast<std::size_t>(k)]->launch_step(rows);
-      }
-      for (int k = 0; k < micro; ++k) {
-        const std::vector<std::int32_t> next = runners[static_cast<std::size_t>(k)]->finish_step();
-        for (std::size_t i = 0; i < next.size(); ++i)
-          out[static_cast<std::size_t>(first[static_cast<std::size_t>(k)]) + i].push_back(next[i]);
-      }
-    }
-    overlapped_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    overlapped_ms = decode_overlapped(runners, first, decode - 1, out);
   }
   runner::RunnerStats s;
   std::int64_t kv_device = 0, kv_host = 0, other_device = 0;

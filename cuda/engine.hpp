@@ -31,20 +31,20 @@ struct TokenBytes {
   std::vector<std::byte> bytes[4];
 };
 
-// The mirror placement on the GPU: a HostBank holding every page, a DevicePool of slots,
-// and the residency state(s) in device memory (one per layer, or one for the all-layers
-// unit). Decisions are the core's (ensure kernels); this class only launches and moves
-// bytes. The *_async members enqueue on a stream and never synchronise (graph-capturable);
-// the plain members are synchronous conveniences for tests and tools.
-// What a MirrorEngine ensure may take from the caller instead of its own state: the step stamp from
-// another device word (a replay uploads every layer's stamp with the forward instead of
-// launching a kernel per layer to set *step()), and running totals [3] of hits, misses and
-// evictions that the ensure adds to itself (no extra launch).
+// What a MirrorEngine ensure may take from the caller instead of its own state: the step
+// stamp from another device word (the replay and the runner keep every layer's stamp in
+// device memory, uploaded with the forward, instead of setting *step() per layer), and running
+// totals [3] of hits, misses and evictions that the ensure adds to itself (no extra launch).
 struct EnsureHooks {
   const std::int64_t* step = nullptr;  // null: *step()
   long long* totals = nullptr;         // null: none
 };
 
+// The mirror placement on the GPU: a HostBank holding every page, a DevicePool of slots,
+// and the residency state(s) in device memory (one per layer, or one for the all-layers
+// unit). Decisions are the core's (ensure kernels); this class only launches and moves
+// bytes. The *_async members enqueue on a stream and never synchronise (graph-capturable);
+// the plain members are synchronous conveniences for tests and tools.
 class MirrorEngine {
  public:
   explicit MirrorEngine(const MirrorConfig& c, const ProgressFn& progress = {});

@@ -216,10 +216,6 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
     const int stride = sf.stride, nb = sf.nb, max_tokens = sf.max_tokens, n_store = sf.n_store();
     const int writes = sf.writes, qlen = sf.qlen;
     const auto& tables = sf.tables;
-    const auto& rowpos = sf.rowpos;
-    const auto& store_pos = sf.store_pos;
-    const auto& store_pages = sf.store_pages;
-    const auto& store_tokens = sf.store_tokens;
     const auto& per = sf.per;
     if (!attend) {
       read_pos.assign(static_cast<std::size_t>(L) * rows * max_tokens, -1);
@@ -236,16 +232,16 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
         steps[static_cast<std::size_t>(l)] = (fi * L + l) * 2 + 1;
       upload(d_steps, steps, s);
     }
-    upload(d_rowpos, rowpos, s);
+    upload(d_rowpos, sf.rowpos, s);
     upload(d_blocks, sf.blocks, s);
     upload(d_query, sf.qinit, s);
-    upload(d_store_pages, store_pages, s);
-    upload(d_store_tokens, store_tokens, s);
+    upload(d_store_pages, sf.store_pages, s);
+    upload(d_store_tokens, sf.store_tokens, s);
     fit(d_physical, static_cast<std::size_t>(std::max(qlen, rows * width)));
     if (attend) {
       att->stage(sf, s);
     } else {
-      upload(d_store_pos, store_pos, s);
+      upload(d_store_pos, sf.store_pos, s);
       upload(d_read_pos, read_pos, s);
       for (int k = 0; k < layout.banks_per_layer; ++k)
         fit(d_src[k],

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine: the model runner's gpu tests and `kvtier run --weights` figures, logs
 # into $1 (default $OUT). Carried binaries in gpu-carry-runner/ (scripts/gpu-build-runner.sh).
-# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [verify|tests|figures|all|final|sanitize|qsa|mirror|micro]
-# verify: every gpu test of the project (qsa, residency, trace attend, runner) and the host run
-# at 1,048,576 tokens.
+# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [final|figures|all|sanitize|qsa|mirror|micro]
+# final: every gpu test, then the issue figures; figures: the longer list of runner figures;
+# all: every gpu test and `figures`; the others: see each block.
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
 # the binaries travel as one archive (scripts/gpu-build-runner.sh)
@@ -30,24 +30,17 @@ run() {  # name, timeout, command...
   printf '%s\n' "${summary[@]}" >"$OUT/summary.txt"
 }
 W=/tmp/kvtier-fn.safetensors
-if [[ $WHAT == verify ]]; then
-  run qsa_gpu_test 120 "$D/qsa_gpu_test"
-  run cuda_residency_test 240 "$D/cuda_residency_test"
-  run cuda_trace_attend_test 240 "$D/cuda_trace_attend_test"
-  run runner_gpu_test 120 "$D/runner_gpu_test"
-  run runner_placements_test 240 "$D/runner_placements_test"
-  run runner_needle_test 300 "$D/runner_needle_test"
-  "$D/kvtier" weights gen --vocab 1024 --needle --out "$W" >/dev/null
-  # the largest host-placement context: 1,048,544 filled + 1 prompt token + 32 decoded, the
-  # last stored at position 1,048,575 (max_context = fill + prompt + decode - 1 = 1,048,576)
-  run decode-1m-exact-host 240 "$D/kvtier" run --weights "$W" --json --yarn --prompt-tokens 1 \
-    --fill-depth 1048544 --decode 32 --placement host
-fi
-if [[ $WHAT == tests || $WHAT == all ]]; then
-  run runner_gpu_test 120 "$D/runner_gpu_test"
-  run runner_placements_test 240 "$D/runner_placements_test"
-  run runner_needle_test 300 "$D/runner_needle_test"
-fi
+# every gpu test binary of the project, most telling first
+gpu_tests() {
+  run cuda_trace_attend_test 150 "$D/cuda_trace_attend_test"
+  run runner_gpu_test 60 "$D/runner_gpu_test"
+  run runner_placements_test 90 "$D/runner_placements_test"
+  run cuda_residency_test 90 "$D/cuda_residency_test"
+  run qsa_gpu_test 60 "$D/qsa_gpu_test"
+  run qsa_decode_select_test 60 "$D/qsa_decode_select_test"
+  run runner_needle_test 90 "$D/runner_needle_test"
+}
+[[ $WHAT == all ]] && gpu_tests
 if [[ $WHAT == figures || $WHAT == all ]]; then
   [[ -f $W ]] || "$D/kvtier" weights gen --vocab 1024 --needle --out "$W" >/dev/null
   K=(--weights "$W" --json)
@@ -83,11 +76,12 @@ if [[ $WHAT == figures || $WHAT == all ]]; then
   fi
 fi
 if [[ $WHAT == qsa ]]; then
-  # the QSA kernels: their tests, the attend figures (bench_qsa g), the sanitizers over the
-  # attend variants and the decode top-k (sanitizer-sized tests)
+  # the QSA kernels: their tests, the attend and decode-select figures, the sanitizers over the
+  # attend variants, the decode index and the decode top-k (sanitizer-sized tests)
   run qsa_gpu_test 120 "$D/qsa_gpu_test"
   run qsa_decode_select_test 120 "$D/qsa_decode_select_test"
   run bench-qsa-b2b 90 "$D/bench_qsa" b2b
+  run bench-qsa-decode 60 "$D/bench_qsa_decode"
   CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   export KVTIER_QSA_TEST_SMALL=1
   A='*AttendVariantsAgree*:*PlacementsAreBitIdentical*'
@@ -95,6 +89,11 @@ if [[ $WHAT == qsa ]]; then
     --gtest_filter="$A"
   run racecheck-attend 120 "$CS" --tool racecheck --error-exitcode 9 "$D/qsa_gpu_test" \
     --gtest_filter="$A"
+  I='Shapes/DecodeIndex.*/1rows_1req_2048*:Shapes/DecodeIndex.*/16rows_16req_2048*:DecodeIndexForced.*'
+  run memcheck-index 60 "$CS" --tool memcheck --error-exitcode 9 "$D/qsa_decode_select_test" \
+    --gtest_filter="$I"
+  run racecheck-index 60 "$CS" --tool racecheck --error-exitcode 9 "$D/qsa_decode_select_test" \
+    --gtest_filter="$I"
   T='DecodeTopkSmall.*:DecodeTopkCluster.*'
   run memcheck-topk-small 60 "$CS" --tool memcheck --error-exitcode 9 \
     "$D/qsa_decode_select_test" --gtest_filter="$T"
@@ -118,13 +117,7 @@ if [[ $WHAT == final ]]; then
   # what finished
   [[ -f $W ]] || "$D/kvtier" weights gen --vocab 1024 --needle --out "$W" >/dev/null
   K=(--weights "$W" --json)
-  run cuda_trace_attend_test 150 "$D/cuda_trace_attend_test"
-  run runner_gpu_test 60 "$D/runner_gpu_test"
-  run runner_placements_test 90 "$D/runner_placements_test"
-  run cuda_residency_test 90 "$D/cuda_residency_test"
-  run qsa_gpu_test 60 "$D/qsa_gpu_test"
-  run qsa_decode_select_test 60 "$D/qsa_decode_select_test"
-  run runner_needle_test 90 "$D/runner_needle_test"
+  gpu_tests
   T=traces/samples/concurrent8-16k-128k.ktr
   for i in 1 2; do
     run "trace-device-$i" 90 "$D/kvtier" run --trace "$T" --placement device --json

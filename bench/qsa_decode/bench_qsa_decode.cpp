@@ -84,13 +84,9 @@ Times time_calls(const std::function<void(int, cudaStream_t)>& f, int reps = 50,
   return out;
 }
 
+// Random bf16 data, never zero.
 std::uint16_t hashed_bf16(std::uint64_t i, std::uint64_t seed) {
-  std::uint64_t z = i * 0x9e3779b97f4a7c15ull + seed;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  const float u = static_cast<float>(z >> 40) / static_cast<float>(1u << 24);  // [0, 1)
-  return kvtier::qsa_ref::bf16_bits(2.0f * u - 1.0f + 1e-3f);                  // never zero
+  return kvtier::qsa::testing::hashed_bf16(i, seed, 1e-3f);
 }
 
 void set_env(const char* name, const char* value) {

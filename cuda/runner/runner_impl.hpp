@@ -54,8 +54,7 @@ struct ForwardPlan {
 
 // A forward between QsaRunner::launch_step and finish_step.
 struct QsaRunner::PendingStep {
-  ForwardPlan plan;
-  std::vector<RequestRows> batch;
+  ForwardPlan plan;  // its trace rows say which requests advance by how many tokens
   std::chrono::steady_clock::time_point t0;  // launch_step's start (the forward's wall time)
 };
 

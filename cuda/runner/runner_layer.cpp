@@ -153,9 +153,8 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
                            g.compress_ratio,
                            g.page_size};
     cuda::launch_compact(cp, s);
-    KVT_CUDA_CHECK(cudaMemcpyAsync(m.step(), stamps.get() + li, sizeof(std::int64_t),
-                                   cudaMemcpyDeviceToDevice, s));
-    m.ensure_async(li, query.get(), p.writes + p.trows * p.width_pages, s, {nullptr, dc->ensure});
+    m.ensure_async(li, query.get(), p.writes + p.trows * p.width_pages, s,
+                   {stamps.get() + li, dc->ensure});
     // Writes go to the host bank and to the slot of every resident page (all written pages
     // are: they head the query); reads go through the core's translate.
     const std::int32_t* slot_of_page = m.device_view(li).slot_of_page;

@@ -171,7 +171,7 @@ void QsaRunner::launch_step(const std::vector<RequestRows>& batch) {
   }
   m.mark("LM head");
   KVT_CUDA_CHECK(cudaEventRecord(m.ev_b, m.s));
-  pending_ = std::make_unique<PendingStep>(PendingStep{std::move(p), batch, t0});
+  pending_ = std::make_unique<PendingStep>(PendingStep{std::move(p), t0});
 }
 
 std::vector<std::int32_t> QsaRunner::finish_step() {
@@ -180,7 +180,6 @@ std::vector<std::int32_t> QsaRunner::finish_step() {
   Impl& m = *impl_;
   const Geometry& g = m.g;
   ForwardPlan& p = pend->plan;
-  const std::vector<RequestRows>& batch = pend->batch;
   const int rows = p.rows;
   const bool mirror = m.c.placement == Placement::mirror;
   const int V = static_cast<int>(m.vocab);
@@ -257,8 +256,8 @@ std::vector<std::int32_t> QsaRunner::finish_step() {
     }
     m.recorder->write(p.trace);
   }
-  for (const auto& rr : batch)
-    m.pos[static_cast<std::size_t>(rr.request)] += static_cast<std::int64_t>(rr.tokens.size());
+  for (const auto& row : p.trace.rows)
+    m.pos[static_cast<std::size_t>(row.request)] += row.count;
   ++m.forwards;
   return next;
 }

@@ -24,6 +24,17 @@ inline void check(cudaError_t e, const char* what) {
 }
 #define QSA_CHECK(call) ::kvtier::qsa::testing::check((call), #call)
 
+// Deterministic bf16 values in about [-1, 1) + offset from an integer hash (SplitMix64 of i;
+// fast for 10^8 values).
+inline std::uint16_t hashed_bf16(std::uint64_t i, std::uint64_t seed, float offset = 0.0f) {
+  std::uint64_t z = i * 0x9e3779b97f4a7c15ull + seed;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  const float u = static_cast<float>(z >> 40) / static_cast<float>(1u << 24);  // [0, 1)
+  return qsa_ref::bf16_bits(2.0f * u - 1.0f + offset);
+}
+
 inline bool have_device() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;

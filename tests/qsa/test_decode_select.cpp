@@ -304,16 +304,6 @@ TEST(DecodeTopkClamp, PositionsAndMaxN) {
 
 // ---- index scoring -------------------------------------------------------------------------
 
-// Deterministic bf16 values in about [-1, 1) from an integer hash (fast for 10^8 values).
-std::uint16_t hashed_bf16(std::uint64_t i, std::uint64_t seed) {
-  std::uint64_t z = i * 0x9e3779b97f4a7c15ull + seed;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  const float u = static_cast<float>(z >> 40) / static_cast<float>(1u << 24);  // [0, 1)
-  return qsa_ref::bf16_bits(2.0f * u - 1.0f);
-}
-
 struct IndexCase {
   std::vector<int> rows_per_req;  // consecutive rows of each request (decode: one row each)
   std::int64_t blocks;            // visible blocks of the last row of each request

@@ -1,15 +1,13 @@
 #pragma once
 // Shared by the runner's gpu tests: device detection and the small geometry with the
 // compiled head sizes.
-#include <cuda_runtime.h>
-
+#include "cuda/host_bank.hpp"
 #include "model/geometry.hpp"
 
 namespace kvtier::runner_test {
 
 inline bool have_device() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  return cuda::device_count() > 0;
 }
 
 // hidden 256, 24 query heads / 2 KV heads of 256 (64 rotated; group 12 as compiled), indexer
