@@ -142,7 +142,12 @@ int run_model(const std::vector<std::string>& args) {
       "decode-splits", po::value<int>()->default_value(0),
       "attend splits of decode forwards (0: the kernels' default; with --micro-batches and "
       "placement host, enough for half the SMs, so that the micro-batches share the GPU)")(
-      "no-graphs", "run decode forwards eagerly (default: replay a CUDA graph per shape)")(
+      "copy-first",
+      "mirror, bf16: decode runs the ensure and the miss copy before the attention, which then "
+      "reads every page from the pool (default: the attention reads the pages it misses from "
+      "the host bank in place while the ensure and copy run beside it; same bytes, same "
+      "decisions)")("no-graphs",
+                    "run decode forwards eagerly (default: replay a CUDA graph per shape)")(
       "profile", "time the phases of every forward with CUDA events (runs eagerly: no graphs)")(
       "seed", po::value<std::uint64_t>()->default_value(1), "seed of random prompts")(
       "json", "print JSON instead of tables");
@@ -202,6 +207,9 @@ int run_model(const std::vector<std::string>& args) {
   rc.staging_window_tokens = vm["window"].as<long long>();
   rc.stand_in_width = vm["stand-in-width"].as<int>();
   rc.graphs = vm.count("no-graphs") == 0;
+  rc.copy_first = vm.count("copy-first") > 0;
+  if (rc.copy_first && placement != Placement::mirror)
+    throw ConfigError("--copy-first: only the mirror placement copies");
   rc.profile_phases = vm.count("profile") > 0;
 
   std::int64_t needle_pos = -1;
@@ -387,12 +395,17 @@ int run_model(const std::vector<std::string>& args) {
   const double gpu_ms_per_step =
       decode_forwards > 0 ? s.decode_gpu_ms / static_cast<double>(decode_forwards) : 0.0;
   const std::int64_t h2d = s.miss_copy_bytes + s.staged_bytes + s.in_place_bytes;
+  const std::string mirror_reads = rc.placement != Placement::mirror ? ""
+                                   : (rc.copy_first || rc.dtype != KvDtype::bf16)
+                                       ? "through the pool after the ensure and miss copy"
+                                       : "misses in place from the host bank, beside the ensure";
   if (vm.count("json")) {
     boost::json::array toks;
     for (const auto& o : out)
       toks.push_back(boost::json::value_from(o));
     boost::json::object o{{"weights", file.path()},
                           {"placement", std::string(to_string(rc.placement))},
+                          {"mirror_reads", mirror_reads},
                           {"kv_dtype", std::string(to_string(rc.dtype))},
                           {"yarn", rc.yarn},
                           {"requests", rc.max_requests},
@@ -467,6 +480,7 @@ int run_model(const std::vector<std::string>& args) {
              fmt_int(s.hits) + " / " + fmt_int(s.misses) + " / " + fmt_int(s.evictions)});
       t.add({"hit rate", fmt_fixed(100.0 * hit_rate, 2) + " %"});
       t.add({"drops (pages past the width)", fmt_int(s.drops)});
+      t.add({"decode reads", mirror_reads});
     }
     t.add({"host -> device", fmt_bytes(static_cast<double>(h2d)) + " (misses " +
                                  fmt_bytes(static_cast<double>(s.miss_copy_bytes)) + ", staged " +

@@ -65,6 +65,11 @@ int run_trace(const std::vector<std::string>& args) {
       "ensure-form", po::value<std::string>()->default_value("block"),
       "device ensure kernel: block, multi-block or core-thread")(
       "write-through", "device placement: also store every token to a host bank")(
+      "copy-first",
+      "mirror, attend, bf16: run the ensure and the miss copy before the attention, which then "
+      "reads every page from the pool (default: the attention reads the pages it misses from "
+      "the host bank in place while the ensure and copy run beside it; same bytes, same "
+      "decisions)")(
       "verify",
       "check every layer-step against the core on the CPU (mirror: compacted query, copy "
       "list) and, in checksum mode, the checksum against a CPU reference; implies --read "
@@ -75,14 +80,16 @@ int run_trace(const std::vector<std::string>& args) {
       "steps", po::value<int>()->default_value(20), "forwards listed in the table (first N)")(
       "json", "print JSON (totals and every forward) instead of a table");
   po::variables_map vm;
-  if (!parse_options(args, desc, vm,
-                     "kvtier run --trace FILE --placement device|mirror|host [--pool-pages N] "
-                     "[--kv-dtype bf16|fp8] [--read attend|checksum] [--json]\n\n"
-                     "Replays a selection trace on the GPU with real K/V pages in the chosen "
-                     "placement. GPU time per forward: attend, the sum over QSA layers of each "
-                     "layer's store .. attention (mirror: compaction .. attention; the K/V and "
-                     "query generation is excluded); checksum, the whole forward including the "
-                     "generation of the K/V bytes."))
+  if (!parse_options(
+          args, desc, vm,
+          "kvtier run --trace FILE --placement device|mirror|host [--pool-pages N] "
+          "[--kv-dtype bf16|fp8] [--read attend|checksum] [--json]\n\n"
+          "Replays a selection trace on the GPU with real K/V pages in the chosen "
+          "placement. GPU time per forward: attend, the QSA layers back to back (one CUDA "
+          "graph without --verify), each from its store (mirror: its table lookup or "
+          "compaction) to the end of its attention, the mirror's residency steps included; "
+          "the K/V and query generation runs before and is not timed; checksum, the whole "
+          "forward including the generation of the K/V bytes."))
     return 0;
   if (!vm.count("trace")) throw ConfigError("run: --trace FILE is required");
 #if defined(KVTIER_WITH_CUDA)
@@ -102,6 +109,9 @@ int run_trace(const std::vector<std::string>& args) {
                       "'");
   }
   c.write_through = vm.count("write-through") > 0;
+  c.copy_first = vm.count("copy-first") > 0;
+  if (c.copy_first && c.placement != kvtier::Placement::mirror)
+    throw ConfigError("--copy-first: only the mirror placement copies");
   c.verify = vm.count("verify") > 0;
   c.read = vm.count("read") ? cuda::parse_read_mode(vm["read"].as<std::string>(), "--read")
            : c.verify       ? cuda::ReadMode::checksum
@@ -151,9 +161,11 @@ int run_trace(const std::vector<std::string>& args) {
     if (c.read == cuda::ReadMode::attend) {
       o["attend_kernel"] = r.attend_kernel;
       o["q_heads"] = r.q_heads;
+      if (!r.mirror_reads.empty()) o["mirror_reads"] = r.mirror_reads;
       o["gpu_us_measures"] =
-          "per QSA layer: store .. attention (mirror: compaction .. "
-          "attention), summed; K/V and query generation excluded";
+          "the QSA layers back to back: store (mirror: table lookup or compaction) .. "
+          "attention, the mirror's residency steps included; K/V and query generation "
+          "excluded";
     } else {
       o["gpu_us_measures"] = "the forward, K/V byte generation included";
     }
@@ -187,6 +199,7 @@ int run_trace(const std::vector<std::string>& args) {
                 ? "attend (QSA attention, " + std::to_string(r.q_heads) + " query heads per row)"
                 : "checksum (read every selected token into a checksum)"});
     if (c.read == cuda::ReadMode::attend) tt.add({"attention kernel", r.attend_kernel});
+    if (!r.mirror_reads.empty()) tt.add({"mirror reads", r.mirror_reads});
     tt.add({"pool pages per layer", r.pool_pages > 0 ? fmt_int(r.pool_pages) : "-"});
     tt.add({"logical pages", fmt_int(r.num_pages)});
     tt.add({"forwards", fmt_int(t.forward)});

@@ -1,65 +1,15 @@
-// Data kernels: multi-bank miss copy, write-through store, and the selected-token read.
-// All move whole words of W bytes, W the largest of 16, 8, 4, 2, 1 dividing every token's
-// bytes of every bank, so every page and token offset is W-aligned.
+// Data kernels: multi-bank miss copy, write-through store, and the selected-token read, all in
+// whole words (cuda/word_copy.cuh).
 #include <cstdint>
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/word_copy.cuh"
 
 namespace kvtier::cuda {
 namespace {
 
-struct alignas(16) Word16 {
-  unsigned long long lo, hi;
-};
-
-template <int W>
-struct WordOf;
-template <>
-struct WordOf<16> {
-  using type = Word16;
-};
-template <>
-struct WordOf<8> {
-  using type = unsigned long long;
-};
-template <>
-struct WordOf<4> {
-  using type = unsigned int;
-};
-template <>
-struct WordOf<2> {
-  using type = unsigned short;
-};
-template <>
-struct WordOf<1> {
-  using type = unsigned char;
-};
-
-// Words of each bank kind per token, and per token over the layer's banks.
-struct WordPlan {
-  std::int64_t token_words[4];
-  std::int64_t layer_token_words;
-  int kinds;
-};
-
-int word_bytes(const PageLayout& l) {
-  std::int64_t g = l.token_bytes(BankKind::k);
-  if (l.fp8()) g |= l.token_bytes(BankKind::k_scale);
-  for (int w : {16, 8, 4, 2})
-    if (g % w == 0) return w;
-  return 1;
-}
-
-WordPlan plan_for(const PageLayout& l, int w) {
-  WordPlan p{};
-  p.kinds = l.banks_per_layer;
-  for (int k = 0; k < p.kinds; ++k) {
-    p.token_words[k] = l.token_bytes(PageLayout::kind_of(k)) / w;
-    p.layer_token_words += p.token_words[k];
-  }
-  return p;
-}
+using namespace words;
 
 int grid_for_device() {
   static const int grid = [] {
@@ -72,47 +22,14 @@ int grid_for_device() {
 }
 
 constexpr int kThreads = 256;
-constexpr int kBatch = 4;  // independent words in flight per thread
 
 // ---------------------------------------------------------------------------------------
-// Multi-bank copy: item v of count * layers * page_size * layer_token_words words.
+// Multi-bank copy (words::copy_pages over the whole grid).
 template <int W>
 __global__ void __launch_bounds__(kThreads)
     copy_kernel(const __grid_constant__ CopyParams p, const __grid_constant__ WordPlan plan) {
-  using Word = typename WordOf<W>::type;
-  const std::int64_t layer_words = plan.layer_token_words * p.layout.page_size;
-  const std::int64_t per_copy = layer_words * p.layers;
-  const std::int64_t total = std::int64_t{*p.count} * per_copy;
-  const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
-  for (std::int64_t v0 = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; v0 < total;
-       v0 += stride * kBatch) {
-    Word vals[kBatch];
-    Word* dst[kBatch];
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const std::int64_t v = v0 + b * stride;
-      dst[b] = nullptr;
-      if (v >= total) continue;
-      const std::int64_t c = v / per_copy;
-      std::int64_t r = v - c * per_copy;
-      const std::int64_t l = r / layer_words;
-      r -= l * layer_words;
-      int k = 0;
-      while (k + 1 < plan.kinds && r >= plan.token_words[k] * p.layout.page_size) {
-        r -= plan.token_words[k] * p.layout.page_size;
-        ++k;
-      }
-      const std::int64_t bank = (p.first_layer + l) * p.layout.banks_per_layer + k;
-      const std::int64_t page_words = plan.token_words[k] * p.layout.page_size;
-      const CopyOp op = p.copies[c];
-      const Word* src = reinterpret_cast<const Word*>(p.host[bank]) + op.page * page_words + r;
-      dst[b] = reinterpret_cast<Word*>(p.pool[bank]) + op.slot * page_words + r;
-      vals[b] = *src;
-    }
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b)
-      if (dst[b] != nullptr) *dst[b] = vals[b];
-  }
+  copy_pages<W>(p, plan, std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x,
+                std::int64_t{gridDim.x} * blockDim.x);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -229,27 +146,6 @@ __global__ void __launch_bounds__(kThreads)
     sum += __shfl_down_sync(0xffffffffu, sum, off);
   if ((threadIdx.x & 31) == 0 && sum != 0) atomicAdd(p.checksum, sum);
   if (missing) atomicAdd(p.missing, missing);
-}
-
-template <template <int> class Launch, class... Args>
-void dispatch_word(int w, Args&&... args) {
-  switch (w) {
-    case 16:
-      Launch<16>::run(args...);
-      break;
-    case 8:
-      Launch<8>::run(args...);
-      break;
-    case 4:
-      Launch<4>::run(args...);
-      break;
-    case 2:
-      Launch<2>::run(args...);
-      break;
-    default:
-      Launch<1>::run(args...);
-      break;
-  }
 }
 
 template <int W>

@@ -31,6 +31,7 @@ MirrorEngine::MirrorEngine(const MirrorConfig& c, const ProgressFn& progress)
   result_ = DeviceArray<EnsureResult>(1);
   counters_ = DeviceArray<Counters>(1);
   step_ = DeviceArray<std::int64_t>(1);
+  ticket_ = DeviceArray<StepTicket>(1);
   query_ = DeviceArray<PageId>(q);
   one_slot_ = DeviceArray<SlotId>(1);
   if (c.form == EnsureForm::multi_block) {
@@ -45,6 +46,7 @@ MirrorEngine::MirrorEngine(const MirrorConfig& c, const ProgressFn& progress)
   KVT_CUDA_CHECK(cudaMemset(copy_count_.get(), 0, copy_count_.bytes()));
   KVT_CUDA_CHECK(cudaMemset(counters_.get(), 0, counters_.bytes()));
   KVT_CUDA_CHECK(cudaMemset(step_.get(), 0, step_.bytes()));
+  KVT_CUDA_CHECK(cudaMemset(ticket_.get(), 0, ticket_.bytes()));
   KVT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -76,13 +78,28 @@ EnsureParams MirrorEngine::ensure_params(int layer, const PageId* d_query, int n
                       hooks.totals};
 }
 
-void MirrorEngine::ensure_only_async(int layer, const PageId* d_query, int n, cudaStream_t s,
-                                     const EnsureHooks& hooks) {
-  check_layer(layer);
+void MirrorEngine::check_query(int n) const {
   if (n > cfg_.max_query) {
     throw ConfigError("mirror engine: query of " + std::to_string(n) +
                       " entries exceeds max_query " + std::to_string(cfg_.max_query));
   }
+}
+
+CopyParams MirrorEngine::copy_params(int layer) const {
+  const bool per_layer = cfg_.unit == ResidencyUnit::layer_page;
+  return CopyParams{copies_.get(),
+                    copy_count_.get(),
+                    host_.device_bank_table(),
+                    pool_.device_bank_table(),
+                    cfg_.layout,
+                    per_layer ? layer : 0,
+                    per_layer ? 1 : cfg_.layout.layers};
+}
+
+void MirrorEngine::ensure_only_async(int layer, const PageId* d_query, int n, cudaStream_t s,
+                                     const EnsureHooks& hooks) {
+  check_layer(layer);
+  check_query(n);
   const EnsureParams ep = ensure_params(layer, d_query, n, hooks);
   if (cfg_.form == EnsureForm::multi_block) {
     launch_ensure_multi(ep, multi_, s);
@@ -94,30 +111,65 @@ void MirrorEngine::ensure_only_async(int layer, const PageId* d_query, int n, cu
 void MirrorEngine::ensure_async(int layer, const PageId* d_query, int n, cudaStream_t s,
                                 const EnsureHooks& hooks) {
   ensure_only_async(layer, d_query, n, s, hooks);
-  const bool per_layer = cfg_.unit == ResidencyUnit::layer_page;
-  CopyParams cp{copies_.get(),
-                copy_count_.get(),
-                host_.device_bank_table(),
-                pool_.device_bank_table(),
-                cfg_.layout,
-                per_layer ? layer : 0,
-                per_layer ? 1 : cfg_.layout.layers};
-  launch_copy(cp, s);
+  launch_copy(copy_params(layer), s);
+}
+
+TranslateParams MirrorEngine::translate_params(int layer, const TranslateTarget& t) const {
+  return TranslateParams{t.logical,
+                         t.physical,
+                         device_view(layer).slot_of_page,
+                         t.missing != nullptr ? t.missing : &counters_.get()->missing,
+                         cfg_.num_pages,
+                         t.dummy,
+                         t.n};
 }
 
 void MirrorEngine::translate_async(int layer, const PageId* d_logical, int n, SlotId* d_physical,
                                    cudaStream_t s) {
   check_layer(layer);
-  TranslateParams tp{d_logical,
-                     d_physical,
-                     device_view(layer).slot_of_page,
-                     &counters_.get()->missing,
-                     cfg_.num_pages,
-                     dummy_slot(cfg_.num_slots),
-                     n};
-  launch_translate(tp, s);
+  launch_translate(translate_params(layer, {d_logical, d_physical, n, dummy_slot(cfg_.num_slots)}),
+                   s);
 }
 
+void MirrorEngine::residency_step_async(int layer, const CompactParams& c, const PageId* d_query,
+                                        int n, const TranslateTarget& t, cudaStream_t s,
+                                        const EnsureHooks& hooks) {
+  check_layer(layer);
+  check_query(n);
+  if (c.rows > 0 && (c.out < d_query || c.out + std::int64_t{c.rows} * c.width > d_query + n)) {
+    throw std::invalid_argument("mirror engine: the compaction's output must lie in the query");
+  }
+  if (cfg_.form != EnsureForm::block) {
+    launch_compact(c, s);
+    ensure_async(layer, d_query, n, s, hooks);
+    if (t.n > 0) launch_translate(translate_params(layer, t), s);
+    return;
+  }
+  launch_residency_step({c, ensure_params(layer, d_query, n, hooks), copy_params(layer),
+                         translate_params(layer, t), ticket_.get(), 0},
+                        s);
+}
+
+void MirrorEngine::residency_beside_async(int layer, const CompactParams& c, const PageId* d_query,
+                                          int n, cudaStream_t s, const EnsureHooks& hooks) {
+  if (cfg_.form != EnsureForm::block) {
+    residency_step_async(layer, c, d_query, n, TranslateTarget{}, s, hooks);
+    return;
+  }
+  check_layer(layer);
+  check_query(n);
+  CopyParams no_copy = copy_params(layer);
+  no_copy.count = nullptr;
+  launch_residency_step({c, ensure_params(layer, d_query, n, hooks), no_copy,
+                         translate_params(layer, TranslateTarget{}), ticket_.get(), 1},
+                        s);
+  launch_copy(copy_params(layer), s);
+}
+
+void MirrorEngine::locate_async(int layer, const TranslateTarget& t, cudaStream_t s) {
+  check_layer(layer);
+  launch_locate(translate_params(layer, t), s);
+}
 void MirrorEngine::store_async(int layer, const PageId* d_pages, const std::int32_t* d_tokens,
                                const std::byte* const* src, int n, cudaStream_t s) {
   check_layer(layer);

@@ -45,6 +45,17 @@ struct EnsureHooks {
 // unit). Decisions are the core's (ensure kernels); this class only launches and moves
 // bytes. The *_async members enqueue on a stream and never synchronise (graph-capturable);
 // the plain members are synchronous conveniences for tests and tools.
+// The table a residency step translates after its ensure (logical pages -> slots; pages not
+// resident and padding -> dummy), and the counter of non-resident real pages (null: the
+// engine's Counters::missing).
+struct TranslateTarget {
+  const PageId* logical = nullptr;
+  SlotId* physical = nullptr;
+  int n = 0;  // 0: no translate
+  SlotId dummy = kNoSlot;
+  int* missing = nullptr;
+};
+
 class MirrorEngine {
  public:
   explicit MirrorEngine(const MirrorConfig& c, const ProgressFn& progress = {});
@@ -83,6 +94,21 @@ class MirrorEngine {
                     const EnsureHooks& hooks = {});
   void translate_async(int layer, const PageId* d_logical, int n, SlotId* d_physical,
                        cudaStream_t s);
+  // The pool table before an ensure (launch_locate): resident pages to their slots, the others
+  // to in_place_ref(page), read from the host bank; *missing (null: Counters::missing) counts
+  // those.
+  void locate_async(int layer, const TranslateTarget& t, cudaStream_t s);
+  // One layer-step's residency: compaction `c` (c.out inside d_query, after the written pages),
+  // ensure of d_query[0, n), the copy of its misses, then the translate `t`. The block form
+  // runs it in one launch (launch_residency_step); the other forms as separate launches.
+  void residency_step_async(int layer, const CompactParams& c, const PageId* d_query, int n,
+                            const TranslateTarget& t, cudaStream_t s,
+                            const EnsureHooks& hooks = {});
+  // The same step without a translate, for a stream beside the attention (which reads through
+  // locate_async's table): compaction and ensure in one block, then the miss copy on the whole
+  // GPU (it exits at once without misses), so that the attention keeps its SMs.
+  void residency_beside_async(int layer, const CompactParams& c, const PageId* d_query, int n,
+                              cudaStream_t s, const EnsureHooks& hooks = {});
   // Write-through store of n tokens of `layer` (src[k]: [n, token_bytes(k)] device memory).
   void store_async(int layer, const PageId* d_pages, const std::int32_t* d_tokens,
                    const std::byte* const* src, int n, cudaStream_t s);
@@ -114,6 +140,9 @@ class MirrorEngine {
     return layer * cfg_.layout.banks_per_layer + static_cast<int>(kind);
   }
   void check_layer(int layer) const;
+  void check_query(int n) const;
+  CopyParams copy_params(int layer) const;
+  TranslateParams translate_params(int layer, const TranslateTarget& t) const;
 
   MirrorConfig cfg_;
   HostBank host_;
@@ -135,6 +164,7 @@ class MirrorEngine {
   DeviceArray<EnsureResult> result_;
   DeviceArray<Counters> counters_;
   DeviceArray<std::int64_t> step_;
+  DeviceArray<StepTicket> ticket_;  // the residency step's leader election
   // staging for the synchronous forms
   DeviceArray<PageId> query_;
   DeviceArray<SlotId> one_slot_;

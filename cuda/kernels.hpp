@@ -128,6 +128,31 @@ struct TranslateParams {
   int n;
 };
 void launch_translate(const TranslateParams& p, cudaStream_t stream);
+// The same table with the core's locate_pages: pages not resident resolve to in_place_ref(page)
+// (read from the host bank in place), the count of those goes to *missing.
+void launch_locate(const TranslateParams& p, cudaStream_t stream);
+
+// The residency of one layer-step in one launch: compaction of the rows' selections into the
+// ensure query (which starts with the written pages), the one-block ensure, the copy of its
+// misses and the translate of a block table, with the same results as launch_compact,
+// launch_ensure (EnsureForm::block), launch_copy and launch_translate one after the other
+// (tests/cuda/test_residency_step.cpp). The first block to start (a ticket, not blockIdx)
+// compacts and ensures; every block then copies and translates once that block has published
+// the copy list. Launches that share a StepTicket must not overlap (one stream) and must have
+// the same grid (a grid of one block takes no ticket).
+struct StepTicket {
+  unsigned long long taken;      // blocks started, over every launch
+  unsigned long long published;  // launches whose copy list is out
+};
+struct ResidencyStepParams {
+  CompactParams compact;  // compact.out = ensure.query + the written pages
+  EnsureParams ensure;
+  CopyParams copy;            // copies and count: the ensure's; count == null: no copy
+  TranslateParams translate;  // n == 0: no translate
+  StepTicket* ticket;         // zeroed device memory
+  int blocks;                 // grid; 0: one block per SM, 1: the leader alone
+};
+void launch_residency_step(const ResidencyStepParams& p, cudaStream_t stream);
 
 // Drops every slot of a state (the core's flush_pool, slot-parallel).
 void launch_flush(ResidencyView st, cudaStream_t stream);

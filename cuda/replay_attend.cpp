@@ -96,14 +96,6 @@ AttendReplay::AttendReplay(const Geometry& g, const PageLayout& layout, cudaStre
   upload(d_pat_q1_, pq1, s);
   KVT_CUDA_CHECK(cudaMemsetAsync(d_checksum_.get(), 0, sizeof(unsigned long long), s));
   KVT_CUDA_CHECK(cudaStreamSynchronize(s));  // the pattern vectors die here
-  ev_layer_.resize(static_cast<std::size_t>(2 * layers_));
-  for (auto& e : ev_layer_)
-    KVT_CUDA_CHECK(cudaEventCreate(&e));
-}
-
-AttendReplay::~AttendReplay() {
-  for (auto& e : ev_layer_)
-    cudaEventDestroy(e);
 }
 
 void AttendReplay::stage(const StagedForward& sf, cudaStream_t s) {
@@ -127,10 +119,10 @@ void AttendReplay::stage(const StagedForward& sf, cudaStream_t s) {
   for (int l = 0; l < L; ++l) {
     for (int i = 0; i < n_store_; ++i)
       gen_kv_[static_cast<std::size_t>(l) * n_store_ + i] = {
-          pattern_row(sf.store_pos[i], l, 0, kKvPatternTokens), i, kNoPage};
+          pattern_row(sf.store_pos[i], l, 0, kKvPatternTokens), l * n_store_ + i, kNoPage};
     for (int r = 0; r < rows_; ++r)
       gen_q_[static_cast<std::size_t>(l) * rows_ + r] = {
-          pattern_row(sf.rowpos[r], l, 1, kQueryPatternRows), 2 * r, kNoPage};
+          pattern_row(sf.rowpos[r], l, 1, kQueryPatternRows), 2 * (l * rows_ + r), kNoPage};
   }
   const int n_out = L * rows_;
   digest_pos_.resize(static_cast<std::size_t>(n_out));
@@ -150,9 +142,9 @@ void AttendReplay::stage(const StagedForward& sf, cudaStream_t s) {
   upload(d_digest_table_, digest_table_, s);
   upload(d_digest_len_, std::vector<std::int64_t>{n_out}, s);
   fit(d_slot_tables_, static_cast<std::size_t>(rows_) * stride_);
-  fit(d_stage_k_, static_cast<std::size_t>(n_store_ * kv_row_));
-  fit(d_stage_v_, static_cast<std::size_t>(n_store_ * kv_row_));
-  fit(d_q_, static_cast<std::size_t>(rows_ * q_row_));
+  fit(d_stage_k_, static_cast<std::size_t>(L * n_store_ * kv_row_));
+  fit(d_stage_v_, static_cast<std::size_t>(L * n_store_ * kv_row_));
+  fit(d_q_, static_cast<std::size_t>(L * rows_ * q_row_));
   fit(d_o_, static_cast<std::size_t>(n_out * q_row_));
   splits_ = qsa::attend_default_splits(rows_, g_.kv_heads, max_tokens_);
   fit(d_work_, static_cast<std::size_t>(qsa::attend_workspace_floats(rows_, g_.q_heads, splits_)));
@@ -163,19 +155,14 @@ void AttendReplay::stage(const StagedForward& sf, cudaStream_t s) {
   upload(d_gen_ptrs_, ptrs, s);
   const std::vector<std::byte*> dig{bytes(d_o_.get()), bytes(d_o_.get())};
   upload(d_digest_banks_, dig, s);
-  upload(d_ints_, std::vector<int>{n_store_, rows_, 0, 0}, s);
+  upload(d_ints_, std::vector<int>{L * n_store_, L * rows_, 0, 0}, s);
 }
 
-void AttendReplay::generate(int layer, cudaStream_t s) {
-  CopyParams gp{d_gen_kv_.get() + std::int64_t{layer} * n_store_,
-                d_ints_.get(),
-                d_gen_ptrs_.get(),
-                d_gen_ptrs_.get() + 2,
-                kv_gather_,
-                0,
-                1};
+void AttendReplay::generate(cudaStream_t s) {
+  CopyParams gp{
+      d_gen_kv_.get(), d_ints_.get(), d_gen_ptrs_.get(), d_gen_ptrs_.get() + 2, kv_gather_, 0, 1};
   launch_copy(gp, s);
-  CopyParams gq{d_gen_q_.get() + std::int64_t{layer} * rows_,
+  CopyParams gq{d_gen_q_.get(),
                 d_ints_.get() + 1,
                 d_gen_ptrs_.get() + 4,
                 d_gen_ptrs_.get() + 6,
@@ -183,46 +170,56 @@ void AttendReplay::generate(int layer, cudaStream_t s) {
                 0,
                 1};
   launch_copy(gq, s);
-  KVT_CUDA_CHECK(cudaEventRecord(ev_layer_[static_cast<std::size_t>(2 * layer)], s));
+}
+
+TranslateTarget AttendReplay::pool_table_target(const PageId* d_tables) {
+  // The scratch counter counts table entries that are not resident, most of which no row reads.
+  return {d_tables, d_slot_tables_.get(), rows_ * stride_, kNoSlot, d_ints_.get() + 2};
+}
+
+qsa::KvBanks AttendReplay::layer_banks(int layer, const AttendPlacement& at) const {
+  return at.placement == Placement::host ? layer_kv_banks(layout_, layer, at.host_banks, true)
+                                         : layer_kv_banks(layout_, layer, at.pool_banks, false);
+}
+
+qsa::PageTable AttendReplay::read_table(int layer, const AttendPlacement& at,
+                                        const PageId* d_tables) const {
+  if (at.placement == Placement::mirror) {
+    // the rows' tables as the residency step translated them, or as located before the ensure
+    // (pool_table_target); located entries <= -2 read the host bank in place
+    qsa::PageTable t{d_slot_tables_.get(), stride_, dummy_slot(at.slots)};
+    if (at.in_place) t.in_place = layer_kv_banks(layout_, layer, at.host_banks, true);
+    return t;
+  }
+  return {d_tables, stride_,
+          at.placement == Placement::device ? at.num_pages : dummy_page(at.num_pages)};
+}
+
+void AttendReplay::store(int layer, const AttendPlacement& at, const PageId* d_tables,
+                         cudaStream_t s) {
+  const qsa::PageTable logical_table{d_tables, stride_, 0};
+  const qsa::Rows store_rows{d_store_req_.get(), d_store_pos32_.get(), n_store_};
+  const qsa::KvBanks kv = layer_banks(layer, at);
+  const qsa::PageTable table = read_table(layer, at, d_tables);
+  // mirror: the pool's copy where the page is resident (entries < 0 are not written) and the
+  // host bank's always; device: the pool (and the host bank with write-through); host: the bank
+  const bool second =
+      at.placement == Placement::mirror || (at.placement == Placement::device && at.write_through);
+  const qsa::KvBanks host_kv =
+      second ? layer_kv_banks(layout_, layer, at.host_banks, true) : qsa::KvBanks{};
+  const std::int64_t at_layer = std::int64_t{layer} * n_store_ * kv_row_;
+  qsa::store_kv(d_stage_k_.get() + at_layer, d_stage_v_.get() + at_layer, store_rows, kv, table,
+                host_kv, second ? logical_table : qsa::PageTable{}, s);
 }
 
 void AttendReplay::attend(int layer, const AttendPlacement& at, const PageId* d_tables,
                           cudaStream_t s) {
-  const qsa::PageTable logical_table{d_tables, stride_, 0};
-  const qsa::Rows store_rows{d_store_req_.get(), d_store_pos32_.get(), n_store_};
   const qsa::Rows att_rows{d_row_req_.get(), d_rowpos32_.get(), rows_};
   const std::int32_t* tokens = d_tokens32_.get() + std::int64_t{layer} * rows_ * max_tokens_;
   float* o = d_o_.get() + std::int64_t{layer} * rows_ * q_row_;
-  qsa::KvBanks kv;
-  qsa::PageTable table = logical_table;
-  if (at.placement == Placement::mirror) {
-    // the rows' tables through the pool: slot per resident logical page, -1 otherwise (never
-    // written, read as the zero dummy slot); the scratch counter counts table entries that are
-    // not resident, most of which no row reads.
-    TranslateParams tp{d_tables,          d_slot_tables_.get(), at.slot_of_page,
-                       d_ints_.get() + 2, at.num_pages,         kNoSlot,
-                       rows_ * stride_};
-    launch_translate(tp, s);
-    kv = layer_kv_banks(layout_, layer, at.pool_banks, false);
-    table = {d_slot_tables_.get(), stride_, dummy_slot(at.slots)};
-    const qsa::KvBanks mirror_kv = layer_kv_banks(layout_, layer, at.host_banks, true);
-    qsa::store_kv(d_stage_k_.get(), d_stage_v_.get(), store_rows, kv, table, mirror_kv,
-                  logical_table, s);
-  } else if (at.placement == Placement::device) {
-    kv = layer_kv_banks(layout_, layer, at.pool_banks, false);
-    table.dummy = at.num_pages;
-    const qsa::KvBanks wt =
-        at.write_through ? layer_kv_banks(layout_, layer, at.host_banks, true) : qsa::KvBanks{};
-    qsa::store_kv(d_stage_k_.get(), d_stage_v_.get(), store_rows, kv, table, wt, logical_table, s);
-  } else {
-    kv = layer_kv_banks(layout_, layer, at.host_banks, true);
-    table.dummy = dummy_page(at.num_pages);
-    qsa::store_kv(d_stage_k_.get(), d_stage_v_.get(), store_rows, kv, table, qsa::KvBanks{},
-                  qsa::PageTable{}, s);
-  }
-  qsa::attend(d_q_.get(), g_.q_heads, att_rows, tokens, max_tokens_, kv, table, splits_,
+  qsa::attend(d_q_.get() + std::int64_t{layer} * rows_ * q_row_, g_.q_heads, att_rows, tokens,
+              max_tokens_, layer_banks(layer, at), read_table(layer, at, d_tables), splits_,
               d_work_.get(), o, nullptr, s);
-  KVT_CUDA_CHECK(cudaEventRecord(ev_layer_[static_cast<std::size_t>(2 * layer + 1)], s));
 }
 
 void AttendReplay::digest(cudaStream_t s) {
@@ -242,17 +239,6 @@ void AttendReplay::digest(cudaStream_t s) {
   dp.num_pages = layers_ * rows_;
   dp.dummy = 0;
   launch_read(dp, s);
-}
-
-double AttendReplay::forward_gpu_us() const {
-  double us = 0;
-  for (int l = 0; l < layers_; ++l) {
-    float ms = 0;
-    KVT_CUDA_CHECK(cudaEventElapsedTime(&ms, ev_layer_[static_cast<std::size_t>(2 * l)],
-                                        ev_layer_[static_cast<std::size_t>(2 * l + 1)]));
-    us += static_cast<double>(ms) * 1000.0;
-  }
-  return us;
 }
 
 unsigned long long AttendReplay::checksum() const {

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "cuda/cuda_check.hpp"
+#include "cuda/engine.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/qsa/qsa_kernels.hpp"
 #include "cuda/replay_stage.hpp"
 #include "model/geometry.hpp"
 #include "model/page_layout.hpp"
@@ -32,14 +34,15 @@ struct AttendPlacement {
   std::byte* const* host_banks = nullptr;  // host, mirror, write-through: device-mapped banks
   bool write_through = false;              // device: stores also go to the host bank
   PageId num_pages = 0;
-  SlotId slots = 0;                      // mirror: pool slots
-  const SlotId* slot_of_page = nullptr;  // mirror: the layer's page -> slot map (per layer)
+  SlotId slots = 0;  // mirror: pool slots
+  // mirror: the table was located before the ensure (MirrorEngine::locate_async), and pages
+  // not resident are read from the host bank in place while the ensure and copy run beside
+  bool in_place = false;
 };
 
 class AttendReplay {
  public:
   AttendReplay(const Geometry& g, const PageLayout& layout, cudaStream_t s);
-  ~AttendReplay();
   AttendReplay(const AttendReplay&) = delete;
   AttendReplay& operator=(const AttendReplay&) = delete;
 
@@ -47,20 +50,25 @@ class AttendReplay {
   // the split count. `d_tables` (the rows' logical page tables, [rows][sf.stride]) must hold
   // the same forward when layers run.
   void stage(const StagedForward& sf, cudaStream_t s);
-  // Generates layer l's K/V of the new tokens and the rows' queries, then opens the layer's
-  // timed span.
-  void generate(int layer, cudaStream_t s);
-  // Stores the new K/V through the placement and runs the attention; closes the timed span.
-  // Mirror: the rows' tables are first translated through slot_of_page (the span includes it).
+  // Generates every layer's K/V of the new tokens and the rows' queries (before the forward's
+  // timed layers).
+  void generate(cudaStream_t s);
+  // Mirror: where the residency step translates the rows' tables `d_tables` to (slot per
+  // resident page, -1 otherwise: never written, read as the zero dummy slot), before attend.
+  TranslateTarget pool_table_target(const PageId* d_tables);
+  // Stores the new K/V of layer `layer` through the placement.
+  void store(int layer, const AttendPlacement& at, const PageId* d_tables, cudaStream_t s);
+  // Runs the layer's attention over the rows' token lists.
   void attend(int layer, const AttendPlacement& at, const PageId* d_tables, cudaStream_t s);
   // Folds every output row of the forward into the digest.
   void digest(cudaStream_t s);
-  // The forward's GPU time: the layers' spans summed (after the stream is synchronized).
-  double forward_gpu_us() const;
   // The digest over every forward so far (synchronous).
   unsigned long long checksum() const;
 
  private:
+  qsa::KvBanks layer_banks(int layer, const AttendPlacement& at) const;
+  qsa::PageTable read_table(int layer, const AttendPlacement& at, const PageId* d_tables) const;
+
   Geometry g_;
   PageLayout layout_;
   int layers_;
@@ -79,7 +87,6 @@ class AttendReplay {
   DeviceArray<PageId> d_digest_table_;
   DeviceArray<std::byte*> d_digest_banks_;
   DeviceArray<unsigned long long> d_checksum_;
-  std::vector<cudaEvent_t> ev_layer_;  // per layer: span start, span end
   // host staging, reused
   std::vector<std::int32_t> store_pos32_, row_req_, rowpos32_, tokens32_;
   std::vector<CopyOp> gen_kv_, gen_q_;

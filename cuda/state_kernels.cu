@@ -16,6 +16,13 @@ __global__ void translate_kernel(const __grid_constant__ TranslateParams p) {
   if (missing) atomicAdd(p.missing, missing);
 }
 
+__global__ void locate_kernel(const __grid_constant__ TranslateParams p) {
+  int in_place = 0;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += gridDim.x * blockDim.x)
+    in_place += locate_pages(p.logical + i, 1, p.slot_of_page, p.num_pages, p.physical + i);
+  if (in_place) atomicAdd(p.missing, in_place);
+}
+
 __global__ void flush_kernel(ResidencyView st) {
   for (SlotId s = blockIdx.x * blockDim.x + threadIdx.x; s < st.num_slots;
        s += gridDim.x * blockDim.x) {
@@ -32,6 +39,13 @@ void launch_translate(const TranslateParams& p, cudaStream_t stream) {
   if (p.n <= 0) return;
   const int blocks = (p.n + 255) / 256 < 264 ? (p.n + 255) / 256 : 264;
   translate_kernel<<<blocks, 256, 0, stream>>>(p);
+  KVT_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_locate(const TranslateParams& p, cudaStream_t stream) {
+  if (p.n <= 0) return;
+  const int blocks = (p.n + 255) / 256 < 264 ? (p.n + 255) / 256 : 264;
+  locate_kernel<<<blocks, 256, 0, stream>>>(p);
   KVT_CUDA_CHECK(cudaGetLastError());
 }
 

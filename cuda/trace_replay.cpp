@@ -21,6 +21,12 @@
 
 namespace kvtier::cuda {
 
+namespace {
+// Blocks of the residency step that runs beside the attention: the leader and a few copiers
+// (a whole-GPU grid would keep the attention's CTAs off most SMs while it waits).
+constexpr int kSideStepBlocks = 4;
+}  // namespace
+
 std::string_view to_string(ReadMode m) {
   return m == ReadMode::attend ? "attend" : "checksum";
 }
@@ -148,6 +154,13 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
   cudaEvent_t ev_a, ev_b;
   KVT_CUDA_CHECK(cudaEventCreate(&ev_a));
   KVT_CUDA_CHECK(cudaEventCreate(&ev_b));
+  // mirror, in-place reads: the residency step's stream beside s, and the fork / join events
+  cudaStream_t side;
+  KVT_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  cudaEvent_t ev_fork, ev_join[2];  // join: a layer's, waited for in the next layer
+  KVT_CUDA_CHECK(cudaEventCreateWithFlags(&ev_fork, cudaEventDisableTiming));
+  for (cudaEvent_t& e : ev_join)
+    KVT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   DeviceArray<DeviceCounters> d_counters(1);
   // checksum mode: one sum per layer and forward, so that verify names where bytes differ
   DeviceArray<unsigned long long> d_layer_sums(static_cast<std::size_t>(L));
@@ -172,6 +185,12 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
   at.write_through = cfg.write_through;
   at.num_pages = num_pages;
   at.slots = slots;
+  // The mirror's attention reads the pages it misses from the host bank in place, beside the
+  // ensure (bf16 attention; not with --verify, which checks each ensure as it completes).
+  at.in_place = mirror && attend && !layout.fp8() && !cfg.copy_first && !cfg.verify;
+  res.mirror_reads = !mirror       ? ""
+                     : at.in_place ? "misses in place from the host bank, beside the ensure"
+                                   : "through the pool after the ensure and miss copy";
 
   sim::FrontEnd fe(g, num_pages);
   const std::int64_t total_forwards =
@@ -257,37 +276,44 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
 
     // --- the forward on the GPU
     DeviceCounters* dc = d_counters.get();
-    auto compact_layer = [&](int l) {
+    auto compact_params = [&](int l) {
       PageId* q = d_query.get() + std::int64_t{l} * qlen;
-      CompactParams cp{d_blocks.get() + std::int64_t{l} * rows * nb,
-                       d_rowpos.get(),
-                       d_tables.get(),
-                       d_tablelen.get(),
-                       q + writes,
-                       &dc->dropped,
-                       &dc->bad_rows,
-                       rows,
-                       nb,
-                       stride,
-                       width,
-                       g.compress_ratio,
-                       g.page_size};
-      launch_compact(cp, s);
+      return CompactParams{d_blocks.get() + std::int64_t{l} * rows * nb,
+                           d_rowpos.get(),
+                           d_tables.get(),
+                           d_tablelen.get(),
+                           q + writes,
+                           &dc->dropped,
+                           &dc->bad_rows,
+                           rows,
+                           nb,
+                           stride,
+                           width,
+                           g.compress_ratio,
+                           g.page_size};
     };
     // attend, device and host: compaction only counts the drops (the attention reads the
     // token lists directly), so it runs before the timed spans.
     if (attend && !mirror) {
       for (int l = 0; l < L; ++l)
-        compact_layer(l);
+        launch_compact(compact_params(l), s);
     }
-    if (!attend) KVT_CUDA_CHECK(cudaEventRecord(ev_a, s));
+    // attend: every layer's K/V and queries first (a stand-in for the model's projections), so
+    // that the timed part is the layers' store .. attention back to back
+    if (attend) att->generate(s);
+    // Attend mode without --verify: the forward's layers are captured into one CUDA graph and
+    // launched once, so that the time is the GPU's work, not how fast this thread enqueues a
+    // dozen launches per layer (the runner replays its decode steps from graphs as well).
+    const bool graphed = attend && !verifier;
+    if (graphed) {
+      KVT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    } else {
+      KVT_CUDA_CHECK(cudaEventRecord(ev_a, s));
+    }
     for (int l = 0; l < L; ++l) {
       PageId* q = d_query.get() + std::int64_t{l} * qlen;
       const std::int64_t step = (fi * L + l) * 2 + 1;  // the simulator's stamps
-      if (attend) {
-        // generation (outside the timed span): K/V of the new tokens, the rows' queries
-        att->generate(l, s);
-      } else {
+      if (!attend) {
         FillParams fp{};
         fp.positions = d_store_pos.get();
         for (int k = 0; k < layout.banks_per_layer; ++k)
@@ -317,17 +343,40 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
           launch_store(sp, s);
         }
       }
-      if (mirror || !attend) compact_layer(l);
+      const EnsureHooks hooks{d_steps.get() + l, dc->ensure};
+      if (at.in_place) {
+        // The table before the ensure (resident pages to slots, the others in place from the
+        // host bank), the store, then the attention while the residency step (compaction and
+        // ensure on one block, the miss copy) runs beside it: every page of the query reads the
+        // same bytes either way, and the ensure changes no slot that the attention reads. A
+        // layer's residency may run on beside the next layer's work (another state); the
+        // forward ends after the last one.
+        engine->locate_async(l, att->pool_table_target(d_tables.get()), s);
+        att->store(l, at, d_tables.get(), s);
+        KVT_CUDA_CHECK(cudaEventRecord(ev_fork, s));
+        KVT_CUDA_CHECK(cudaStreamWaitEvent(side, ev_fork));
+        engine->residency_beside_async(l, compact_params(l), q, qlen, side, hooks);
+        KVT_CUDA_CHECK(cudaEventRecord(ev_join[l % 2], side));
+        att->attend(l, at, d_tables.get(), s);
+        if (l > 0) KVT_CUDA_CHECK(cudaStreamWaitEvent(s, ev_join[(l - 1) % 2]));
+        if (l == L - 1) KVT_CUDA_CHECK(cudaStreamWaitEvent(s, ev_join[l % 2]));
+        continue;
+      }
       if (mirror) {
-        engine->ensure_async(l, q, qlen, s, {d_steps.get() + l, dc->ensure});
-        if (!attend) engine->translate_async(l, q + writes, rows * width, d_physical.get(), s);
+        // compaction, ensure, miss copy and translate (attend: the rows' page tables, which
+        // the attention reads through; checksum: the selections) in one launch
+        const TranslateTarget tt =
+            attend ? att->pool_table_target(d_tables.get())
+                   : TranslateTarget{q + writes, d_physical.get(), rows * width, dummy_slot(slots)};
+        engine->residency_step_async(l, compact_params(l), q, qlen, tt, s, hooks);
         if (verifier) {
           KVT_CUDA_CHECK(cudaStreamSynchronize(s));
           verifier->check_layer(fe, f, l, width, fi, step, q, qlen, *engine, res, cfg.decisions);
         }
       }
+      if (!mirror && !attend) launch_compact(compact_params(l), s);
       if (attend) {
-        if (mirror) at.slot_of_page = engine->device_view(l).slot_of_page;
+        att->store(l, at, d_tables.get(), s);
         att->attend(l, at, d_tables.get(), s);
       } else {
         ReadParams rp{};
@@ -358,6 +407,17 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
         launch_read(rp, s);
       }
     }
+    cudaGraphExec_t exec = nullptr;
+    if (graphed) {
+      cudaGraph_t graph = nullptr;
+      KVT_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+      KVT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      KVT_CUDA_CHECK(cudaGraphDestroy(graph));
+      KVT_CUDA_CHECK(cudaGraphUpload(exec, s));  // the upload is not the forward's work
+      KVT_CUDA_CHECK(cudaEventRecord(ev_a, s));
+      KVT_CUDA_CHECK(cudaGraphLaunch(exec, s));
+    }
+    KVT_CUDA_CHECK(cudaEventRecord(ev_b, s));
     if (attend) {
       // After the timed spans: every layer's state is as its ensure left it (one ensure per
       // layer and forward), so translating the whole query (write pages + selection) now
@@ -368,13 +428,10 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
                                   s);
       }
       att->digest(s);
-    } else {
-      KVT_CUDA_CHECK(cudaEventRecord(ev_b, s));
     }
     KVT_CUDA_CHECK(cudaStreamSynchronize(s));
-    if (attend) {
-      st.gpu_us = att->forward_gpu_us();
-    } else {
+    if (exec != nullptr) KVT_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    {
       float ms = 0;
       KVT_CUDA_CHECK(cudaEventElapsedTime(&ms, ev_a, ev_b));
       st.gpu_us = static_cast<double>(ms) * 1000.0;
@@ -435,6 +492,10 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
   att.reset();
   KVT_CUDA_CHECK(cudaEventDestroy(ev_a));
   KVT_CUDA_CHECK(cudaEventDestroy(ev_b));
+  KVT_CUDA_CHECK(cudaEventDestroy(ev_fork));
+  for (cudaEvent_t e : ev_join)
+    KVT_CUDA_CHECK(cudaEventDestroy(e));
+  KVT_CUDA_CHECK(cudaStreamDestroy(side));
   KVT_CUDA_CHECK(cudaStreamDestroy(s));
   ReplayStep& t = res.total;
   t.forward = fi;

@@ -57,6 +57,10 @@ struct ReplayConfig {
   // it) on a CPU copy of the state (mirror); in checksum mode also compute the expected
   // checksum on the CPU. Synchronises every layer: do not time with it.
   bool verify = false;
+  // Mirror, attend, bf16: run the ensure and the miss copy before the attention, which then
+  // reads every page from the pool (the default reads the misses from the host bank in place
+  // while the ensure and copy run beside it; the same bytes, the same decisions).
+  bool copy_first = false;
   // With verify: one JSON line per install, in the simulator's --decisions format.
   std::ostream* decisions = nullptr;
   std::int64_t max_forwards = -1;  // stop after this many forwards (-1: all)
@@ -70,10 +74,11 @@ struct ReplayStep {
   std::int64_t tokens = 0;
   std::int64_t decode_tokens = 0;
   // GPU time of the forward (CUDA events). checksum: from before the first layer's K/V fill
-  // to after the last read. attend: the sum over layers of the span from the layer's store
-  // to the end of its attention (mirror: from its compaction); the generation of K/V and
-  // queries (standing in for the model's projections), the device/host compaction (only
-  // counts drops there) and the output digest run outside these spans.
+  // to after the last read. attend: the QSA layers back to back, each from its store (mirror:
+  // its table lookup or compaction) to the end of its attention, the mirror's last residency
+  // step included; without --verify the layers run as one CUDA graph. The generation of every
+  // layer's K/V and queries (standing in for the model's projections, done first), the
+  // device/host compaction (only counts drops there) and the output digest are not timed.
   double gpu_us = 0;
   std::int64_t hits = 0;
   std::int64_t misses = 0;
@@ -92,6 +97,7 @@ struct ReplayResult {
   std::string dtype;
   std::string read;           // "attend" or "checksum"
   std::string attend_kernel;  // attend: which qsa::attend kernel ran (see attend_kernel_name)
+  std::string mirror_reads;   // mirror: where the attention reads the pages it missed
   int q_heads = 0;            // attend: query heads per row
   std::int64_t pool_pages = 0;
   std::int64_t num_pages = 0;

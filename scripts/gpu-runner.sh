@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: the model runner's gpu tests and `kvtier run --weights` figures, logs
 # into $1 (default $OUT). Carried binaries in gpu-carry-runner/ (scripts/gpu-build-runner.sh).
-# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [final|figures|all|sanitize|qsa|mirror|micro]
+# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [final|figures|all|sanitize|qsa|mirror|micro|step]
 # final: every gpu test, then the issue figures; figures: the longer list of runner figures;
 # all: every gpu test and `figures`; the others: see each block.
 set -u
@@ -109,6 +109,46 @@ if [[ $WHAT == mirror ]]; then
   run trace-mirror-8499 90 "$D/kvtier" run --trace "$T" --placement mirror --pool-pages 8499 --json
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   run ncu-trace-mirror 180 "$NCU" --clock-control none --launch-skip 7000 --launch-count 480 \
+    --metrics gpu__time_duration.sum --csv "$D/kvtier" run --trace "$T" --placement mirror \
+    --pool-pages 8499 --json
+fi
+if [[ $WHAT == step ]]; then
+  # the mirror's residency off the attention's path: the one-launch residency step and the
+  # in-place reads, their tests and the tests that run through them, the sanitizers, then the
+  # mirror against the device on the sample trace (in place and copy first), the runner's mirror
+  # decode, the residency benchmark and the kernels of 4 decode forwards of the mirror (ncu)
+  [[ -f $W ]] || "$D/kvtier" weights gen --vocab 1024 --needle --out "$W" >/dev/null
+  run cuda_residency_test 150 "$D/cuda_residency_test"
+  run qsa_gpu_test 90 "$D/qsa_gpu_test"
+  run cuda_trace_attend_test 150 "$D/cuda_trace_attend_test"
+  run runner_placements_test 120 "$D/runner_placements_test"
+  run runner_needle_test 90 "$D/runner_needle_test"
+  run runner_gpu_test 60 "$D/runner_gpu_test"
+  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  export RC_PARAMS="seed=20261129 max_success=12"
+  run memcheck-step 150 "$CS" --tool memcheck --error-exitcode 9 "$D/cuda_residency_test" \
+    --gtest_filter='ResidencyStep.*'
+  run racecheck-step 150 "$CS" --tool racecheck --error-exitcode 9 "$D/cuda_residency_test" \
+    --gtest_filter='ResidencyStep.*'
+  unset RC_PARAMS
+  run memcheck-in-place 90 "$CS" --tool memcheck --error-exitcode 9 "$D/qsa_gpu_test" \
+    --gtest_filter='*InPlaceRows*'
+  T=traces/samples/concurrent8-16k-128k.ktr
+  for i in 1 2; do
+    run "trace-device-$i" 90 "$D/kvtier" run --trace "$T" --placement device --json
+    run "trace-mirror-8499-$i" 90 "$D/kvtier" run --trace "$T" --placement mirror \
+      --pool-pages 8499 --json
+    run "trace-mirror-8499-copy-first-$i" 90 "$D/kvtier" run --trace "$T" --placement mirror \
+      --pool-pages 8499 --copy-first --json
+  done
+  K=(--weights "$W" --json --prompt-tokens 1,1,1,1,1,1,1,1 --fill-depth 16383 --decode 64)
+  run decode-8x16k-device 120 "$D/kvtier" run "${K[@]}" --placement device
+  run decode-8x16k-mirror-2400 120 "$D/kvtier" run "${K[@]}" --placement mirror --pool-pages 2400
+  run decode-8x16k-mirror-2400-copy-first 120 "$D/kvtier" run "${K[@]}" --placement mirror \
+    --pool-pages 2400 --copy-first
+  run bench-residency 120 "$D/kvtier" bench residency
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  run ncu-trace-mirror 180 "$NCU" --clock-control none --launch-skip 7000 --launch-count 300 \
     --metrics gpu__time_duration.sum --csv "$D/kvtier" run --trace "$T" --placement mirror \
     --pool-pages 8499 --json
 fi

@@ -382,7 +382,14 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
   p.ld_mode = env_int("KVTIER_QSA_ATTEND_LD", 0);
   p.qk_split = env_int("KVTIER_QSA_ATTEND_QK_CHAINS", 4) != 1;
   const AttendVariant variant = attend_bf16_kernel(kv.host);
-  if (kv.fp8 || variant == AttendVariant::simt) {
+  if (table.in_place.k != nullptr) {
+    // pool rows and in-place rows in one kernel: the tensor-core kernel's cp.async form
+    detail::require(!kv.fp8 && !table.in_place.fp8, "in-place rows: bf16 banks only (fp8)", 1);
+    detail::require(
+        table.in_place.page_size == kv.page_size && table.in_place.kv_heads == kv.kv_heads,
+        "in-place banks' page size / KV heads", table.in_place.page_size);
+    detail::launch_attend_tc(p, true, true, 3, 1, s);
+  } else if (kv.fp8 || variant == AttendVariant::simt) {
     const dim3 grid(static_cast<unsigned>(kv_inner ? kv.kv_heads : splits),
                     static_cast<unsigned>(kv_inner ? splits : kv.kv_heads),
                     static_cast<unsigned>(rows.count));

@@ -84,9 +84,13 @@ __device__ __forceinline__ void split_pair(float x, float y, unsigned& hi, unsig
   lo = pack_bf16(x - xh, y - yh);
 }
 
-template <bool kAsync, bool kMap, int kSt, int kKh>
+// kInPlace (cp.async with the map only): table entries <= -2 name page -2 - e of
+// p.table.in_place (the mirror's pages not resident, read from the host bank in place); such
+// rows are held in the map as -2 - bank row.
+template <bool kAsync, bool kMap, int kSt, int kKh, bool kInPlace>
 __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
     attend_mma_kernel(const __grid_constant__ AttendParams p) {
+  static_assert(!kInPlace || (kAsync && kMap), "in-place rows: cp.async gather with the map");
   constexpr int kCtaThreads = kAttThreads * kKh;
   constexpr int kCtaWarps = kAttWarps * kKh;
   constexpr int kRowsPerWarp = kTile / kCtaWarps;
@@ -109,6 +113,8 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
   const std::int32_t* pages = p.table.pages + std::int64_t{p.rows.req[r]} * p.table.stride;
   const std::uint16_t* kbase = static_cast<const std::uint16_t*>(p.kv.k);
   const std::uint16_t* vbase = static_cast<const std::uint16_t*>(p.kv.v);
+  const std::uint16_t* in_place_k = static_cast<const std::uint16_t*>(p.table.in_place.k);
+  const std::uint16_t* in_place_v = static_cast<const std::uint16_t*>(p.table.in_place.v);
 
   // Q fragments (A of q.k): rows = heads (12 real, 4 zero), k = dims, 16 k-steps. Loaded after
   // the first tiles' loads are issued (their latency then hides the Q loads').
@@ -128,12 +134,20 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
   };
 
   int lo = t0, hi = t1;  // the current segment of the slice
-  // Element offset of lane's 16 bytes of KV head kvh0 in the bank row of tile row `row`, or -1.
-  auto row_elem = [&](int tile, int row) -> std::int64_t {
+  // Element offset of lane's 16 bytes of KV head kvh0 in the bank row of tile row `row`, or -1;
+  // in_place: the row is one of p.table.in_place's.
+  auto row_elem = [&](int tile, int row, bool& in_place) -> std::int64_t {
     const int j = lo + tile * kTile + row;
     std::int64_t bank_row = -1;
+    in_place = false;
     if constexpr (kMap) {
       if (j < hi) bank_row = map[j - lo];
+      if constexpr (kInPlace) {
+        if (bank_row <= -2) {
+          bank_row = -2 - bank_row;
+          in_place = true;
+        }
+      }
     } else {
       const std::int32_t tok = j < hi ? toks[j] : -1;
       if (tok >= 0) {
@@ -148,22 +162,31 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
       const int row = warp + kCtaWarps * i;
-      const std::int64_t e = row_elem(tile, row);
+      bool in_place = false;
+      const std::int64_t e = row_elem(tile, row, in_place);
       const std::int64_t ec = e < 0 ? 0 : e;
+      const std::uint16_t* kb = kbase;
+      const std::uint16_t* vb = vbase;
+      if constexpr (kInPlace) {
+        if (in_place) {
+          kb = in_place_k;
+          vb = in_place_v;
+        }
+      }
       if (p.ld_mode > 0) {
 #pragma unroll
         for (int h = 0; h < kKh; ++h)
-          cp_async16_l2(&sm.k[stage][h][row][lane * 8], kbase + ec + h * kHeadDim, e >= 0);
+          cp_async16_l2(&sm.k[stage][h][row][lane * 8], kb + ec + h * kHeadDim, e >= 0);
 #pragma unroll
         for (int h = 0; h < kKh; ++h)
-          cp_async16_l2(&sm.v[stage][h][row][lane * 8], vbase + ec + h * kHeadDim, e >= 0);
+          cp_async16_l2(&sm.v[stage][h][row][lane * 8], vb + ec + h * kHeadDim, e >= 0);
       } else {
 #pragma unroll
         for (int h = 0; h < kKh; ++h)
-          cp_async16(&sm.k[stage][h][row][lane * 8], kbase + ec + h * kHeadDim, e >= 0);
+          cp_async16(&sm.k[stage][h][row][lane * 8], kb + ec + h * kHeadDim, e >= 0);
 #pragma unroll
         for (int h = 0; h < kKh; ++h)
-          cp_async16(&sm.v[stage][h][row][lane * 8], vbase + ec + h * kHeadDim, e >= 0);
+          cp_async16(&sm.v[stage][h][row][lane * 8], vb + ec + h * kHeadDim, e >= 0);
       }
     }
   };
@@ -172,7 +195,8 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
   auto load_regs = [&](int tile) {
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
-      const std::int64_t e = row_elem(tile, warp + kCtaWarps * i);
+      bool in_place = false;  // not with register loads (kInPlace needs cp.async)
+      const std::int64_t e = row_elem(tile, warp + kCtaWarps * i, in_place);
 #pragma unroll
       for (int h = 0; h < kKh; ++h)
         rk[i][h] = e < 0 ? make_uint4(0, 0, 0, 0) : ld16(kbase + e + h * kHeadDim, p.ld_mode);
@@ -212,8 +236,16 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
         std::int32_t bank_row = -1;
         if (tok >= 0) {
           std::int32_t page = pages[tok / p.kv.page_size];
+          bool in_place = false;
+          if constexpr (kInPlace) {
+            if (page <= -2) {
+              page = -2 - page;
+              in_place = true;
+            }
+          }
           if (page < 0) page = p.table.dummy;
           bank_row = page * p.kv.page_size + tok % p.kv.page_size;
+          if (in_place) bank_row = -2 - bank_row;
         }
         map[i] = bank_row;
       }
@@ -271,8 +303,8 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
         const int j = lo + tile * kTile + 8 * wq + 2 * t;
         bool v0, v1;
         if constexpr (kMap) {
-          v0 = j < hi && map[j - lo] >= 0;
-          v1 = j + 1 < hi && map[j + 1 - lo] >= 0;
+          v0 = j < hi && (kInPlace ? map[j - lo] != -1 : map[j - lo] >= 0);
+          v1 = j + 1 < hi && (kInPlace ? map[j + 1 - lo] != -1 : map[j + 1 - lo] >= 0);
         } else {
           v0 = j < hi && toks[j] >= 0;
           v1 = j + 1 < hi && toks[j + 1] >= 0;
@@ -376,11 +408,11 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
   }
 }
 
-template <bool kAsync, bool kMap, int kSt, int kKh>
+template <bool kAsync, bool kMap, int kSt, int kKh, bool kInPlace = false>
 void launch(const AttendParams& p, cudaStream_t s) {
   constexpr std::size_t bytes = kMap ? sizeof(MmaSmemMap<kSt, kKh>) : sizeof(MmaSmem<kSt, kKh>);
   static const bool configured = [] {
-    return cudaFuncSetAttribute(attend_mma_kernel<kAsync, kMap, kSt, kKh>,
+    return cudaFuncSetAttribute(attend_mma_kernel<kAsync, kMap, kSt, kKh, kInPlace>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(bytes)) == cudaSuccess;
   }();
@@ -389,7 +421,7 @@ void launch(const AttendParams& p, cudaStream_t s) {
   const unsigned splits = static_cast<unsigned>(p.splits);
   const dim3 grid(p.kv_inner ? groups : splits, p.kv_inner ? splits : groups,
                   static_cast<unsigned>(p.rows.count));
-  attend_mma_kernel<kAsync, kMap, kSt, kKh><<<grid, kAttThreads * kKh, bytes, s>>>(p);
+  attend_mma_kernel<kAsync, kMap, kSt, kKh, kInPlace><<<grid, kAttThreads * kKh, bytes, s>>>(p);
 }
 
 }  // namespace
@@ -398,7 +430,11 @@ void launch_attend_tc(const AttendParams& p, bool async, bool map, int stages, i
                       cudaStream_t s) {
   require(kv_heads_per_cta == 1 || kv_heads_per_cta == 2, "KV heads per CTA", kv_heads_per_cta);
   require(p.kv.kv_heads % kv_heads_per_cta == 0, "kv_heads (per-CTA pairs)", p.kv.kv_heads);
-  if (!map) {
+  if (p.table.in_place.k != nullptr) {
+    require(async && map && stages == 3 && kv_heads_per_cta == 1,
+            "in-place rows (cp.async, map, 3 stages, 1 KV head per CTA only): stages", stages);
+    launch<true, true, 3, 1, true>(p, s);
+  } else if (!map) {
     require(async && kv_heads_per_cta == 1, "per-tile lookup variant (KV heads per CTA)",
             kv_heads_per_cta);
     launch<true, false, 3, 1>(p, s);

@@ -170,8 +170,7 @@ QsaRunner::QsaRunner(const weights::SafetensorsFile& file, const Geometry& g, st
   m.rpos = DeviceArray<std::int32_t>(MR);
   m.fwd = DeviceArray<std::int32_t>(3 * R);
   m.tables = DeviceArray<std::int32_t>(T);
-  m.phys = DeviceArray<std::int32_t>(T);
-  m.store_tbl = DeviceArray<std::int32_t>(T);
+  m.pool_tbl = DeviceArray<std::int32_t>(T);
   m.wtable = DeviceArray<std::int32_t>(T);
   m.blocks = DeviceArray<std::int32_t>(MR * static_cast<std::size_t>(m.k));
   m.sel = DeviceArray<std::int32_t>(MR * static_cast<std::size_t>(m.width));
@@ -189,6 +188,10 @@ QsaRunner::QsaRunner(const weights::SafetensorsFile& file, const Geometry& g, st
   m.stamps = DeviceArray<std::int64_t>(static_cast<std::size_t>(m.L));
   KVT_CUDA_CHECK(cudaEventCreate(&m.ev_a));
   KVT_CUDA_CHECK(cudaEventCreate(&m.ev_b));
+  KVT_CUDA_CHECK(cudaStreamCreateWithFlags(&m.side, cudaStreamNonBlocking));
+  KVT_CUDA_CHECK(cudaEventCreateWithFlags(&m.ev_fork, cudaEventDisableTiming));
+  for (cudaEvent_t& e : m.ev_join)
+    KVT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   m.query = DeviceArray<PageId>(static_cast<std::size_t>(std::max<std::int64_t>(1, c.pool_pages)));
   m.counters = DeviceArray<DeviceCounters>(1);
   m.hidden = DeviceArray<float>(MR * H);
@@ -263,6 +266,13 @@ QsaRunner::~QsaRunner() {
   for (cudaEvent_t e : impl_->phase_events)
     cudaEventDestroy(e);
   if (impl_->ev_b) cudaEventDestroy(impl_->ev_b);
+  if (impl_->ev_fork) cudaEventDestroy(impl_->ev_fork);
+  for (cudaEvent_t e : impl_->ev_join)
+    if (e) cudaEventDestroy(e);
+  if (impl_->side) {
+    cudaStreamSynchronize(impl_->side);
+    cudaStreamDestroy(impl_->side);
+  }
   impl_.reset();  // buffers and the cuBLAS handle go before the stream they were used on
   if (s) cudaStreamDestroy(s);
 }

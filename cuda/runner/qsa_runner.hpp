@@ -47,6 +47,10 @@ struct RunnerConfig {
   Placement placement = Placement::device;
   KvDtype dtype = KvDtype::bf16;
   std::int64_t pool_pages = 0;  // mirror: GPU slots per QSA layer
+  // Mirror decode, bf16: run the ensure and the miss copy before the attention (which then
+  // reads every page from the pool) instead of beside it, the attention reading the pages it
+  // misses from the host bank in place. The same bytes and decisions either way.
+  bool copy_first = false;
   std::int64_t host_pages = 0;  // logical pages; 0: max_requests x the pages of max_context
   std::int64_t staging_window_tokens = 131072;  // host / mirror prefill
   int stand_in_width = 0;  // width of the stand-in gated MLP of every non-QSA layer; 0: off

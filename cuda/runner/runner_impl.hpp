@@ -90,8 +90,8 @@ struct QsaRunner::Impl {
   DeviceArray<std::uint16_t> mlp_up, mlp_gate, mlp_down, mlp_norm, mlp_a, mlp_b;
 
   // per forward
-  DeviceArray<std::int32_t> tokens, req, rpos, fwd, tables, phys, store_tbl, wtable, blocks, sel,
-      sel_w, group_of_row, lists, counts, last_idx, argmax_out, topk_work;
+  DeviceArray<std::int32_t> tokens, req, rpos, fwd, tables, pool_tbl, wtable, blocks, sel, sel_w,
+      group_of_row, lists, counts, last_idx, argmax_out, topk_work;
   DeviceArray<std::uint32_t> bitmap;
   DeviceArray<PageId> trow_tables, query;
   DeviceArray<std::int64_t> trow_len, trow_pos, stamps;
@@ -105,6 +105,13 @@ struct QsaRunner::Impl {
   std::map<GraphKey, int> graph_seen;
   std::map<GraphKey, cudaGraphExec_t> graphs;
   cudaEvent_t ev_a = nullptr, ev_b = nullptr;
+  // Mirror decode with in-place reads: the residency steps' stream beside s, the fork, and
+  // each layer's join (waited for before the next layer's top-k rewrites the selection the
+  // step reads, and at the end of the forward): pending_join indexes ev_join, or -1.
+  cudaStream_t side = nullptr;
+  cudaEvent_t ev_fork = nullptr, ev_join[2] = {nullptr, nullptr};
+  int pending_join = -1;
+  void join_residency();
   // Phase timing (profile_phases): an event per mark, names of the phase each closes.
   std::vector<cudaEvent_t> phase_events;
   std::vector<std::string> phase_names;

@@ -24,6 +24,12 @@ void QsaRunner::Impl::mark(const char* phase) {
   KVT_CUDA_CHECK(cudaEventRecord(phase_events[phase_used++], s));
 }
 
+void QsaRunner::Impl::join_residency() {
+  if (pending_join < 0) return;
+  KVT_CUDA_CHECK(cudaStreamWaitEvent(s, ev_join[pending_join]));
+  pending_join = -1;
+}
+
 void QsaRunner::Impl::stand_in_mlp(int rows) {
   const int H = g.hidden_size;
   const int W = c.stand_in_width;
@@ -81,6 +87,7 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
   qsa::index_scores(iq.get(), g.index_q_heads, r, l.slab.get(), slab_stride, logits_idx.get(),
                     slab_stride, p.max_blocks, s);
   mark("index");
+  join_residency();  // the previous layer's step reads the selection the top-k rewrites
   // Prefill rows of contexts up to 128k: one CTA per row. Otherwise the workspace entry,
   // which takes the one-launch cluster kernel for up to 16 rows (decode; 1 row x 32k blocks
   // 13.7 us in a graph on the H200, bench/results/qsa-decode-select-h200.md) and the
@@ -152,29 +159,42 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
                            p.width_pages,
                            g.compress_ratio,
                            g.page_size};
-    cuda::launch_compact(cp, s);
-    m.ensure_async(li, query.get(), p.writes + p.trows * p.width_pages, s,
-                   {stamps.get() + li, dc->ensure});
-    // Writes go to the host bank and to the slot of every resident page (all written pages
-    // are: they head the query); reads go through the core's translate.
-    const std::int32_t* slot_of_page = m.device_view(li).slot_of_page;
-    resident_slots(tables.get(), R * stride, slot_of_page, store.config().num_pages,
-                   store_tbl.get(), s);
-    qsa::store_kv(kk.get(), v.get(), r, logical, logical_table, store.pool_banks(li),
-                  qsa::PageTable{store_tbl.get(), stride, store.pool_dummy()}, s);
-    mark("residency, store");
-    if (p.decode) {
-      cuda::TranslateParams tp{tables.get(),
-                               phys.get(),
-                               slot_of_page,
-                               &dc->unselected,
-                               store.config().num_pages,
-                               store.pool_dummy(),
-                               static_cast<int>(R * stride)};
-      cuda::launch_translate(tp, s);
-      qsa::attend(q.get(), g.q_heads, r, sel.get(), width, store.pool_banks(li),
-                  qsa::PageTable{phys.get(), stride, store.pool_dummy()}, p.splits, work.get(),
-                  o.get(), nullptr, s);
+    const std::int32_t n = p.writes + p.trows * p.width_pages;
+    const cuda::EnsureHooks hooks{stamps.get() + li, dc->ensure};
+    const cuda::TranslateTarget pool_target{tables.get(), pool_tbl.get(),
+                                            static_cast<int>(R * stride), kNoSlot, &dc->unselected};
+    qsa::PageTable pool_table{pool_tbl.get(), stride, store.pool_dummy()};
+    if (p.decode && !c.copy_first && c.dtype == KvDtype::bf16) {
+      // The rows' tables before the ensure (resident pages to slots, the others read in place
+      // from the host bank), the store (the pool where resident, the host bank always), then
+      // the attention beside the residency step on a few SMs: the ensure changes no slot of
+      // a page the attention reads, and the copy brings the new tokens with the pages it admits
+      // (it follows the store).
+      m.locate_async(li, pool_target, s);
+      qsa::store_kv(kk.get(), v.get(), r, logical, logical_table, store.pool_banks(li), pool_table,
+                    s);
+      KVT_CUDA_CHECK(cudaEventRecord(ev_fork, s));
+      KVT_CUDA_CHECK(cudaStreamWaitEvent(side, ev_fork));
+      m.residency_beside_async(li, cp, query.get(), n, side, hooks);
+      KVT_CUDA_CHECK(cudaEventRecord(ev_join[li % 2], side));
+      mark("residency, store");
+      pool_table.in_place = logical;
+      qsa::attend(q.get(), g.q_heads, r, sel.get(), width, store.pool_banks(li), pool_table,
+                  p.splits, work.get(), o.get(), nullptr, s);
+      pending_join = li % 2;
+    } else {
+      // Compaction, ensure, miss copy and the translate of the rows' tables in one launch. The
+      // translated table (slot per resident page, -1 otherwise) serves the store (writes go to
+      // the host bank and to the slot of every resident page: all written pages are, they head
+      // the query) and the decode attention (-1 reads the zero dummy slot).
+      m.residency_step_async(li, cp, query.get(), n, pool_target, s, hooks);
+      qsa::store_kv(kk.get(), v.get(), r, logical, logical_table, store.pool_banks(li), pool_table,
+                    s);
+      mark("residency, store");
+      if (p.decode) {
+        qsa::attend(q.get(), g.q_heads, r, sel.get(), width, store.pool_banks(li), pool_table,
+                    p.splits, work.get(), o.get(), nullptr, s);
+      }
     }
   } else {
     qsa::store_kv(kk.get(), v.get(), r, logical, logical_table, qsa::KvBanks{}, qsa::PageTable{},

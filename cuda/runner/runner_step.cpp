@@ -285,6 +285,7 @@ void QsaRunner::Impl::forward_work(const ForwardPlan& p, QsaRunner& owner) {
     }
     ++li;
   }
+  join_residency();  // the last layer's residency step (mirror decode)
   // --- each request's last row: final norm, LM head, greedy pick
   const int V = static_cast<int>(vocab);
   gather_rows(hidden.get(), last_idx.get(), p.trows, H, last_hidden.get(), s);

@@ -77,16 +77,6 @@ __global__ void union_list_kernel(const std::uint32_t* bitmap, std::int64_t word
   if (threadIdx.x == 0) counts[g] = total;
 }
 
-__global__ void resident_slots_kernel(const std::int32_t* logical, std::int64_t n,
-                                      const std::int32_t* slot_of_page, std::int32_t num_pages,
-                                      std::int32_t* out) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += std::int64_t{gridDim.x} * blockDim.x) {
-    const std::int32_t p = logical[i];
-    out[i] = p >= 0 && p < num_pages ? slot_of_page[p] : -1;
-  }
-}
-
 __global__ void window_table_kernel(std::int64_t n, std::int64_t stride, int q, std::int64_t p0,
                                     std::int64_t p1, std::int32_t* table) {
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
@@ -186,13 +176,6 @@ void union_selections(const std::int32_t* blocks, int k, int rows, const std::in
   check("union mark");
   union_list_kernel<<<groups, kUnionThreads, 0, s>>>(bitmap, words, lists, list_stride, counts);
   check("union list");
-}
-
-void resident_slots(const std::int32_t* logical, std::int64_t n, const std::int32_t* slot_of_page,
-                    std::int32_t num_pages, std::int32_t* out, cudaStream_t s) {
-  if (n <= 0) return;
-  resident_slots_kernel<<<grid_for(n), kThreads, 0, s>>>(logical, n, slot_of_page, num_pages, out);
-  check("resident slots");
 }
 
 void window_table(int requests, std::int64_t stride, int q, std::int64_t p0, std::int64_t p1,

@@ -22,11 +22,6 @@ void union_selections(const std::int32_t* blocks, int k, int rows, const std::in
                       std::int32_t* lists, std::int64_t list_stride, std::int32_t* counts,
                       cudaStream_t s);
 
-// Residency lookup for writes: out[i] = slot_of_page[logical[i]] when that page is resident,
-// else -1 (never written). Reads go through the core's translate (dummy slot) instead.
-void resident_slots(const std::int32_t* logical, std::int64_t n, const std::int32_t* slot_of_page,
-                    std::int32_t num_pages, std::int32_t* out, cudaStream_t s);
-
 // One staging window of request q: table [requests][stride] with entry (q, i) = i - p0 for
 // pages p0 <= i < p1 and -1 everywhere else (other requests read nothing through it).
 void window_table(int requests, std::int64_t stride, int q, std::int64_t p0, std::int64_t p1,

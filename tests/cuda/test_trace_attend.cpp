@@ -113,12 +113,17 @@ TEST(TraceAttend, SampleDigestIsTheSameInEveryPlacement) {
     const ReplayResult wt = replay_trace(in, c);
     const ReplayResult host = replay_trace(in, attend_config(Placement::host, dt));
     const ReplayResult mir = replay_trace(in, attend_config(Placement::mirror, dt, kNoDropPool));
+    ReplayConfig cf = attend_config(Placement::mirror, dt, kNoDropPool);
+    cf.copy_first = true;
+    const ReplayResult mir_copy_first = replay_trace(in, cf);
+    EXPECT_EQ(mir_copy_first.total.hits, mir.total.hits);
+    EXPECT_EQ(mir_copy_first.total.misses, mir.total.misses);
     EXPECT_EQ(dev.read, "attend");
     EXPECT_EQ(dev.total.forward, kForwards);
     EXPECT_EQ(dev.q_heads, 24);
     EXPECT_FALSE(dev.attend_kernel.empty());
     EXPECT_NE(dev.checksum, 0u);
-    for (const ReplayResult* r : {&dev, &wt, &host, &mir}) {
+    for (const ReplayResult* r : {&dev, &wt, &host, &mir, &mir_copy_first}) {
       EXPECT_EQ(r->total.drops, 0) << r->placement;
       EXPECT_EQ(r->total.missing, 0) << r->placement;
       EXPECT_EQ(r->checksum, dev.checksum) << r->placement << " " << r->dtype;
@@ -184,6 +189,17 @@ TEST(TraceAttend, EvictingMirrorMatchesDevice) {
     EXPECT_EQ(mir.total.missing, 0);
     EXPECT_NE(dev.checksum, 0u);
     EXPECT_EQ(mir.checksum, dev.checksum) << to_string(dt);
+    // Without --verify the bf16 mirror reads its misses in place beside the ensure: the same
+    // outputs and the same hit, miss and eviction counts as the checked run (copy first).
+    const ReplayResult fast = replay_trace(in, attend_config(Placement::mirror, dt, kLongPool));
+    EXPECT_EQ(fast.mirror_reads, dt == KvDtype::bf16
+                                     ? "misses in place from the host bank, beside the ensure"
+                                     : "through the pool after the ensure and miss copy");
+    EXPECT_EQ(fast.checksum, dev.checksum) << to_string(dt);
+    EXPECT_EQ(fast.total.hits, mir.total.hits);
+    EXPECT_EQ(fast.total.misses, mir.total.misses);
+    EXPECT_EQ(fast.total.evictions, mir.total.evictions);
+    EXPECT_EQ(fast.total.missing, 0);
   }
 }
 

@@ -409,6 +409,57 @@ TEST(QsaGpu, PlacementsAreBitIdentical) {
   }
 }
 
+// The mirror's reads before its ensure: rows through a table whose entries name pool pages or
+// (<= -2) pages of the host bank read in place give the bits of the same rows read all from
+// the pool, whichever pages are in place (none, some, all). fp8 banks are refused.
+TEST(QsaGpu, InPlaceRowsEqualPoolRows) {
+  REQUIRE_GPU();
+  const qsa_ref::Dims d = gpu_dims(128);
+  const int n = 1500;
+  qsa_ref::LayerInput in = qsa_ref::random_input(n, d, 41);
+  LayerConfig dev;
+  dev.dims = d;
+  LayerConfig host = dev;
+  host.host_banks = true;
+  GpuLayer a(in, dev), c(in, host);  // the same bytes at the same physical pages
+  a.run_chunks({});
+  c.run_chunks({});
+  const int rows = 8, first = n - rows, W = a.width();
+  const Rows r{a.req_.get() + first, a.pos_.get() + first, rows};
+  const std::uint16_t* q = a.q_.get() + std::int64_t{first} * d.q_heads * d.head_dim;
+  const std::int32_t* toks = a.tokens_.get() + std::int64_t{first} * W;
+  const std::size_t out = std::size_t(rows) * d.q_heads * d.head_dim;
+  Buf<float> want(out), got(out), lse_want(std::size_t(rows) * d.q_heads),
+      lse_got(std::size_t(rows) * d.q_heads);
+  attend(q, d.q_heads, r, toks, W, a.banks(), a.table(), dev.splits, a.work_.get(), want.get(),
+         lse_want.get(), nullptr);
+  const std::vector<std::int32_t> table = a.table_.download();
+  Buf<std::int32_t> mixed(table.size());
+  for (int every : {0, 3, 1}) {  // no page in place, every third, all
+    std::vector<std::int32_t> t = table;
+    for (std::size_t i = 0; i < t.size(); ++i)
+      if (every > 0 && i % every == 0) t[i] = -2 - t[i];
+    mixed.upload(t);
+    PageTable pt = a.table();
+    pt.pages = mixed.get();
+    pt.in_place = c.banks();
+    attend(q, d.q_heads, r, toks, W, a.banks(), pt, dev.splits, a.work_.get(), got.get(),
+           lse_got.get(), nullptr);
+    QSA_CHECK(cudaDeviceSynchronize());
+    const auto w = want.download(), g = got.download();
+    EXPECT_EQ(std::memcmp(w.data(), g.data(), w.size() * 4), 0) << "every " << every;
+    const auto lw = lse_want.download(), lg = lse_got.download();
+    EXPECT_EQ(std::memcmp(lw.data(), lg.data(), lw.size() * 4), 0) << "every " << every;
+  }
+  KvBanks fp8 = a.banks();
+  fp8.fp8 = true;
+  PageTable pt = a.table();
+  pt.in_place = fp8;
+  EXPECT_THROW(attend(q, d.q_heads, r, toks, W, fp8, pt, dev.splits, a.work_.get(), got.get(),
+                      nullptr, nullptr),
+               std::exception);
+}
+
 // Windows folded by LSE equal one pass within fp32 rounding, for 2 to 40 windows.
 TEST(QsaGpu, FoldedWindowsEqualOnePass) {
   REQUIRE_GPU();
