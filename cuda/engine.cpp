@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
@@ -32,6 +33,13 @@ MirrorEngine::MirrorEngine(const MirrorConfig& c, const ProgressFn& progress)
   counters_ = DeviceArray<Counters>(1);
   step_ = DeviceArray<std::int64_t>(1);
   ticket_ = DeviceArray<StepTicket>(1);
+  beside_ticket_ = DeviceArray<StepTicket>(1);
+  std::vector<const SlotId*> tables;
+  for (int l = 0; l < c.layout.layers; ++l)
+    tables.push_back(states_[static_cast<std::size_t>(state_index(l))].slot_of_page.get());
+  slot_tables_ = DeviceArray<const SlotId*>(tables.size());
+  KVT_CUDA_CHECK(cudaMemcpy(slot_tables_.get(), tables.data(), tables.size() * sizeof(SlotId*),
+                            cudaMemcpyHostToDevice));
   query_ = DeviceArray<PageId>(q);
   one_slot_ = DeviceArray<SlotId>(1);
   if (c.form == EnsureForm::multi_block) {
@@ -47,6 +55,7 @@ MirrorEngine::MirrorEngine(const MirrorConfig& c, const ProgressFn& progress)
   KVT_CUDA_CHECK(cudaMemset(counters_.get(), 0, counters_.bytes()));
   KVT_CUDA_CHECK(cudaMemset(step_.get(), 0, step_.bytes()));
   KVT_CUDA_CHECK(cudaMemset(ticket_.get(), 0, ticket_.bytes()));
+  KVT_CUDA_CHECK(cudaMemset(beside_ticket_.get(), 0, beside_ticket_.bytes()));
   KVT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -158,17 +167,24 @@ void MirrorEngine::residency_beside_async(int layer, const CompactParams& c, con
   }
   check_layer(layer);
   check_query(n);
-  CopyParams no_copy = copy_params(layer);
-  no_copy.count = nullptr;
-  launch_residency_step({c, ensure_params(layer, d_query, n, hooks), no_copy,
-                         translate_params(layer, TranslateTarget{}), ticket_.get(), 1},
-                        s);
-  launch_copy(copy_params(layer), s);
+  launch_residency_step(
+      {c, ensure_params(layer, d_query, n, hooks), copy_params(layer),
+       translate_params(layer, TranslateTarget{}), beside_ticket_.get(), kBesideBlocks},
+      s);
 }
 
-void MirrorEngine::locate_async(int layer, const TranslateTarget& t, cudaStream_t s) {
-  check_layer(layer);
-  launch_locate(translate_params(layer, t), s);
+void MirrorEngine::locate_async(int first, int layers, const PageId* d_logical, int n,
+                                SlotId* d_physical, int* d_in_place, cudaStream_t s) {
+  check_layer(first);
+  check_layer(first + layers - 1);
+  if (layers > 1 && cfg_.unit != ResidencyUnit::layer_page) {
+    throw std::invalid_argument(
+        "mirror engine: locating several layers at once needs the per-layer unit");
+  }
+  launch_locate(LocateParams{d_logical, d_physical, slot_tables_.get() + first,
+                             d_in_place != nullptr ? d_in_place : &counters_.get()->missing,
+                             cfg_.num_pages, n, layers},
+                s);
 }
 void MirrorEngine::store_async(int layer, const PageId* d_pages, const std::int32_t* d_tokens,
                                const std::byte* const* src, int n, cudaStream_t s) {

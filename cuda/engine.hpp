@@ -94,10 +94,14 @@ class MirrorEngine {
                     const EnsureHooks& hooks = {});
   void translate_async(int layer, const PageId* d_logical, int n, SlotId* d_physical,
                        cudaStream_t s);
-  // The pool table before an ensure (launch_locate): resident pages to their slots, the others
-  // to in_place_ref(page), read from the host bank; *missing (null: Counters::missing) counts
-  // those.
-  void locate_async(int layer, const TranslateTarget& t, cudaStream_t s);
+  // The pool tables of layers [first, first + layers) before their ensures, in one launch
+  // (launch_locate): d_physical[l * n + i] is logical page d_logical[i] in layer first + l's
+  // state, its slot when resident, else in_place_ref(page), read from the host bank;
+  // *d_in_place (null: Counters::missing) counts those. Several layers at once need the
+  // per-layer unit: each table stays valid until its own layer's ensure, which changes no slot
+  // of a page in its query.
+  void locate_async(int first, int layers, const PageId* d_logical, int n, SlotId* d_physical,
+                    int* d_in_place, cudaStream_t s);
   // One layer-step's residency: compaction `c` (c.out inside d_query, after the written pages),
   // ensure of d_query[0, n), the copy of its misses, then the translate `t`. The block form
   // runs it in one launch (launch_residency_step); the other forms as separate launches.
@@ -105,8 +109,11 @@ class MirrorEngine {
                             const TranslateTarget& t, cudaStream_t s,
                             const EnsureHooks& hooks = {});
   // The same step without a translate, for a stream beside the attention (which reads through
-  // locate_async's table): compaction and ensure in one block, then the miss copy on the whole
-  // GPU (it exits at once without misses), so that the attention keeps its SMs.
+  // locate_async's table), on kBesideBlocks blocks: enough to copy the misses of a prefill
+  // chunk, few enough that the attention keeps its SMs while the leader compacts and ensures
+  // (H200, concurrent8-16k-128k: 1 / 4 / 16 blocks, or one block and a whole-GPU copy launch,
+  // gave 338 / 338 / 438 / 353 us per decode forward; one block copies prefill misses slowly).
+  static constexpr int kBesideBlocks = 4;
   void residency_beside_async(int layer, const CompactParams& c, const PageId* d_query, int n,
                               cudaStream_t s, const EnsureHooks& hooks = {});
   // Write-through store of n tokens of `layer` (src[k]: [n, token_bytes(k)] device memory).
@@ -164,7 +171,10 @@ class MirrorEngine {
   DeviceArray<EnsureResult> result_;
   DeviceArray<Counters> counters_;
   DeviceArray<std::int64_t> step_;
-  DeviceArray<StepTicket> ticket_;  // the residency step's leader election
+  DeviceArray<StepTicket> ticket_;         // steps on one block per SM
+  DeviceArray<StepTicket> beside_ticket_;  // steps beside the attention (kBesideBlocks)
+  DeviceArray<const SlotId*>
+      slot_tables_;  // each layer's slot_of_page (locate)  // the residency step's leader election
   // staging for the synchronous forms
   DeviceArray<PageId> query_;
   DeviceArray<SlotId> one_slot_;

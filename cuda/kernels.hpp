@@ -128,9 +128,19 @@ struct TranslateParams {
   int n;
 };
 void launch_translate(const TranslateParams& p, cudaStream_t stream);
-// The same table with the core's locate_pages: pages not resident resolve to in_place_ref(page)
-// (read from the host bank in place), the count of those goes to *missing.
-void launch_locate(const TranslateParams& p, cudaStream_t stream);
+// The tables of several layers with the core's locate_pages, one launch: physical[l * n + i] for
+// logical[i] in layer l's state; pages not resident resolve to in_place_ref(page) (read from the
+// host bank in place), and *in_place counts those.
+struct LocateParams {
+  const PageId* logical;              // [n]
+  SlotId* physical;                   // [layers][n]
+  const SlotId* const* slot_of_page;  // [layers]: each layer's state
+  int* in_place;
+  PageId num_pages;
+  int n;
+  int layers;
+};
+void launch_locate(const LocateParams& p, cudaStream_t stream);
 
 // The residency of one layer-step in one launch: compaction of the rows' selections into the
 // ensure query (which starts with the written pages), the one-block ensure, the copy of its

@@ -141,7 +141,7 @@ void AttendReplay::stage(const StagedForward& sf, cudaStream_t s) {
   upload(d_digest_pos_, digest_pos_, s);
   upload(d_digest_table_, digest_table_, s);
   upload(d_digest_len_, std::vector<std::int64_t>{n_out}, s);
-  fit(d_slot_tables_, static_cast<std::size_t>(rows_) * stride_);
+  fit(d_slot_tables_, static_cast<std::size_t>(L) * rows_ * stride_);
   fit(d_stage_k_, static_cast<std::size_t>(L * n_store_ * kv_row_));
   fit(d_stage_v_, static_cast<std::size_t>(L * n_store_ * kv_row_));
   fit(d_q_, static_cast<std::size_t>(L * rows_ * q_row_));
@@ -172,9 +172,13 @@ void AttendReplay::generate(cudaStream_t s) {
   launch_copy(gq, s);
 }
 
-TranslateTarget AttendReplay::pool_table_target(const PageId* d_tables) {
+TranslateTarget AttendReplay::pool_table_target(const PageId* d_tables, int layer) {
   // The scratch counter counts table entries that are not resident, most of which no row reads.
-  return {d_tables, d_slot_tables_.get(), rows_ * stride_, kNoSlot, d_ints_.get() + 2};
+  return {d_tables, pool_tables(layer), rows_ * stride_, kNoSlot, d_ints_.get() + 2};
+}
+
+SlotId* AttendReplay::pool_tables(int layer) {
+  return d_slot_tables_.get() + std::int64_t{layer} * rows_ * stride_;
 }
 
 qsa::KvBanks AttendReplay::layer_banks(int layer, const AttendPlacement& at) const {
@@ -187,7 +191,8 @@ qsa::PageTable AttendReplay::read_table(int layer, const AttendPlacement& at,
   if (at.placement == Placement::mirror) {
     // the rows' tables as the residency step translated them, or as located before the ensure
     // (pool_table_target); located entries <= -2 read the host bank in place
-    qsa::PageTable t{d_slot_tables_.get(), stride_, dummy_slot(at.slots)};
+    qsa::PageTable t{d_slot_tables_.get() + std::int64_t{layer} * rows_ * stride_, stride_,
+                     dummy_slot(at.slots)};
     if (at.in_place) t.in_place = layer_kv_banks(layout_, layer, at.host_banks, true);
     return t;
   }

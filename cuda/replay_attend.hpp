@@ -53,9 +53,13 @@ class AttendReplay {
   // Generates every layer's K/V of the new tokens and the rows' queries (before the forward's
   // timed layers).
   void generate(cudaStream_t s);
-  // Mirror: where the residency step translates the rows' tables `d_tables` to (slot per
-  // resident page, -1 otherwise: never written, read as the zero dummy slot), before attend.
-  TranslateTarget pool_table_target(const PageId* d_tables);
+  // Mirror: where the residency step translates the rows' tables `d_tables` to for `layer`
+  // (slot per resident page, -1 otherwise: never written, read as the zero dummy slot).
+  TranslateTarget pool_table_target(const PageId* d_tables, int layer);
+  // Mirror: layer `layer`'s pool table ([layers][rows][stride], consecutive layers), which
+  // MirrorEngine::locate_async fills for every layer at once in the in-place mode.
+  SlotId* pool_tables(int layer);
+  int pool_table_entries() const { return rows_ * stride_; }
   // Stores the new K/V of layer `layer` through the placement.
   void store(int layer, const AttendPlacement& at, const PageId* d_tables, cudaStream_t s);
   // Runs the layer's attention over the rows' token lists.

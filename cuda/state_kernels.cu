@@ -16,11 +16,15 @@ __global__ void translate_kernel(const __grid_constant__ TranslateParams p) {
   if (missing) atomicAdd(p.missing, missing);
 }
 
-__global__ void locate_kernel(const __grid_constant__ TranslateParams p) {
+__global__ void locate_kernel(const __grid_constant__ LocateParams p) {
   int in_place = 0;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += gridDim.x * blockDim.x)
-    in_place += locate_pages(p.logical + i, 1, p.slot_of_page, p.num_pages, p.physical + i);
-  if (in_place) atomicAdd(p.missing, in_place);
+  const std::int64_t total = std::int64_t{p.n} * p.layers;
+  for (std::int64_t v = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; v < total;
+       v += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t l = v / p.n, i = v - l * p.n;
+    in_place += locate_pages(p.logical + i, 1, p.slot_of_page[l], p.num_pages, p.physical + v);
+  }
+  if (in_place) atomicAdd(p.in_place, in_place);
 }
 
 __global__ void flush_kernel(ResidencyView st) {
@@ -42,9 +46,10 @@ void launch_translate(const TranslateParams& p, cudaStream_t stream) {
   KVT_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_locate(const TranslateParams& p, cudaStream_t stream) {
-  if (p.n <= 0) return;
-  const int blocks = (p.n + 255) / 256 < 264 ? (p.n + 255) / 256 : 264;
+void launch_locate(const LocateParams& p, cudaStream_t stream) {
+  const std::int64_t total = std::int64_t{p.n} * p.layers;
+  if (total <= 0) return;
+  const int blocks = static_cast<int>((total + 255) / 256 < 528 ? (total + 255) / 256 : 528);
   locate_kernel<<<blocks, 256, 0, stream>>>(p);
   KVT_CUDA_CHECK(cudaGetLastError());
 }

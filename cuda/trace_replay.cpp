@@ -68,6 +68,8 @@ struct DeviceCounters {
   int bad_rows;
   int missing;
   int bad_stores;
+  int located_in_place;  // table entries (most unread) located in place: not reported
+  int pad;
 };
 
 }  // namespace
@@ -310,6 +312,12 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
     } else {
       KVT_CUDA_CHECK(cudaEventRecord(ev_a, s));
     }
+    // Mirror, in place: every layer's table before any ensure of the forward (each stays valid
+    // until its own layer's ensure), one launch.
+    if (at.in_place) {
+      engine->locate_async(0, L, d_tables.get(), att->pool_table_entries(), att->pool_tables(0),
+                           &dc->located_in_place, s);
+    }
     for (int l = 0; l < L; ++l) {
       PageId* q = d_query.get() + std::int64_t{l} * qlen;
       const std::int64_t step = (fi * L + l) * 2 + 1;  // the simulator's stamps
@@ -345,13 +353,12 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
       }
       const EnsureHooks hooks{d_steps.get() + l, dc->ensure};
       if (at.in_place) {
-        // The table before the ensure (resident pages to slots, the others in place from the
-        // host bank), the store, then the attention while the residency step (compaction and
+        // The table located before the ensure (resident pages to slots, the others in place from
+        // the host bank), the store, then the attention while the residency step (compaction and
         // ensure on one block, the miss copy) runs beside it: every page of the query reads the
         // same bytes either way, and the ensure changes no slot that the attention reads. A
         // layer's residency may run on beside the next layer's work (another state); the
         // forward ends after the last one.
-        engine->locate_async(l, att->pool_table_target(d_tables.get()), s);
         att->store(l, at, d_tables.get(), s);
         KVT_CUDA_CHECK(cudaEventRecord(ev_fork, s));
         KVT_CUDA_CHECK(cudaStreamWaitEvent(side, ev_fork));
@@ -366,7 +373,7 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
         // compaction, ensure, miss copy and translate (attend: the rows' page tables, which
         // the attention reads through; checksum: the selections) in one launch
         const TranslateTarget tt =
-            attend ? att->pool_table_target(d_tables.get())
+            attend ? att->pool_table_target(d_tables.get(), l)
                    : TranslateTarget{q + writes, d_physical.get(), rows * width, dummy_slot(slots)};
         engine->residency_step_async(l, compact_params(l), q, qlen, tt, s, hooks);
         if (verifier) {

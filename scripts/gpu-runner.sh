@@ -165,6 +165,20 @@ if [[ $WHAT == final ]]; then
     run "trace-mirror-8499-$i" 90 "$D/kvtier" run --trace "$T" --placement mirror \
       --pool-pages 8499 --json
   done
+  run trace-mirror-8499-copy-first 90 "$D/kvtier" run --trace "$T" --placement mirror \
+    --pool-pages 8499 --copy-first --json
+  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  RC_PARAMS="seed=20261129 max_success=12" run memcheck-step 150 "$CS" --tool memcheck \
+    --error-exitcode 9 "$D/cuda_residency_test" --gtest_filter='ResidencyStep.*'
+  RC_PARAMS="seed=20261129 max_success=12" run racecheck-step 150 "$CS" --tool racecheck \
+    --error-exitcode 9 "$D/cuda_residency_test" --gtest_filter='ResidencyStep.*'
+  run memcheck-in-place 90 "$CS" --tool memcheck --error-exitcode 9 "$D/qsa_gpu_test" \
+    --gtest_filter='*InPlaceRows*'
+  E=(--prompt-tokens 1,1,1,1,1,1,1,1 --fill-depth 16383 --decode 64)
+  run decode-8x16k-mirror-2400 120 "$D/kvtier" run "${K[@]}" "${E[@]}" --placement mirror \
+    --pool-pages 2400
+  run decode-8x16k-mirror-2400-copy-first 120 "$D/kvtier" run "${K[@]}" "${E[@]}" \
+    --placement mirror --pool-pages 2400 --copy-first
   for p in host device; do
     run "decode-128k-$p" 60 "$D/kvtier" run "${K[@]}" --prompt-tokens 1 --fill-depth 131071 \
       --decode 64 --placement "$p"

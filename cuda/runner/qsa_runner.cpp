@@ -170,7 +170,9 @@ QsaRunner::QsaRunner(const weights::SafetensorsFile& file, const Geometry& g, st
   m.rpos = DeviceArray<std::int32_t>(MR);
   m.fwd = DeviceArray<std::int32_t>(3 * R);
   m.tables = DeviceArray<std::int32_t>(T);
-  m.pool_tbl = DeviceArray<std::int32_t>(T);
+  // mirror: one pool table per QSA layer (decode locates all of them before the first layer)
+  m.pool_tbl = DeviceArray<std::int32_t>(
+      c.placement == Placement::mirror ? T * static_cast<std::size_t>(m.L) : 1);
   m.wtable = DeviceArray<std::int32_t>(T);
   m.blocks = DeviceArray<std::int32_t>(MR * static_cast<std::size_t>(m.k));
   m.sel = DeviceArray<std::int32_t>(MR * static_cast<std::size_t>(m.width));

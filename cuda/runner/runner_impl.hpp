@@ -112,6 +112,8 @@ struct QsaRunner::Impl {
   cudaEvent_t ev_fork = nullptr, ev_join[2] = {nullptr, nullptr};
   int pending_join = -1;
   void join_residency();
+  // Mirror decode reads the pages it misses in place (bf16, unless copy_first).
+  bool in_place(const ForwardPlan& p) const;
   // Phase timing (profile_phases): an event per mark, names of the phase each closes.
   std::vector<cudaEvent_t> phase_events;
   std::vector<std::string> phase_names;

@@ -24,6 +24,10 @@ void QsaRunner::Impl::mark(const char* phase) {
   KVT_CUDA_CHECK(cudaEventRecord(phase_events[phase_used++], s));
 }
 
+bool QsaRunner::Impl::in_place(const ForwardPlan& p) const {
+  return c.placement == Placement::mirror && p.decode && !c.copy_first && c.dtype == KvDtype::bf16;
+}
+
 void QsaRunner::Impl::join_residency() {
   if (pending_join < 0) return;
   KVT_CUDA_CHECK(cudaStreamWaitEvent(s, ev_join[pending_join]));
@@ -161,16 +165,17 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
                            g.page_size};
     const std::int32_t n = p.writes + p.trows * p.width_pages;
     const cuda::EnsureHooks hooks{stamps.get() + li, dc->ensure};
-    const cuda::TranslateTarget pool_target{tables.get(), pool_tbl.get(),
-                                            static_cast<int>(R * stride), kNoSlot, &dc->unselected};
-    qsa::PageTable pool_table{pool_tbl.get(), stride, store.pool_dummy()};
-    if (p.decode && !c.copy_first && c.dtype == KvDtype::bf16) {
-      // The rows' tables before the ensure (resident pages to slots, the others read in place
-      // from the host bank), the store (the pool where resident, the host bank always), then
+    std::int32_t* layer_tbl = pool_tbl.get() + li * R * stride;
+    const cuda::TranslateTarget pool_target{tables.get(), layer_tbl, static_cast<int>(R * stride),
+                                            kNoSlot, &dc->unselected};
+    qsa::PageTable pool_table{layer_tbl, stride, store.pool_dummy()};
+    if (in_place(p)) {
+      // The rows' tables located before the forward's ensures (forward_work: resident pages to
+      // slots, the others read in place from the host bank), the store (the pool where
+      // resident, the host bank always), then
       // the attention beside the residency step on a few SMs: the ensure changes no slot of
       // a page the attention reads, and the copy brings the new tokens with the pages it admits
       // (it follows the store).
-      m.locate_async(li, pool_target, s);
       qsa::store_kv(kk.get(), v.get(), r, logical, logical_table, store.pool_banks(li), pool_table,
                     s);
       KVT_CUDA_CHECK(cudaEventRecord(ev_fork, s));

@@ -266,6 +266,12 @@ void QsaRunner::Impl::forward_work(const ForwardPlan& p, QsaRunner& owner) {
   const int rows = p.rows;
   const int H = g.hidden_size;
   runner::embed(embed.get(), tokens.get(), rows, H, hidden.get(), s);
+  if (in_place(p)) {
+    // every layer's pool table before any ensure of the forward (each stays valid until its
+    // own layer's ensure), one launch
+    kv->mirror().locate_async(0, L, tables.get(), static_cast<int>(R * stride), pool_tbl.get(),
+                              &counters.get()->unselected, s);
+  }
   int li = 0;
   for (int id = 0; id < g.total_layers; ++id) {
     const bool is_qsa = li < L && g.qsa_layer_ids[static_cast<std::size_t>(li)] == id;

@@ -14,10 +14,12 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cuda/engine.hpp"
+#include "model/translate.hpp"
 #include "tests/cuda/gpu_test_util.hpp"
 
 namespace kvtier::cuda {
@@ -331,6 +333,59 @@ TEST(ResidencyStep, GraphReplayEqualsEager) {
   KVT_CUDA_CHECK(cudaGraphExecDestroy(exec));
   KVT_CUDA_CHECK(cudaGraphDestroy(graph));
   KVT_CUDA_CHECK(cudaStreamDestroy(st));
+}
+
+}  // namespace
+}  // namespace kvtier::cuda
+
+namespace kvtier::cuda {
+namespace {
+
+// locate_async over several layers in one launch equals the core's locate_pages on each layer's
+// state; the all-layers unit refuses several layers at once (one layer's ensure would move the
+// slots the next layer's table points to).
+TEST(ResidencyStep, LocateEveryLayerAtOnce) {
+  KVT_REQUIRE_GPU();
+  std::mt19937_64 rng(5);
+  const PageLayout L = PageLayout::make(3, 16, 1, 8, false);
+  const PageId pages = 300;
+  MirrorEngine e(MirrorConfig{L, ResidencyUnit::layer_page, pages, 100, 200, EnsureForm::block});
+  for (int l = 0; l < L.layers; ++l) {  // a different resident set per layer
+    std::vector<PageId> q;
+    for (int i = 0; i < 80; ++i)
+      q.push_back(static_cast<PageId>(rng() % pages));
+    std::vector<CopyOp> copies;
+    e.ensure(l, q, l + 1, copies);
+  }
+  std::vector<PageId> logical;
+  for (int i = 0; i < 500; ++i)
+    logical.push_back(i % 50 == 0 ? kNoPage : static_cast<PageId>(rng() % (pages + 5)));
+  DeviceArray<PageId> d_logical;
+  put(d_logical, logical);
+  DeviceArray<SlotId> d_physical(logical.size() * L.layers);
+  DeviceArray<int> d_in_place(1);
+  KVT_CUDA_CHECK(cudaMemset(d_in_place.get(), 0, sizeof(int)));
+  e.locate_async(0, L.layers, d_logical.get(), static_cast<int>(logical.size()), d_physical.get(),
+                 d_in_place.get(), nullptr);
+  KVT_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<SlotId> got = get(d_physical.get(), d_physical.size());
+  int in_place = 0;
+  for (int l = 0; l < L.layers; ++l) {
+    std::vector<SlotId> sop;
+    std::vector<PageId> pos;
+    std::vector<std::int64_t> lu;
+    e.download_state(l, sop, pos, lu);
+    std::vector<SlotId> want(logical.size());
+    in_place += locate_pages(logical.data(), static_cast<int>(logical.size()), sop.data(), pages,
+                             want.data());
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin() + l * logical.size()))
+        << "layer " << l;
+  }
+  EXPECT_EQ(get(d_in_place.get(), 1)[0], in_place);
+  MirrorEngine all(
+      MirrorConfig{L, ResidencyUnit::all_layers_page, pages, 100, 200, EnsureForm::block});
+  EXPECT_THROW(all.locate_async(0, 2, d_logical.get(), 10, d_physical.get(), nullptr, nullptr),
+               std::invalid_argument);
 }
 
 }  // namespace
