@@ -1,7 +1,9 @@
-// The one-launch residency step (kernels.hpp, launch_residency_step). Four dependent launches of
-// a few microseconds each (compaction, ensure, copy, translate: 18 us per layer on the H200,
-// bench/results/runner-h200-2026-11-29.md, run 4) become one: the leading block compacts and
-// ensures, then every block copies the misses and translates.
+// The one-launch residency step (kernels.hpp, launch_residency_step): the leading block compacts
+// and ensures, then every block copies the misses and translates. It replaces four dependent
+// launches (compaction, ensure, copy, translate), but not their chain of dependent memory round
+// trips: alone on the GPU it takes about as long (H200: 19.5 - 20 us against 18.2 us per layer,
+// bench/results/runner-h200-2026-11-29.md, run 6). Its use is beside the attention on a few
+// blocks (MirrorEngine::residency_beside_async), where one launch keeps few SMs busy.
 #include <cuda/atomic>
 
 #include "cuda/cuda_check.hpp"
