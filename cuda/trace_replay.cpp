@@ -21,12 +21,6 @@
 
 namespace kvtier::cuda {
 
-namespace {
-// Blocks of the residency step that runs beside the attention: the leader and a few copiers
-// (a whole-GPU grid would keep the attention's CTAs off most SMs while it waits).
-constexpr int kSideStepBlocks = 4;
-}  // namespace
-
 std::string_view to_string(ReadMode m) {
   return m == ReadMode::attend ? "attend" : "checksum";
 }
@@ -354,8 +348,8 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
       const EnsureHooks hooks{d_steps.get() + l, dc->ensure};
       if (at.in_place) {
         // The table located before the ensure (resident pages to slots, the others in place from
-        // the host bank), the store, then the attention while the residency step (compaction and
-        // ensure on one block, the miss copy) runs beside it: every page of the query reads the
+        // the host bank), the store, then the attention while the residency step (compaction,
+        // ensure and miss copy on a few blocks) runs beside it: every page of the query reads the
         // same bytes either way, and the ensure changes no slot that the attention reads. A
         // layer's residency may run on beside the next layer's work (another state); the
         // forward ends after the last one.

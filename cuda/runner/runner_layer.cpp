@@ -170,12 +170,11 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
                                             kNoSlot, &dc->unselected};
     qsa::PageTable pool_table{layer_tbl, stride, store.pool_dummy()};
     if (in_place(p)) {
-      // The rows' tables located before the forward's ensures (forward_work: resident pages to
-      // slots, the others read in place from the host bank), the store (the pool where
-      // resident, the host bank always), then
-      // the attention beside the residency step on a few SMs: the ensure changes no slot of
-      // a page the attention reads, and the copy brings the new tokens with the pages it admits
-      // (it follows the store).
+      // The rows' tables were located before the forward's ensures (forward_work: resident
+      // pages to slots, the others read in place from the host bank). The store (the pool where
+      // resident, the host bank always), then the attention beside the residency step on a few
+      // SMs: the ensure changes no slot of a page the attention reads, and the copy brings the
+      // new tokens with the pages it admits (it follows the store).
       qsa::store_kv(kk.get(), v.get(), r, logical, logical_table, store.pool_banks(li), pool_table,
                     s);
       KVT_CUDA_CHECK(cudaEventRecord(ev_fork, s));

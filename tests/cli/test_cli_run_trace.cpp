@@ -24,7 +24,8 @@ TEST(CliRunTrace, HelpTellsTheReadModes) {
   EXPECT_TRUE(has(r.out, "attend (default")) << r.out;
   EXPECT_TRUE(has(r.out, "the default with --verify")) << r.out;
   EXPECT_TRUE(has(r.out, "implies --read")) << r.out;
-  EXPECT_TRUE(has(r.out, "generation is excluded")) << r.out;
+  EXPECT_TRUE(has(r.out, "is not timed")) << r.out;
+  EXPECT_TRUE(has(r.out, "--copy-first")) << r.out;
 }
 
 TEST(CliRunTrace, BadReadModeOrNoDeviceIsAnError) {
