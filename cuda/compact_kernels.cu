@@ -3,6 +3,7 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
+#include "cuda/compact_row.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/kernels.hpp"
 #include "model/compaction.hpp"
@@ -16,12 +17,7 @@ namespace {
 __global__ void compact_core_kernel(const __grid_constant__ CompactParams p) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= p.rows) return;
-  const RowCompaction c =
-      compact_row(p.blocks + std::int64_t{r} * p.n_blocks, p.n_blocks, p.pos[r], p.compress_ratio,
-                  p.page_size, p.tables + std::int64_t{r} * p.table_stride, p.table_len[r], p.width,
-                  p.out + std::int64_t{r} * p.width);
-  if (c.dropped > 0) atomicAdd(p.dropped, c.dropped);
-  if (c.status != CompactStatus::ok) atomicAdd(p.bad_rows, 1);
+  compact_row_counted(p, r);
 }
 
 // One tile holds a decode row (a 512-block selection and its tail): one pass of loads per row.
@@ -95,12 +91,7 @@ __global__ void __launch_bounds__(kCompactThreads)
   if (local_bad) atomicOr(&s_bad, 1);
   __syncthreads();
   if (s_bad) {
-    if (tid == 0) {
-      const RowCompaction c = compact_row(blocks, p.n_blocks, p.pos[r], p.compress_ratio,
-                                          p.page_size, table, table_len, p.width, out);
-      if (c.dropped > 0) atomicAdd(p.dropped, c.dropped);
-      if (c.status != CompactStatus::ok) atomicAdd(p.bad_rows, 1);
-    }
+    if (tid == 0) compact_row_counted(p, r);
     return;
   }
   for (int k = carry_count + tid; k < p.width; k += kCompactThreads)

@@ -123,6 +123,27 @@ __device__ inline void sort_misses_ascending(const EnsureParams& p, int m) {
   }
 }
 
+// Step 5 of both block forms: the i-th miss goes to the i-th victim (every thread of the block
+// calls it; the caller's barrier follows). Returns this thread's evictions.
+__device__ inline int install_misses(const EnsureParams& p, const ResidencyView& st,
+                                     std::int64_t step, int m) {
+  int evictions = 0;
+  for (int i = static_cast<int>(threadIdx.x); i < m; i += static_cast<int>(blockDim.x)) {
+    const PageId pg = p.miss_pages[i];
+    const SlotId s = p.victims[i];
+    const PageId old = st.page_of_slot[s];
+    if (old != kNoPage) {
+      st.slot_of_page[old] = kNoSlot;
+      ++evictions;
+    }
+    st.page_of_slot[s] = pg;
+    st.slot_of_page[pg] = s;
+    st.last_use[s] = step;
+    p.copies[i] = CopyOp{pg, s, old};
+  }
+  return evictions;
+}
+
 // The one-block ensure: every thread of a block of kEnsureThreads calls it; all return
 // together.
 __device__ inline void ensure_in_one_block(const EnsureParams& p) {
@@ -296,20 +317,7 @@ __device__ inline void ensure_in_one_block(const EnsureParams& p) {
     __syncthreads();
   }
   // 5. install
-  int evictions = 0;
-  for (int i = tid; i < m; i += kEnsureThreads) {
-    const PageId pg = p.miss_pages[i];
-    const SlotId s = p.victims[i];
-    const PageId old = st.page_of_slot[s];
-    if (old != kNoPage) {
-      st.slot_of_page[old] = kNoSlot;
-      ++evictions;
-    }
-    st.page_of_slot[s] = pg;
-    st.slot_of_page[pg] = s;
-    st.last_use[s] = step;
-    p.copies[i] = CopyOp{pg, s, old};
-  }
+  const int evictions = install_misses(p, st, step, m);
   if (evictions) atomicAdd(&s_evictions, evictions);
   __syncthreads();
   if (tid == 0) {

@@ -275,20 +275,7 @@ __global__ void __launch_bounds__(kMergeThreads)
     }
   }
   __syncthreads();
-  int evictions = 0;
-  for (int i = tid; i < m; i += kMergeThreads) {
-    const PageId pg = p.miss_pages[i];
-    const SlotId s = p.victims[i];
-    const PageId old = st.page_of_slot[s];
-    if (old != kNoPage) {
-      st.slot_of_page[old] = kNoSlot;
-      ++evictions;
-    }
-    st.page_of_slot[s] = pg;
-    st.slot_of_page[pg] = s;
-    st.last_use[s] = step;
-    p.copies[i] = CopyOp{pg, s, old};
-  }
+  const int evictions = install_misses(p, st, step, m);
   if (evictions) atomicAdd(&s_evictions, evictions);
   __syncthreads();
   if (tid == 0) {

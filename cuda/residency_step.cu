@@ -6,6 +6,7 @@
 // blocks (MirrorEngine::residency_beside_async), where one launch keeps few SMs busy.
 #include <cuda/atomic>
 
+#include "cuda/compact_row.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/ensure_block.cuh"
 #include "cuda/kernels.hpp"
@@ -110,12 +111,7 @@ __device__ void compact_row_in_warp(const CompactParams& p, int r, int lane) {
     carry_block = pass_max > carry_block ? pass_max : carry_block;
   }
   if (__any_sync(kAll, bad)) {
-    if (lane == 0) {
-      const RowCompaction c = compact_row(blocks, p.n_blocks, p.pos[r], p.compress_ratio,
-                                          p.page_size, table, table_len, p.width, out);
-      if (c.dropped > 0) atomicAdd(p.dropped, c.dropped);
-      if (c.status != CompactStatus::ok) atomicAdd(p.bad_rows, 1);
-    }
+    if (lane == 0) compact_row_counted(p, r);
     return;
   }
   for (int k = carry_count + lane; k < p.width; k += 32)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: the model runner's gpu tests and `kvtier run --weights` figures, logs
 # into $1 (default $OUT). Carried binaries in gpu-carry-runner/ (scripts/gpu-build-runner.sh).
-# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [final|figures|all|sanitize|qsa|mirror|micro|step]
+# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [final|figures|all|sanitize|qsa|mirror|micro]
 # final: every gpu test, then the issue figures; figures: the longer list of runner figures;
 # all: every gpu test and `figures`; the others: see each block.
 set -u
@@ -39,6 +39,29 @@ gpu_tests() {
   run qsa_gpu_test 60 "$D/qsa_gpu_test"
   run qsa_decode_select_test 60 "$D/qsa_decode_select_test"
   run runner_needle_test 90 "$D/runner_needle_test"
+}
+T=traces/samples/concurrent8-16k-128k.ktr
+# mirror against device on the sample trace at the pool `kvtier plan` recommends for it
+# (docs/run-trace.md says how), the mirror in place and with --copy-first, twice
+trace_figures() {
+  for i in 1 2; do
+    run "trace-device-$i" 90 "$D/kvtier" run --trace "$T" --placement device --json
+    run "trace-mirror-8499-$i" 90 "$D/kvtier" run --trace "$T" --placement mirror \
+      --pool-pages 8499 --json
+    run "trace-mirror-8499-copy-first-$i" 90 "$D/kvtier" run --trace "$T" --placement mirror \
+      --pool-pages 8499 --copy-first --json
+  done
+}
+# memcheck and racecheck over the residency step's tests, memcheck over the in-place attend's
+step_sanitizers() {
+  local CS
+  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  RC_PARAMS="seed=20261129 max_success=12" run memcheck-step 150 "$CS" --tool memcheck \
+    --error-exitcode 9 "$D/cuda_residency_test" --gtest_filter='ResidencyStep.*'
+  RC_PARAMS="seed=20261129 max_success=12" run racecheck-step 150 "$CS" --tool racecheck \
+    --error-exitcode 9 "$D/cuda_residency_test" --gtest_filter='ResidencyStep.*'
+  run memcheck-in-place 90 "$CS" --tool memcheck --error-exitcode 9 "$D/qsa_gpu_test" \
+    --gtest_filter='*InPlaceRows*'
 }
 [[ $WHAT == all ]] && gpu_tests
 if [[ $WHAT == figures || $WHAT == all ]]; then
@@ -102,50 +125,9 @@ if [[ $WHAT == qsa ]]; then
   unset KVTIER_QSA_TEST_SMALL
 fi
 if [[ $WHAT == mirror ]]; then
-  # the mirror's per-layer cost on the sample trace: device against mirror at the planner's
-  # pool, and the kernels of 4 decode forwards (launches 7,000 .. 7,479, forwards 60+) by ncu
-  T=traces/samples/concurrent8-16k-128k.ktr
-  run trace-device 90 "$D/kvtier" run --trace "$T" --placement device --json
-  run trace-mirror-8499 90 "$D/kvtier" run --trace "$T" --placement mirror --pool-pages 8499 --json
-  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-  run ncu-trace-mirror 180 "$NCU" --clock-control none --launch-skip 7000 --launch-count 480 \
-    --metrics gpu__time_duration.sum --csv "$D/kvtier" run --trace "$T" --placement mirror \
-    --pool-pages 8499 --json
-fi
-if [[ $WHAT == step ]]; then
-  # the mirror's residency off the attention's path: the one-launch residency step and the
-  # in-place reads, their tests and the tests that run through them, the sanitizers, then the
-  # mirror against the device on the sample trace (in place and copy first), the runner's mirror
-  # decode, the residency benchmark and the kernels of 4 decode forwards of the mirror (ncu)
-  [[ -f $W ]] || "$D/kvtier" weights gen --vocab 1024 --needle --out "$W" >/dev/null
-  run cuda_residency_test 150 "$D/cuda_residency_test"
-  run qsa_gpu_test 90 "$D/qsa_gpu_test"
-  run cuda_trace_attend_test 150 "$D/cuda_trace_attend_test"
-  run runner_placements_test 120 "$D/runner_placements_test"
-  run runner_needle_test 90 "$D/runner_needle_test"
-  run runner_gpu_test 60 "$D/runner_gpu_test"
-  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  export RC_PARAMS="seed=20261129 max_success=12"
-  run memcheck-step 150 "$CS" --tool memcheck --error-exitcode 9 "$D/cuda_residency_test" \
-    --gtest_filter='ResidencyStep.*'
-  run racecheck-step 150 "$CS" --tool racecheck --error-exitcode 9 "$D/cuda_residency_test" \
-    --gtest_filter='ResidencyStep.*'
-  unset RC_PARAMS
-  run memcheck-in-place 90 "$CS" --tool memcheck --error-exitcode 9 "$D/qsa_gpu_test" \
-    --gtest_filter='*InPlaceRows*'
-  T=traces/samples/concurrent8-16k-128k.ktr
-  for i in 1 2; do
-    run "trace-device-$i" 90 "$D/kvtier" run --trace "$T" --placement device --json
-    run "trace-mirror-8499-$i" 90 "$D/kvtier" run --trace "$T" --placement mirror \
-      --pool-pages 8499 --json
-    run "trace-mirror-8499-copy-first-$i" 90 "$D/kvtier" run --trace "$T" --placement mirror \
-      --pool-pages 8499 --copy-first --json
-  done
-  K=(--weights "$W" --json --prompt-tokens 1,1,1,1,1,1,1,1 --fill-depth 16383 --decode 64)
-  run decode-8x16k-device 120 "$D/kvtier" run "${K[@]}" --placement device
-  run decode-8x16k-mirror-2400 120 "$D/kvtier" run "${K[@]}" --placement mirror --pool-pages 2400
-  run decode-8x16k-mirror-2400-copy-first 120 "$D/kvtier" run "${K[@]}" --placement mirror \
-    --pool-pages 2400 --copy-first
+  # the mirror's cost on the sample trace: the figures, the residency benchmark, and the kernels
+  # of a stretch of the mirror's decode forwards (launches 7,000 .. 7,299) by ncu
+  trace_figures
   run bench-residency 120 "$D/kvtier" bench residency
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   run ncu-trace-mirror 180 "$NCU" --clock-control none --launch-skip 7000 --launch-count 300 \
@@ -158,22 +140,8 @@ if [[ $WHAT == final ]]; then
   [[ -f $W ]] || "$D/kvtier" weights gen --vocab 1024 --needle --out "$W" >/dev/null
   K=(--weights "$W" --json)
   gpu_tests
-  T=traces/samples/concurrent8-16k-128k.ktr
-  for i in 1 2; do
-    run "trace-device-$i" 90 "$D/kvtier" run --trace "$T" --placement device --json
-    # the pool `kvtier plan` recommends for this trace (docs/run-trace.md says how)
-    run "trace-mirror-8499-$i" 90 "$D/kvtier" run --trace "$T" --placement mirror \
-      --pool-pages 8499 --json
-  done
-  run trace-mirror-8499-copy-first 90 "$D/kvtier" run --trace "$T" --placement mirror \
-    --pool-pages 8499 --copy-first --json
-  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  RC_PARAMS="seed=20261129 max_success=12" run memcheck-step 150 "$CS" --tool memcheck \
-    --error-exitcode 9 "$D/cuda_residency_test" --gtest_filter='ResidencyStep.*'
-  RC_PARAMS="seed=20261129 max_success=12" run racecheck-step 150 "$CS" --tool racecheck \
-    --error-exitcode 9 "$D/cuda_residency_test" --gtest_filter='ResidencyStep.*'
-  run memcheck-in-place 90 "$CS" --tool memcheck --error-exitcode 9 "$D/qsa_gpu_test" \
-    --gtest_filter='*InPlaceRows*'
+  trace_figures
+  step_sanitizers
   E=(--prompt-tokens 1,1,1,1,1,1,1,1 --fill-depth 16383 --decode 64)
   run decode-8x16k-mirror-2400 120 "$D/kvtier" run "${K[@]}" "${E[@]}" --placement mirror \
     --pool-pages 2400

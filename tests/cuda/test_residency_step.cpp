@@ -175,6 +175,12 @@ std::string difference(Side& a, Side& b, const StepInput& s, int layer, bool tra
   return "";
 }
 
+// The same engine with the core's ensure in one thread: every step as separate launches.
+MirrorConfig separate_launches(MirrorConfig c) {
+  c.form = EnsureForm::core_thread;
+  return c;
+}
+
 struct EngineSetups {
   MirrorConfig one_launch, separate;
   int ratio = 4;
@@ -190,8 +196,7 @@ EngineSetups make_setups(std::mt19937_64& rng) {
   const SlotId slots = pool_kind == 0 ? uni(1, 40) : pool_kind == 1 ? uni(40, 800) : pages;
   const ResidencyUnit unit = uni(0, 1) ? ResidencyUnit::layer_page : ResidencyUnit::all_layers_page;
   s.one_launch = MirrorConfig{L, unit, pages, slots, 6 + 40 * 80, EnsureForm::block};
-  s.separate = s.one_launch;
-  s.separate.form = EnsureForm::core_thread;
+  s.separate = separate_launches(s.one_launch);
   return s;
 }
 
@@ -251,9 +256,7 @@ TEST(ResidencyStep, DecodeRowsSteadyState) {
   std::mt19937_64 rng(7);
   const PageLayout L = PageLayout::make(2, 64, 2, 16, false);
   const MirrorConfig c{L, ResidencyUnit::layer_page, 4096, 4096, 8 + 8 * 520, EnsureForm::block};
-  MirrorConfig c2 = c;
-  c2.form = EnsureForm::core_thread;
-  Side a(c), b(c2);
+  Side a(c), b(separate_launches(c));
   fill_hosts(rng, a, b);
   StepInput s;
   s.rows = 8;
@@ -299,9 +302,7 @@ TEST(ResidencyStep, GraphReplayEqualsEager) {
   std::mt19937_64 rng(11);
   const PageLayout L = PageLayout::make(1, 16, 1, 8, false);
   const MirrorConfig c{L, ResidencyUnit::layer_page, 600, 200, 6 + 40 * 80, EnsureForm::block};
-  MirrorConfig c2 = c;
-  c2.form = EnsureForm::core_thread;
-  Side a(c), b(c2);
+  Side a(c), b(separate_launches(c));
   fill_hosts(rng, a, b);
   // fixed shapes, so that one graph serves every replay: the buffers are allocated once
   StepInput s = make_step(rng, L, c.num_pages, 4, 1);
