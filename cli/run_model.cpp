@@ -251,12 +251,9 @@ int run_model(const std::vector<std::string>& args) {
 
   // The start-up budget of the pages (the foundation's memory_budget): refuses what cannot
   // fit before anything is allocated, saying the minimum.
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+  if (cuda::device_count() == 0)
     throw ConfigError("run: no CUDA device (cudaGetDeviceCount found none)");
-  int sms = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess)
-    throw std::runtime_error("run: cudaDeviceGetAttribute failed");
+  const int sms = cuda::sm_count();
   // One runner per micro-batch, each checked against what is free when it is built.
   std::vector<std::unique_ptr<runner::QsaRunner>> runners;
   MemoryBudget budget{};
@@ -395,10 +392,7 @@ int run_model(const std::vector<std::string>& args) {
   const double gpu_ms_per_step =
       decode_forwards > 0 ? s.decode_gpu_ms / static_cast<double>(decode_forwards) : 0.0;
   const std::int64_t h2d = s.miss_copy_bytes + s.staged_bytes + s.in_place_bytes;
-  const std::string mirror_reads = rc.placement != Placement::mirror ? ""
-                                   : (rc.copy_first || rc.dtype != KvDtype::bf16)
-                                       ? "through the pool after the ensure and miss copy"
-                                       : "misses in place from the host bank, beside the ensure";
+  const std::string mirror_reads = r.mirror_reads();
   if (vm.count("json")) {
     boost::json::array toks;
     for (const auto& o : out)

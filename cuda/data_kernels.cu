@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "cuda/cuda_check.hpp"
+#include "cuda/host_bank.hpp"
 #include "cuda/kernels.hpp"
 #include "cuda/word_copy.cuh"
 
@@ -12,13 +13,7 @@ namespace {
 using namespace words;
 
 int grid_for_device() {
-  static const int grid = [] {
-    int dev = 0, sms = 0;
-    KVT_CUDA_CHECK(cudaGetDevice(&dev));
-    KVT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    return sms * 8;  // 8 blocks of 256 per SM: enough requests in flight for PCIe
-  }();
-  return grid;
+  return sm_count() * 8;  // 8 blocks of 256 per SM: enough requests in flight for PCIe
 }
 
 constexpr int kThreads = 256;

@@ -94,6 +94,15 @@ void MirrorEngine::check_query(int n) const {
   }
 }
 
+void MirrorEngine::check_step(int layer, const CompactParams& c, const PageId* d_query,
+                              int n) const {
+  check_layer(layer);
+  check_query(n);
+  if (c.rows > 0 && (c.out < d_query || c.out + std::int64_t{c.rows} * c.width > d_query + n)) {
+    throw std::invalid_argument("mirror engine: the compaction's output must lie in the query");
+  }
+}
+
 CopyParams MirrorEngine::copy_params(int layer) const {
   const bool per_layer = cfg_.unit == ResidencyUnit::layer_page;
   return CopyParams{copies_.get(),
@@ -143,11 +152,7 @@ void MirrorEngine::translate_async(int layer, const PageId* d_logical, int n, Sl
 void MirrorEngine::residency_step_async(int layer, const CompactParams& c, const PageId* d_query,
                                         int n, const TranslateTarget& t, cudaStream_t s,
                                         const EnsureHooks& hooks) {
-  check_layer(layer);
-  check_query(n);
-  if (c.rows > 0 && (c.out < d_query || c.out + std::int64_t{c.rows} * c.width > d_query + n)) {
-    throw std::invalid_argument("mirror engine: the compaction's output must lie in the query");
-  }
+  check_step(layer, c, d_query, n);
   if (cfg_.form != EnsureForm::block) {
     launch_compact(c, s);
     ensure_async(layer, d_query, n, s, hooks);
@@ -165,8 +170,7 @@ void MirrorEngine::residency_beside_async(int layer, const CompactParams& c, con
     residency_step_async(layer, c, d_query, n, TranslateTarget{}, s, hooks);
     return;
   }
-  check_layer(layer);
-  check_query(n);
+  check_step(layer, c, d_query, n);
   launch_residency_step(
       {c, ensure_params(layer, d_query, n, hooks), copy_params(layer),
        translate_params(layer, TranslateTarget{}), beside_ticket_.get(), kBesideBlocks},
@@ -181,8 +185,7 @@ void MirrorEngine::locate_async(int first, int layers, const PageId* d_logical, 
     throw std::invalid_argument(
         "mirror engine: locating several layers at once needs the per-layer unit");
   }
-  launch_locate(LocateParams{d_logical, d_physical, slot_tables_.get() + first,
-                             d_in_place != nullptr ? d_in_place : &counters_.get()->missing,
+  launch_locate(LocateParams{d_logical, d_physical, slot_tables_.get() + first, d_in_place,
                              cfg_.num_pages, n, layers},
                 s);
 }

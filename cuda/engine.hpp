@@ -56,6 +56,12 @@ struct TranslateTarget {
   int* missing = nullptr;
 };
 
+// Where the mirror's attention reads the pages its ensure misses (the figures' label).
+inline const char* mirror_reads_name(bool in_place) {
+  return in_place ? "misses in place from the host bank, beside the ensure"
+                  : "through the pool after the ensure and miss copy";
+}
+
 class MirrorEngine {
  public:
   explicit MirrorEngine(const MirrorConfig& c, const ProgressFn& progress = {});
@@ -97,7 +103,7 @@ class MirrorEngine {
   // The pool tables of layers [first, first + layers) before their ensures, in one launch
   // (launch_locate): d_physical[l * n + i] is logical page d_logical[i] in layer first + l's
   // state, its slot when resident, else in_place_ref(page), read from the host bank;
-  // *d_in_place (null: Counters::missing) counts those. Several layers at once need the
+  // *d_in_place (when not null) counts those. Several layers at once need the
   // per-layer unit: each table stays valid until its own layer's ensure, which changes no slot
   // of a page in its query.
   void locate_async(int first, int layers, const PageId* d_logical, int n, SlotId* d_physical,
@@ -148,6 +154,7 @@ class MirrorEngine {
   }
   void check_layer(int layer) const;
   void check_query(int n) const;
+  void check_step(int layer, const CompactParams& c, const PageId* d_query, int n) const;
   CopyParams copy_params(int layer) const;
   TranslateParams translate_params(int layer, const TranslateTarget& t) const;
 
@@ -171,10 +178,9 @@ class MirrorEngine {
   DeviceArray<EnsureResult> result_;
   DeviceArray<Counters> counters_;
   DeviceArray<std::int64_t> step_;
-  DeviceArray<StepTicket> ticket_;         // steps on one block per SM
-  DeviceArray<StepTicket> beside_ticket_;  // steps beside the attention (kBesideBlocks)
-  DeviceArray<const SlotId*>
-      slot_tables_;  // each layer's slot_of_page (locate)  // the residency step's leader election
+  DeviceArray<StepTicket> ticket_;          // steps on one block per SM
+  DeviceArray<StepTicket> beside_ticket_;   // steps beside the attention (kBesideBlocks)
+  DeviceArray<const SlotId*> slot_tables_;  // each layer's slot_of_page (locate)
   // staging for the synchronous forms
   DeviceArray<PageId> query_;
   DeviceArray<SlotId> one_slot_;

@@ -20,6 +20,21 @@ __device__ inline void finish_ok(const EnsureParams& p, const EnsureResult& r) {
   }
 }
 
+// The result of an ensure that failed (the state is as the core leaves it): no copies, one error.
+__device__ inline void finish_failed(const EnsureParams& p, const EnsureResult& r) {
+  *p.result = r;
+  *p.copy_count = 0;
+  ++*p.errors;
+}
+
+// An ensure with a query entry outside the page space (its first index): nothing changed.
+__device__ inline void finish_out_of_range(const EnsureParams& p, int bad_index) {
+  EnsureResult r;
+  r.status = EnsureStatus::page_out_of_range;
+  r.bad_index = bad_index;
+  finish_failed(p, r);
+}
+
 // ---------------------------------------------------------------------------------------
 // Ensure, one block. The same decisions as ensure_pages<ScanVictims, AdmitAll>:
 //  1. range check: the first offending index (block min) -> page_out_of_range, no change;
@@ -172,12 +187,7 @@ __device__ inline void ensure_in_one_block(const EnsureParams& p) {
   __syncthreads();
   if (s_bad != INT_MAX) {
     if (tid == 0) {
-      EnsureResult r;
-      r.status = EnsureStatus::page_out_of_range;
-      r.bad_index = s_bad;
-      *p.result = r;
-      *p.copy_count = 0;
-      ++*p.errors;
+      finish_out_of_range(p, s_bad);
     }
     return;
   }
@@ -217,9 +227,7 @@ __device__ inline void ensure_in_one_block(const EnsureParams& p) {
         r.hits = s_hits;
         r.misses = m;
         r.evictable = s_evictable;
-        *p.result = r;
-        *p.copy_count = 0;
-        ++*p.errors;
+        finish_failed(p, r);
       }
       return;
     }

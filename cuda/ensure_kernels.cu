@@ -28,9 +28,7 @@ __global__ void ensure_core_kernel(const __grid_constant__ EnsureParams p) {
   if (r.status == EnsureStatus::ok) {
     finish_ok(p, r);
   } else {
-    *p.result = r;
-    *p.copy_count = 0;
-    ++*p.errors;
+    finish_failed(p, r);
   }
 }
 
@@ -87,12 +85,7 @@ __global__ void __launch_bounds__(kEnsureThreads)
   __syncthreads();
   if (s_bad != INT_MAX) {
     if (tid == 0) {
-      EnsureResult r;
-      r.status = EnsureStatus::page_out_of_range;
-      r.bad_index = s_bad;
-      *p.result = r;
-      *p.copy_count = 0;
-      ++*p.errors;
+      finish_out_of_range(p, s_bad);
       ms.shared[0] = 0;
       ms.shared[1] = 1;
     }
@@ -218,9 +211,7 @@ __global__ void __launch_bounds__(kMergeThreads)
       r.hits = ms.shared[3];
       r.misses = m;
       r.evictable = s_evictable;
-      *p.result = r;
-      *p.copy_count = 0;
-      ++*p.errors;
+      finish_failed(p, r);
     }
     return;
   }

@@ -130,12 +130,12 @@ struct TranslateParams {
 void launch_translate(const TranslateParams& p, cudaStream_t stream);
 // The tables of several layers with the core's locate_pages, one launch: physical[l * n + i] for
 // logical[i] in layer l's state; pages not resident resolve to in_place_ref(page) (read from the
-// host bank in place), and *in_place counts those.
+// host bank in place), and *in_place (when not null) counts those.
 struct LocateParams {
   const PageId* logical;              // [n]
   SlotId* physical;                   // [layers][n]
   const SlotId* const* slot_of_page;  // [layers]: each layer's state
-  int* in_place;
+  int* in_place;                      // nullable
   PageId num_pages;
   int n;
   int layers;
@@ -149,7 +149,7 @@ void launch_locate(const LocateParams& p, cudaStream_t stream);
 // (tests/cuda/test_residency_step.cpp). The first block to start (a ticket, not blockIdx)
 // compacts and ensures; every block then copies and translates once that block has published
 // the copy list. Launches that share a StepTicket must not overlap (one stream) and must have
-// the same grid (a grid of one block takes no ticket).
+// the same grid.
 struct StepTicket {
   unsigned long long taken;      // blocks started, over every launch
   unsigned long long published;  // launches whose copy list is out
@@ -157,10 +157,10 @@ struct StepTicket {
 struct ResidencyStepParams {
   CompactParams compact;  // compact.out = ensure.query + the written pages
   EnsureParams ensure;
-  CopyParams copy;            // copies and count: the ensure's; count == null: no copy
+  CopyParams copy;            // copies and count: the ensure's
   TranslateParams translate;  // n == 0: no translate
   StepTicket* ticket;         // zeroed device memory
-  int blocks;                 // grid; 0: one block per SM, 1: the leader alone
+  int blocks;                 // grid; 0: one block per SM
 };
 void launch_residency_step(const ResidencyStepParams& p, cudaStream_t stream);
 

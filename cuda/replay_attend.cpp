@@ -177,7 +177,7 @@ TranslateTarget AttendReplay::pool_table_target(const PageId* d_tables, int laye
   return {d_tables, pool_tables(layer), rows_ * stride_, kNoSlot, d_ints_.get() + 2};
 }
 
-SlotId* AttendReplay::pool_tables(int layer) {
+SlotId* AttendReplay::pool_tables(int layer) const {
   return d_slot_tables_.get() + std::int64_t{layer} * rows_ * stride_;
 }
 
@@ -191,8 +191,7 @@ qsa::PageTable AttendReplay::read_table(int layer, const AttendPlacement& at,
   if (at.placement == Placement::mirror) {
     // the rows' tables as the residency step translated them, or as located before the ensure
     // (pool_table_target); located entries <= -2 read the host bank in place
-    qsa::PageTable t{d_slot_tables_.get() + std::int64_t{layer} * rows_ * stride_, stride_,
-                     dummy_slot(at.slots)};
+    qsa::PageTable t{pool_tables(layer), stride_, dummy_slot(at.slots)};
     if (at.in_place) t.in_place = layer_kv_banks(layout_, layer, at.host_banks, true);
     return t;
   }

@@ -58,7 +58,7 @@ class AttendReplay {
   TranslateTarget pool_table_target(const PageId* d_tables, int layer);
   // Mirror: layer `layer`'s pool table ([layers][rows][stride], consecutive layers), which
   // MirrorEngine::locate_async fills for every layer at once in the in-place mode.
-  SlotId* pool_tables(int layer);
+  SlotId* pool_tables(int layer) const;
   int pool_table_entries() const { return rows_ * stride_; }
   // Stores the new K/V of layer `layer` through the placement.
   void store(int layer, const AttendPlacement& at, const PageId* d_tables, cudaStream_t s);

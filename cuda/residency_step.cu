@@ -9,6 +9,7 @@
 #include "cuda/compact_row.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/ensure_block.cuh"
+#include "cuda/host_bank.hpp"
 #include "cuda/kernels.hpp"
 #include "cuda/word_copy.cuh"
 #include "model/compaction.hpp"
@@ -123,10 +124,8 @@ template <int W>
 __global__ void __launch_bounds__(kEnsureThreads)
     residency_step_kernel(const __grid_constant__ ResidencyStepParams p,
                           const __grid_constant__ words::WordPlan plan) {
-  // A block alone leads without a ticket (tickets count launches of one grid size only).
-  const bool alone = gridDim.x == 1;
   __shared__ unsigned long long s_ticket;
-  if (threadIdx.x == 0) s_ticket = alone ? 0 : atomicAdd(&p.ticket->taken, 1ull);
+  if (threadIdx.x == 0) s_ticket = atomicAdd(&p.ticket->taken, 1ull);
   __syncthreads();
   const unsigned long long ticket = s_ticket;
   const unsigned long long launch = ticket / gridDim.x;  // launches before this one
@@ -141,7 +140,7 @@ __global__ void __launch_bounds__(kEnsureThreads)
     __syncthreads();  // the query is complete (global writes of this block are visible to it)
     ensure_block::ensure_in_one_block(p.ensure);
     __syncthreads();
-    if (threadIdx.x == 0 && !alone) {
+    if (threadIdx.x == 0) {
       __threadfence();  // the whole block's writes, ordered by the barrier, before the release
       published.store(launch + 1, ::cuda::memory_order_release);
     }
@@ -157,7 +156,7 @@ __global__ void __launch_bounds__(kEnsureThreads)
   // changes (the acquire above, shared with the block by the barrier).
   const std::int64_t threads = std::int64_t{gridDim.x} * blockDim.x;
   const std::int64_t thread = static_cast<std::int64_t>(worker) * blockDim.x + threadIdx.x;
-  if (p.copy.count != nullptr) words::copy_pages<W>(p.copy, plan, thread, threads);
+  words::copy_pages<W>(p.copy, plan, thread, threads);
   const TranslateParams& t = p.translate;
   int missing = 0;
   for (std::int64_t i = thread; i < t.n; i += threads)
@@ -166,20 +165,11 @@ __global__ void __launch_bounds__(kEnsureThreads)
   if (missing) atomicAdd(t.missing, missing);
 }
 
-int residency_step_grid() {
-  static const int grid = [] {
-    int dev = 0, sms = 0;
-    KVT_CUDA_CHECK(cudaGetDevice(&dev));
-    KVT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    return sms;  // one block of 1024 threads per SM: every block can be resident at once
-  }();
-  return grid;
-}
-
 template <int W>
 struct StepLaunch {
   static void run(const ResidencyStepParams& p, const words::WordPlan& plan, cudaStream_t s) {
-    const int grid = p.blocks > 0 ? p.blocks : residency_step_grid();
+    // 0: one block of 1024 threads per SM, so that every block can be resident at once
+    const int grid = p.blocks > 0 ? p.blocks : sm_count();
     residency_step_kernel<W><<<grid, kEnsureThreads, 0, s>>>(p, plan);
   }
 };

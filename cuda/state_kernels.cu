@@ -24,7 +24,7 @@ __global__ void locate_kernel(const __grid_constant__ LocateParams p) {
     const std::int64_t l = v / p.n, i = v - l * p.n;
     in_place += locate_pages(p.logical + i, 1, p.slot_of_page[l], p.num_pages, p.physical + v);
   }
-  if (in_place) atomicAdd(p.in_place, in_place);
+  if (in_place && p.in_place != nullptr) atomicAdd(p.in_place, in_place);
 }
 
 __global__ void flush_kernel(ResidencyView st) {

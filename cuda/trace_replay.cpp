@@ -62,8 +62,6 @@ struct DeviceCounters {
   int bad_rows;
   int missing;
   int bad_stores;
-  int located_in_place;  // table entries (most unread) located in place: not reported
-  int pad;
 };
 
 }  // namespace
@@ -184,9 +182,7 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
   // The mirror's attention reads the pages it misses from the host bank in place, beside the
   // ensure (bf16 attention; not with --verify, which checks each ensure as it completes).
   at.in_place = mirror && attend && !layout.fp8() && !cfg.copy_first && !cfg.verify;
-  res.mirror_reads = !mirror       ? ""
-                     : at.in_place ? "misses in place from the host bank, beside the ensure"
-                                   : "through the pool after the ensure and miss copy";
+  if (mirror) res.mirror_reads = mirror_reads_name(at.in_place);
 
   sim::FrontEnd fe(g, num_pages);
   const std::int64_t total_forwards =
@@ -310,7 +306,7 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
     // until its own layer's ensure), one launch.
     if (at.in_place) {
       engine->locate_async(0, L, d_tables.get(), att->pool_table_entries(), att->pool_tables(0),
-                           &dc->located_in_place, s);
+                           nullptr, s);
     }
     for (int l = 0; l < L; ++l) {
       PageId* q = d_query.get() + std::int64_t{l} * qlen;

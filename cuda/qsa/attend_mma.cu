@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cuda/qsa/attend_internal.cuh"
+#include "model/translate.hpp"
 
 namespace kvtier::qsa::detail {
 
@@ -239,7 +240,7 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
           bool in_place = false;
           if constexpr (kInPlace) {
             if (page <= -2) {
-              page = -2 - page;
+              page = in_place_page(page);
               in_place = true;
             }
           }

@@ -279,6 +279,11 @@ QsaRunner::~QsaRunner() {
   if (s) cudaStreamDestroy(s);
 }
 
+std::string QsaRunner::mirror_reads() const {
+  if (impl_->c.placement != Placement::mirror) return "";
+  return cuda::mirror_reads_name(impl_->in_place_decode());
+}
+
 std::int64_t QsaRunner::kv_device_bytes() const {
   return impl_->kv->device_bytes();
 }

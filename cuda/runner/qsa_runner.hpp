@@ -150,6 +150,9 @@ class QsaRunner {
 
   std::int64_t position(int request = 0) const;
   const RunnerStats& stats() const { return stats_; }
+  // Mirror: where decode's attention reads the pages its ensure misses (cuda::mirror_reads_name);
+  // empty for the other placements.
+  std::string mirror_reads() const;
   void reset_stats() { stats_ = {}; }
   std::int64_t kv_device_bytes() const;     // pages, pool and staging window
   std::int64_t kv_host_bytes() const;       // host bank

@@ -113,7 +113,8 @@ struct QsaRunner::Impl {
   int pending_join = -1;
   void join_residency();
   // Mirror decode reads the pages it misses in place (bf16, unless copy_first).
-  bool in_place(const ForwardPlan& p) const;
+  bool in_place_decode() const;
+  bool in_place(const ForwardPlan& p) const { return p.decode && in_place_decode(); }
   // Phase timing (profile_phases): an event per mark, names of the phase each closes.
   std::vector<cudaEvent_t> phase_events;
   std::vector<std::string> phase_names;

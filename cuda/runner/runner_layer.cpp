@@ -24,8 +24,8 @@ void QsaRunner::Impl::mark(const char* phase) {
   KVT_CUDA_CHECK(cudaEventRecord(phase_events[phase_used++], s));
 }
 
-bool QsaRunner::Impl::in_place(const ForwardPlan& p) const {
-  return c.placement == Placement::mirror && p.decode && !c.copy_first && c.dtype == KvDtype::bf16;
+bool QsaRunner::Impl::in_place_decode() const {
+  return c.placement == Placement::mirror && !c.copy_first && c.dtype == KvDtype::bf16;
 }
 
 void QsaRunner::Impl::join_residency() {

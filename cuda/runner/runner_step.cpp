@@ -270,7 +270,7 @@ void QsaRunner::Impl::forward_work(const ForwardPlan& p, QsaRunner& owner) {
     // every layer's pool table before any ensure of the forward (each stays valid until its
     // own layer's ensure), one launch
     kv->mirror().locate_async(0, L, tables.get(), static_cast<int>(R * stride), pool_tbl.get(),
-                              &counters.get()->unselected, s);
+                              nullptr, s);
   }
   int li = 0;
   for (int id = 0; id < g.total_layers; ++id) {
