@@ -21,7 +21,7 @@ if [[ ${SET:-all} == qsa ]]; then
 else
   bins=("$build/kvtier" "$build"/tests/runner/runner_{gpu,placements,needle}_test
     "$build"/tests/cuda/cuda_{residency,trace_attend}_test "$build"/tests/qsa/qsa_{gpu,decode_select}_test
-    "$build/bench/qsa/bench_qsa")
+    "$build/bench/qsa/bench_qsa" "$build/bench/qsa_decode/bench_qsa_decode")
 fi
 stage=$(mktemp -d)
 cp "${bins[@]}" "$stage/"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: the model runner's gpu tests and `kvtier run --weights` figures, logs
 # into $1 (default $OUT). Carried binaries in gpu-carry-runner/ (scripts/gpu-build-runner.sh).
-# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [final|figures|all|sanitize|qsa|mirror|micro]
+# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [final|figures|all|sanitize|qsa|mirror|micro|link]
 # final: every gpu test, then the issue figures; figures: the longer list of runner figures;
 # all: every gpu test and `figures`; the others: see each block.
 set -u
@@ -63,6 +63,15 @@ step_sanitizers() {
   run memcheck-in-place 90 "$CS" --tool memcheck --error-exitcode 9 "$D/qsa_gpu_test" \
     --gtest_filter='*InPlaceRows*'
 }
+# memcheck and racecheck over the attend variants and placements (sanitizer-sized tests)
+attend_sanitizers() {
+  local CS A='*AttendVariantsAgree*:*PlacementsAreBitIdentical*'
+  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  KVTIER_QSA_TEST_SMALL=1 run memcheck-attend 90 "$CS" --tool memcheck --error-exitcode 9 \
+    "$D/qsa_gpu_test" --gtest_filter="$A"
+  KVTIER_QSA_TEST_SMALL=1 run racecheck-attend 120 "$CS" --tool racecheck --error-exitcode 9 \
+    "$D/qsa_gpu_test" --gtest_filter="$A"
+}
 [[ $WHAT == all ]] && gpu_tests
 if [[ $WHAT == figures || $WHAT == all ]]; then
   [[ -f $W ]] || "$D/kvtier" weights gen --vocab 1024 --needle --out "$W" >/dev/null
@@ -105,13 +114,9 @@ if [[ $WHAT == qsa ]]; then
   run qsa_decode_select_test 120 "$D/qsa_decode_select_test"
   run bench-qsa-b2b 90 "$D/bench_qsa" b2b
   run bench-qsa-decode 60 "$D/bench_qsa_decode"
+  attend_sanitizers
   CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   export KVTIER_QSA_TEST_SMALL=1
-  A='*AttendVariantsAgree*:*PlacementsAreBitIdentical*'
-  run memcheck-attend 90 "$CS" --tool memcheck --error-exitcode 9 "$D/qsa_gpu_test" \
-    --gtest_filter="$A"
-  run racecheck-attend 120 "$CS" --tool racecheck --error-exitcode 9 "$D/qsa_gpu_test" \
-    --gtest_filter="$A"
   I='Shapes/DecodeIndex.*/1rows_1req_2048*:Shapes/DecodeIndex.*/16rows_16req_2048*:DecodeIndexForced.*'
   run memcheck-index 60 "$CS" --tool memcheck --error-exitcode 9 "$D/qsa_decode_select_test" \
     --gtest_filter="$I"
@@ -172,6 +177,24 @@ if [[ $WHAT == final ]]; then
   run prefill-128k-device-profile 90 "$D/kvtier" run "${K[@]}" --prompt-tokens 131072 \
     --decode 1 --chunk 4096 --placement device --profile
   run bench-qsa-b2b 90 "$D/bench_qsa" b2b
+fi
+if [[ $WHAT == link ]]; then
+  # the host attend's read: SM loads over PCIe by grid shape, the attend launched early against
+  # the default, the attend and decode-select figures, host decode at 128k with the attend
+  # early and not, the QSA tests and the attend's sanitizers
+  [[ -f $W ]] || "$D/kvtier" weights gen --vocab 1024 --needle --out "$W" >/dev/null
+  K=(--weights "$W" --json --prompt-tokens 1 --fill-depth 131071 --decode 64 --placement host)
+  run qsa_gpu_test 120 "$D/qsa_gpu_test"
+  run qsa_decode_select_test 120 "$D/qsa_decode_select_test"
+  run bench-qsa-link 120 "$D/bench_qsa" link
+  run bench-qsa-early 120 "$D/bench_qsa" early
+  run bench-qsa-b2b 90 "$D/bench_qsa" b2b
+  run bench-qsa-decode 60 "$D/bench_qsa_decode"
+  for i in 1 2; do
+    run "decode-128k-host-$i" 60 "$D/kvtier" run "${K[@]}"
+    KVTIER_QSA_ATTEND_EARLY=1 run "decode-128k-host-early-$i" 60 "$D/kvtier" run "${K[@]}"
+  done
+  attend_sanitizers
 fi
 if [[ $WHAT == micro ]]; then
   # the runner after the launch / finish split: its tests, then decode of 8 requests at 128k in

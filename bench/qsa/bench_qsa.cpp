@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "bench/qsa/graph_timing.hpp"
+#include "bench/qsa/link_read.hpp"
 #include "cuda/qsa/qsa_kernels.hpp"
 #include "tests/qsa/qsa_gpu_runner.hpp"
 
@@ -130,8 +132,10 @@ void fill_bank_bytes(Buf<std::uint8_t>& b, std::uint64_t seed) {
 // the tokens come in groups of 4 as QSA selects them (512 random blocks x 4 + the 3-token causal
 // tail), so a KV bank read is 4 KiB contiguous per block instead of 1 KiB per token. Every
 // variant is measured `repeats` times (interleaved: the spread between repeats is the noise).
-// `graph`: 10 calls captured in one CUDA graph on a stream, the replay's time / 10 (as a decode
-// step's graph runs them: no host launch latency between or before the kernels).
+// `graph`: 10 calls captured in one CUDA graph on a stream, the GPU time of a replay / 10 (as a
+// decode step's graph runs them; graph_timing.hpp). Until round f (bench/results/qsa-h200.md)
+// the replay was timed from the legacy stream around the host's launch and wait, which put
+// about 1 us per call of host time into these figures.
 void bench_attend(int rows, bool fp8, bool host,
                   const std::vector<Variant>& variants = attend_kernels({"mma"}),
                   bool grouped = false, int repeats = 1, bool graph = false) {
@@ -212,26 +216,12 @@ void bench_attend(int rows, bool fp8, bool host,
                      },
                      100) /
                  g_eager_calls;
-        cudaStream_t st;
-        QSA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-        cudaGraph_t g;
-        cudaGraphExec_t exec;
-        QSA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        for (int i = 0; i < 10; ++i)
-          q::attend(dq.get(), heads, rr, dtok.get(), width, kv, pt, splits, work.get(), o.get(),
-                    lse.get(), st);
-        QSA_CHECK(cudaStreamEndCapture(st, &g));
-        QSA_CHECK(cudaGraphInstantiate(&exec, g, 0));
-        const double t = median_us(
-            [&] {
-              QSA_CHECK(cudaGraphLaunch(exec, st));
-              QSA_CHECK(cudaStreamSynchronize(st));
+        return kvtier::qsa::bench::graph_us_per_call(
+            [&](int, cudaStream_t st) {
+              q::attend(dq.get(), heads, rr, dtok.get(), width, kv, pt, splits, work.get(), o.get(),
+                        lse.get(), st);
             },
-            30);
-        QSA_CHECK(cudaGraphExecDestroy(exec));
-        QSA_CHECK(cudaGraphDestroy(g));
-        QSA_CHECK(cudaStreamDestroy(st));
-        return t / 10;
+            10, std::min(30, g_max_reps));
       });
       const double token_bytes = kv_heads * q::kHeadDim * (fp8 ? 1.0 : 2.0) * 2 + (fp8 ? 16 : 0);
       const double bytes = double(rows) * width * token_bytes;
@@ -404,6 +394,20 @@ int main(int argc, char** argv) {
   // Modes "d" and "targets" (rounds c and d, bench/results/qsa-h200.md) are in git history.
   // Modes g and h (round e: bulk gather, 3 CTAs per SM, cluster merge; all removed since) are in
   // commit 57ba46b.
+  if (argc > 1 && std::string(argv[1]) == "link") {  // SM reads over PCIe by grid shape
+    kvtier::qsa::bench::bench_link_reads();
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "early") {  // the attend launched early, graph timing
+    const std::vector<Variant> v = {{"default", {}},
+                                    {"early", {{"KVTIER_QSA_ATTEND_EARLY", "1"}}},
+                                    {"not early", {{"KVTIER_QSA_ATTEND_EARLY", "0"}}}};
+    bench_attend(1, false, true, v, false, 2, true);
+    for (int rows : {16, 8, 64, 1})
+      bench_attend(rows, false, false, v, false, 2, true);
+    print_table();
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "b2b") {  // the attend targets, three timings each
     const std::vector<Variant> v = {{"default", {}}};
     for (int calls : {1, 10}) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/qsa/graph_timing.hpp"
 #include "cuda/qsa/qsa_kernels.hpp"
 #include "tests/qsa/qsa_gpu_runner.hpp"
 
@@ -54,30 +55,9 @@ Times time_calls(const std::function<void(int, cudaStream_t)>& f, int reps = 50,
   }
   std::sort(t.begin(), t.end());
   Times out{t[t.size() / 2], 0.0};
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  QSA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < per_graph; ++i)
-    f(call++, s);
-  QSA_CHECK(cudaStreamEndCapture(s, &graph));
-  QSA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  QSA_CHECK(cudaGraphLaunch(exec, s));
-  QSA_CHECK(cudaStreamSynchronize(s));
-  std::vector<double> g;
-  for (int i = 0; i < 11; ++i) {
-    QSA_CHECK(cudaEventRecord(a, s));
-    QSA_CHECK(cudaGraphLaunch(exec, s));
-    QSA_CHECK(cudaEventRecord(b, s));
-    QSA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    QSA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    g.push_back(ms * 1e3 / per_graph);
-  }
-  std::sort(g.begin(), g.end());
-  out.graph_us = g[g.size() / 2];
-  QSA_CHECK(cudaGetLastError());
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
+  // the graph's calls continue the call count (f rotates its inputs by it)
+  out.graph_us = kvtier::qsa::bench::graph_us_per_call(
+      [&](int i, cudaStream_t gs) { f(call + i, gs); }, per_graph, 11);
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   cudaStreamDestroy(s);

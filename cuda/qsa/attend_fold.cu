@@ -199,19 +199,61 @@ __global__ void merge_serial_kernel(const __grid_constant__ MergeParams p) {
 // split order, then over the warps in warp order: deterministic, the same bits on every run
 // and placement.
 constexpr int kMergeWarps = 8;
+// Splits a warp holds in registers: with at most kMergeWarps * kMergeHeld splits (the decode
+// defaults: 65 for one row) every partial is loaded in one round trip before the max is known;
+// more splits take the loop below, a round trip per 4 splits of a warp after a max pass.
+constexpr int kMergeHeld = 9;
+
+struct MergePart {
+  float2 ml;    // (m, l) of the split
+  float4 a, b;  // its 8 dims of the lane
+};
+__device__ __forceinline__ MergePart load_part(const MergeParams& p, std::int64_t rh, int s,
+                                               int lane) {
+  const float* src = &p.work_acc[(rh * p.splits + s) * kHeadDim + lane * kPerLane];
+  return {*reinterpret_cast<const float2*>(&p.work_ml[(rh * p.splits + s) * 2]),
+          *reinterpret_cast<const float4*>(src), *reinterpret_cast<const float4*>(src + 4)};
+}
+__device__ __forceinline__ void add_part(const MergePart& x, float mx, float& sum,
+                                         float (&acc)[kPerLane]) {
+  const float w = x.ml.x == kNegInf ? 0.0f : exp2f(x.ml.x - mx);
+  sum += x.ml.x == kNegInf ? 0.0f : x.ml.y * w;
+  acc[0] += x.a.x * w;
+  acc[1] += x.a.y * w;
+  acc[2] += x.a.z * w;
+  acc[3] += x.a.w * w;
+  acc[4] += x.b.x * w;
+  acc[5] += x.b.y * w;
+  acc[6] += x.b.z * w;
+  acc[7] += x.b.w * w;
+}
+
 __global__ void __launch_bounds__(kMergeWarps * 32)
     merge_kernel(const __grid_constant__ MergeParams p) {
+  // An attend launched early after this merge may take the SMs this grid leaves free.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   __shared__ float red[kMergeWarps];
   __shared__ float sum_s[kMergeWarps];
   __shared__ __align__(16) float acc_s[kMergeWarps][kHeadDim];
   const std::int64_t rh = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const float* ml = p.work_ml + rh * p.splits * 2;
+  const bool held = p.splits <= kMergeWarps * kMergeHeld;
+  MergePart part[kMergeHeld];
   float mx = kNegInf;
-  for (int s = threadIdx.x; s < p.splits; s += kMergeWarps * 32)
-    mx = fmaxf(mx, ml[2 * s]);
-  mx = detail::warp_max(mx);
+  if (held) {
+#pragma unroll
+    for (int i = 0; i < kMergeHeld; ++i) {
+      const int s = warp + i * kMergeWarps;
+      part[i] =
+          s < p.splits ? load_part(p, rh, s, lane) : MergePart{make_float2(kNegInf, 0.0f), {}, {}};
+      mx = fmaxf(mx, part[i].ml.x);
+    }
+  } else {
+    for (int s = threadIdx.x; s < p.splits; s += kMergeWarps * 32)
+      mx = fmaxf(mx, p.work_ml[(rh * p.splits + s) * 2]);
+    mx = detail::warp_max(mx);
+  }
   if (lane == 0) red[warp] = mx;
   __syncthreads();
   mx = red[0];
@@ -220,22 +262,14 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
     mx = fmaxf(mx, red[w]);
   float sum = 0.0f, acc[kPerLane] = {};
   if (mx != kNegInf) {
+    if (held) {
+#pragma unroll
+      for (int i = 0; i < kMergeHeld; ++i)
+        if (warp + i * kMergeWarps < p.splits) add_part(part[i], mx, sum, acc);
+    } else {
 #pragma unroll 4
-    for (int s = warp; s < p.splits; s += kMergeWarps) {
-      const float2 mls = *reinterpret_cast<const float2*>(&ml[2 * s]);
-      const float* src = &p.work_acc[(rh * p.splits + s) * kHeadDim + lane * kPerLane];
-      const float4 a = *reinterpret_cast<const float4*>(src);
-      const float4 b = *reinterpret_cast<const float4*>(src + 4);
-      const float w = mls.x == kNegInf ? 0.0f : exp2f(mls.x - mx);
-      sum += mls.x == kNegInf ? 0.0f : mls.y * w;
-      acc[0] += a.x * w;
-      acc[1] += a.y * w;
-      acc[2] += a.z * w;
-      acc[3] += a.w * w;
-      acc[4] += b.x * w;
-      acc[5] += b.y * w;
-      acc[6] += b.z * w;
-      acc[7] += b.w * w;
+      for (int s = warp; s < p.splits; s += kMergeWarps)
+        add_part(load_part(p, rh, s, lane), mx, sum, acc);
     }
   }
 #pragma unroll
@@ -309,7 +343,9 @@ namespace {
 //   KVTIER_QSA_ATTEND_MERGE = serial | warps: one thread per dim walks the splits (first
 //     versions) or the splits spread over 8 warps (default);
 //   KVTIER_QSA_ATTEND_LD = 0 | 1 | 2 | 3: the gather's load form (AttendParams::ld_mode);
-//   KVTIER_QSA_ATTEND_QK_CHAINS = 1 | 4: q.k as one chain of 16 MMAs or 4 chains (default 4).
+//   KVTIER_QSA_ATTEND_QK_CHAINS = 1 | 4: q.k as one chain of 16 MMAs or 4 chains (default 4);
+//   KVTIER_QSA_ATTEND_EARLY = 0 | 1: the tensor-core kernel launched as a programmatic dependent
+//     of the kernel before it (AttendParams::early; default: early_launch_pays).
 // None of them changes the output bits except MERGE and QK_CHAINS (other summation orders).
 const char* env_str(const char* name) {
   const char* e = std::getenv(name);
@@ -324,26 +360,23 @@ int env_int(const char* name, int fallback) {
   return e == nullptr ? fallback : std::atoi(e);
 }
 
+// Whether the tensor-core attend launches early by default. H200 (bench/results/qsa-h200.md,
+// round f, graph replay): 16 rows from HBM, 256 CTAs: 31.4 - 31.6 -> 30.7 - 30.9 us; but 1 row
+// (130 CTAs, one per SM) 9.8 -> 11.0 us from HBM and 92.1 -> 93.0 us from the host bank. So:
+// device banks (the mirror's pool, in-place rows or not), and a grid that takes more than one
+// CTA slot per SM.
+bool early_launch_pays(bool host_banks, std::int64_t ctas) {
+  return !host_banks && ctas > detail::sm_count();
+}
+
 void launch_merge(const MergeParams& mp, int n_blocks, cudaStream_t s) {
   const bool serial = env_flag("KVTIER_QSA_ATTEND_MERGE", "serial", false);
   void (*kernel)(MergeParams) = serial ? merge_serial_kernel : merge_kernel;
-  if (env_flag("KVTIER_QSA_ATTEND_PDL", "1", true)) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(n_blocks));
-    cfg.blockDim = dim3(kHeadDim);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, mp);
-    if (e != cudaSuccess)
-      throw std::runtime_error(std::string("qsa attend merge: ") + cudaGetErrorString(e));
-  } else {
+  if (env_flag("KVTIER_QSA_ATTEND_PDL", "1", true))
+    detail::launch_programmatic(kernel, dim3(static_cast<unsigned>(n_blocks)), dim3(kHeadDim), 0, s,
+                                "attend merge", mp);
+  else
     kernel<<<n_blocks, kHeadDim, 0, s>>>(mp);
-  }
   detail::check_launch("attend merge");
 }
 
@@ -382,6 +415,12 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
   p.ld_mode = env_int("KVTIER_QSA_ATTEND_LD", 0);
   p.qk_split = env_int("KVTIER_QSA_ATTEND_QK_CHAINS", 4) != 1;
   const AttendVariant variant = attend_bf16_kernel(kv.host);
+  // KV heads per CTA of the tensor-core kernel (its in-place and per-tile-lookup forms: 1)
+  const int kh = table.in_place.k != nullptr || variant == AttendVariant::mma_async_v1
+                     ? 1
+                     : env_int("KVTIER_QSA_ATTEND_KH", 1);
+  const std::int64_t ctas = std::int64_t{rows.count} * splits * (kv.kv_heads / std::max(1, kh));
+  p.early = env_flag("KVTIER_QSA_ATTEND_EARLY", "1", early_launch_pays(kv.host, ctas));
   if (table.in_place.k != nullptr) {
     // pool rows and in-place rows in one kernel: the tensor-core kernel's cp.async form
     detail::require(!kv.fp8 && !table.in_place.fp8, "in-place rows: bf16 banks only (fp8)", 1);
@@ -398,7 +437,6 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
     else
       attend_kernel<12, false><<<grid, kThreads, 0, s>>>(p);
   } else {
-    const int kh = env_int("KVTIER_QSA_ATTEND_KH", 1);
     const int stages = env_int("KVTIER_QSA_ATTEND_STAGES", 3);
     if (variant == AttendVariant::mma_async_v1)
       detail::launch_attend_tc(p, true, false, 3, 1, s);

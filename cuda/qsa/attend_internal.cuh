@@ -1,7 +1,11 @@
 #pragma once
 // Shared between the attend translation units (attend_fold.cu: entry points, SIMT kernel,
 // merge, fold; attend_mma.cu: the tensor-core kernel). Not a public header.
+#include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "cuda/qsa/qsa_common.cuh"
 
@@ -31,7 +35,33 @@ struct AttendParams {
   // q.k over 4 independent accumulator chains of 4 k-steps, summed (a + b) + (c + d), instead
   // of one chain of 16 dependent MMAs (other rounding of the scores, fp32).
   bool qk_split = true;
+  // Tensor-core kernel only: launched as a programmatic dependent of the kernel before it
+  // (attend_fold.cu: early_launch_pays, KVTIER_QSA_ATTEND_EARLY); its CTAs start while that
+  // kernel finishes and wait (griddepcontrol.wait) before their first read of anything it may
+  // have written.
+  bool early = false;
 };
+
+// kernel<<<grid, block, smem, s>>>(args...) launched as a programmatic dependent of the kernel
+// before it in s: it may start before that kernel ends, so it must wait (griddepcontrol.wait)
+// before it reads what that kernel writes. Throws naming `what` if the launch fails.
+template <class... Params, class... Args>
+void launch_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem,
+                         cudaStream_t s, const char* what, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("qsa ") + what + ": " + cudaGetErrorString(e));
+}
 
 // The tensor-core attend (bf16 banks, GQA group 12), attend_mma.cu. async: cp.async gather
 // (else 16-byte register loads, double-buffered in registers); map: bank rows looked up once

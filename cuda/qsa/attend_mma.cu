@@ -107,6 +107,9 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
   // The merge kernel (launched as a programmatic dependent) may start now: it waits for this
   // grid's completion and memory (griddepcontrol.wait) before reading the partials.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  // Launched early (AttendParams::early): every input may come from the kernel before. Without a
+  // programmatic launch this returns at once.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
 
   const int chunk = (p.width + p.splits - 1) / p.splits;
   const int t0 = min(p.width, split * chunk), t1 = min(p.width, t0 + chunk);
@@ -422,7 +425,11 @@ void launch(const AttendParams& p, cudaStream_t s) {
   const unsigned splits = static_cast<unsigned>(p.splits);
   const dim3 grid(p.kv_inner ? groups : splits, p.kv_inner ? splits : groups,
                   static_cast<unsigned>(p.rows.count));
-  attend_mma_kernel<kAsync, kMap, kSt, kKh, kInPlace><<<grid, kAttThreads * kKh, bytes, s>>>(p);
+  if (p.early)
+    launch_programmatic(attend_mma_kernel<kAsync, kMap, kSt, kKh, kInPlace>, grid,
+                        dim3(kAttThreads * kKh), bytes, s, "attend (early launch)", p);
+  else
+    attend_mma_kernel<kAsync, kMap, kSt, kKh, kInPlace><<<grid, kAttThreads * kKh, bytes, s>>>(p);
 }
 
 }  // namespace

@@ -331,6 +331,8 @@ TEST(QsaGpu, AttendVariantsAgree) {
         {"KVTIER_QSA_ATTEND_KH", "1"},
         {"KVTIER_QSA_ATTEND_LD", "3"}}},
       {"grid split-major", {{"KVTIER_QSA_ATTEND_GRID", "split"}}},
+      {"mma early launch", {{"KVTIER_QSA_ATTEND", "mma"}, {"KVTIER_QSA_ATTEND_EARLY", "1"}}},
+      {"mma_ld early launch", {{"KVTIER_QSA_ATTEND", "mma_ld"}, {"KVTIER_QSA_ATTEND_EARLY", "1"}}},
       {"default", {}}};
   const std::vector<std::pair<std::string, Env>> close = {
       {"simt", {{"KVTIER_QSA_ATTEND", "simt"}}},
