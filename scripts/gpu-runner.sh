@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: the model runner's gpu tests and `kvtier run --weights` figures, logs
 # into $1 (default $OUT). Carried binaries in gpu-carry-runner/ (scripts/gpu-build-runner.sh).
-# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [final|figures|all|sanitize|qsa|mirror|micro|link]
+# Usage: bash gpu-carry-runner/gpu-runner.sh [OUT] [final|figures|all|sanitize|qsa|mirror|micro|link|trace]
 # final: every gpu test, then the issue figures; figures: the longer list of runner figures;
 # all: every gpu test and `figures`; the others: see each block.
 set -u
@@ -195,6 +195,11 @@ if [[ $WHAT == link ]]; then
     KVTIER_QSA_ATTEND_EARLY=1 run "decode-128k-host-early-$i" 60 "$D/kvtier" run "${K[@]}"
   done
   attend_sanitizers
+fi
+if [[ $WHAT == trace ]]; then
+  # the trace replay alone: its tests and the mirror / device figures
+  run cuda_trace_attend_test 150 "$D/cuda_trace_attend_test"
+  trace_figures
 fi
 if [[ $WHAT == micro ]]; then
   # the runner after the launch / finish split: its tests, then decode of 8 requests at 128k in

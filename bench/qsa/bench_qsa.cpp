@@ -384,7 +384,7 @@ int main(int argc, char** argv) {
   if (profile) {  // the kernels that miss their targets, a few launches each
     g_max_reps = 2;
     bench_attend(16, false, false, {{"default", {}}});
-    bench_attend(16, false, false, {{"kh1", {{"KVTIER_QSA_ATTEND_KH", "1"}}, 4}});
+    bench_attend(16, false, false, {{"4 splits", {}, 4}});
     bench_attend(1, false, true, {{"default", {}}});
     bench_topk(1, 262144, 512, true);
     bench_index(131072, 4096);
@@ -393,7 +393,8 @@ int main(int argc, char** argv) {
   }
   // Modes "d" and "targets" (rounds c and d, bench/results/qsa-h200.md) are in git history.
   // Modes g and h (round e: bulk gather, 3 CTAs per SM, cluster merge; all removed since) are in
-  // commit 57ba46b.
+  // commit 57ba46b; modes e, f and quick (rounds d and e: the knobs removed in round f) in
+  // commit f587fda.
   if (argc > 1 && std::string(argv[1]) == "link") {  // SM reads over PCIe by grid shape
     kvtier::qsa::bench::bench_link_reads();
     return 0;
@@ -421,96 +422,9 @@ int main(int argc, char** argv) {
     print_table();
     return 0;
   }
-  if (argc > 1 && std::string(argv[1]) == "f") {  // 2026-11-29d, third call: q.k chains, loads
-    using Env = std::vector<std::pair<std::string, std::string>>;
-    auto env = [](const char* kernel, const char* kh, const char* chains, const char* ld = "0",
-                  const char* merge = "warps") {
-      return Env{{"KVTIER_QSA_ATTEND", kernel},
-                 {"KVTIER_QSA_ATTEND_KH", kh},
-                 {"KVTIER_QSA_ATTEND_QK_CHAINS", chains},
-                 {"KVTIER_QSA_ATTEND_LD", ld},
-                 {"KVTIER_QSA_ATTEND_MERGE", merge}};
-    };
-    const std::vector<Variant> host = {
-        {"ld kh1 qk1 serial-merge (old)", env("mma_ld", "1", "1", "0", "serial")},
-        {"default", {}},
-        {"ld kh1 qk1", env("mma_ld", "1", "1")},
-        {"ld kh1 qk4", env("mma_ld", "1", "4")},
-        {"ld kh1 qk4 ld1", env("mma_ld", "1", "4", "1")},
-        {"ld kh1 qk4 ld2", env("mma_ld", "1", "4", "2")},
-        {"ld kh1 qk4 ld3", env("mma_ld", "1", "4", "3")},
-        {"ld kh2 qk4 ld2", env("mma_ld", "2", "4", "2")}};
-    bench_attend(1, false, true, host, false, 2);
-    bench_attend(1, false, true, host, false, 2, true);
-    bench_attend(1, false, true, {host[0], host[1], host[3], host[5]}, true, 1, true);
-    const std::vector<Variant> hbm = {
-        {"mma kh1 qk1 serial-merge (old)", env("mma", "1", "1", "0", "serial")},
-        {"mma kh1 qk1", env("mma", "1", "1")},
-        {"mma kh1 qk4", env("mma", "1", "4")},
-        {"default", {}},
-        {"mma kh2 qk4", env("mma", "2", "4")},
-        {"mma kh1 qk4", env("mma", "1", "4"), 4},
-        {"mma kh2 qk4 ld1", env("mma", "2", "4", "1")},
-        {"mma kh1 qk4 ld1", env("mma", "1", "4", "1"), 4}};
-    bench_attend(16, false, false, hbm, false, 2);
-    bench_attend(16, false, false, hbm, false, 2, true);
-    bench_attend(16, false, false, {hbm[0], hbm[3]}, true, 1, true);
-    bench_attend(1, false, false, {hbm[0], hbm[3]}, false, 1, true);
-    bench_attend(64, false, false, {hbm[0], hbm[3]}, false, 1);
-    print_table();
-    return 0;
-  }
-  if (argc > 1 && std::string(argv[1]) == "e") {  // 2026-11-29d, second call: graphs, splits
-    using Env = std::vector<std::pair<std::string, std::string>>;
-    auto env = [](const char* kernel, const char* kh, const char* merge = nullptr) {
-      Env e = {{"KVTIER_QSA_ATTEND", kernel}, {"KVTIER_QSA_ATTEND_KH", kh}};
-      if (merge) e.push_back({"KVTIER_QSA_ATTEND_MERGE", merge});
-      return e;
-    };
-    const std::vector<Variant> host = {{"ld kh1 serial-merge (old)", env("mma_ld", "1", "serial")},
-                                       {"ld kh1", env("mma_ld", "1")},
-                                       {"ld kh2", env("mma_ld", "2")},
-                                       {"ld kh1", env("mma_ld", "1"), 132},
-                                       {"ld kh2", env("mma_ld", "2"), 132},
-                                       {"ld kh1", env("mma_ld", "1"), 100}};
-    bench_attend(1, false, true, host, false, 2);
-    bench_attend(1, false, true, host, false, 1, true);
-    bench_attend(1, false, true, {host[0], host[1], host[2]}, true, 1, true);
-    const std::vector<Variant> hbm = {{"mma kh1 serial-merge (old)", env("mma", "1", "serial")},
-                                      {"mma kh1", env("mma", "1")},
-                                      {"mma kh1", env("mma", "1"), 4},
-                                      {"mma kh2", env("mma", "2")},
-                                      {"mma kh2", env("mma", "2"), 6},
-                                      {"mma kh1", env("mma", "1"), 6}};
-    bench_attend(16, false, false, hbm, false, 2);
-    bench_attend(16, false, false, hbm, false, 1, true);
-    bench_attend(1, false, false, {hbm[0], hbm[1], hbm[3]}, false, 1);
-    bench_attend(1, false, false, {hbm[0], hbm[1], hbm[3]}, false, 1, true);
-    print_table();
-    return 0;
-  }
-  if (argc > 1 && std::string(argv[1]) == "quick") {  // the target figures, old against new
-    const std::vector<Variant> iv = {{"wmma (old)", {{"KVTIER_QSA_INDEX", "wmma"}}},
-                                     {"mma (16 blocks/step)", {{"KVTIER_QSA_INDEX", "mma"}}},
-                                     {"mma32 (default)", {}}};
-    bench_index(131072, 4096, iv);
-    bench_index(131072, 4096, iv);
-    bench_index(32768, 4096, {iv[0], iv[2]});
-    const std::vector<Variant> av = {
-        {"mma old launch", {{"KVTIER_QSA_ATTEND_GRID", "split"}, {"KVTIER_QSA_ATTEND_PDL", "0"}}},
-        {"mma default", {}},
-        {"mma default", {}, 4}};
-    bench_attend(16, false, false, av);
-    bench_attend(16, false, false, av);
-    bench_attend(1, false, false, {av[0], av[1]});
-    bench_attend(1, false, true, {{"mma_ld default", {}}});
-    bench_topk(1, 262144, 512, true);
-    print_table();
-    return 0;
-  }
   for (int rows : {1, 16, 64})
-    bench_attend(rows, false, false, attend_kernels({"mma", "mma_v1", "mma_ld", "simt"}));
-  bench_attend(1, false, true, attend_kernels({"mma_ld", "mma", "mma_v1", "simt"}));
+    bench_attend(rows, false, false, attend_kernels({"mma", "mma_ld", "simt"}));
+  bench_attend(1, false, true, attend_kernels({"mma_ld", "mma", "simt"}));
   bench_index(131072, 4096);
   bench_index(32768, 4096);
   bench_small(16);

@@ -42,7 +42,7 @@ __device__ __forceinline__ void load_row(const KvBanks& kv, const void* base, co
   }
 }
 
-// grid: (splits, kv_heads, rows); block: 4 warps. The CTA owns the kGroup query heads of one KV
+// grid: (kv_heads, splits, rows); block: 4 warps. The CTA owns the kGroup query heads of one KV
 // head and a contiguous slice of the row's token list; warp w takes tokens w, w + 4, ... of the
 // slice, two at a time, keeping an online softmax per head (every lane holds the same m and l,
 // and 8 dims of each head's accumulator). The warps merge in shared memory in warp order
@@ -52,8 +52,7 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const __grid_constant_
   __shared__ __align__(16) float qs[kGroup][kHeadDim];
   __shared__ __align__(16) float acc_s[kGroup][kHeadDim];
   __shared__ float ml_s[kWarps][kGroup][2];
-  const int split = p.kv_inner ? blockIdx.y : blockIdx.x;
-  const int kvh = p.kv_inner ? blockIdx.x : blockIdx.y, r = blockIdx.z;
+  const int kvh = blockIdx.x, split = blockIdx.y, r = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float qscale = rsqrtf(static_cast<float>(kHeadDim)) * kLog2e;
   for (int t = threadIdx.x; t < kGroup * kHeadDim; t += kThreads) {
@@ -167,31 +166,6 @@ struct MergeParams {
   float* o;
   float* lse;
 };
-
-// grid: rows * q_heads; block: 256 threads, one dim each. Splits merged in order (the first
-// versions' merge; KVTIER_QSA_ATTEND_MERGE=serial). One thread walks every split: a chain of
-// L2 round trips when there are many (132 splits for one row).
-__global__ void merge_serial_kernel(const __grid_constant__ MergeParams p) {
-  // Launched with programmatic stream serialization: wait for the attend grid (its partials
-  // complete and visible). Without a programmatic launch this returns at once.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  const std::int64_t rh = blockIdx.x;
-  const int d = threadIdx.x;
-  const float* ml = p.work_ml + rh * p.splits * 2;
-  float mx = kNegInf;
-  for (int s = 0; s < p.splits; ++s)
-    mx = fmaxf(mx, ml[2 * s]);
-  float sum = 0.0f, acc = 0.0f;
-  if (mx != kNegInf)
-    for (int s = 0; s < p.splits; ++s) {
-      if (ml[2 * s] == kNegInf) continue;
-      const float w = exp2f(ml[2 * s] - mx);
-      sum += ml[2 * s + 1] * w;
-      acc += p.work_acc[(rh * p.splits + s) * kHeadDim + d] * w;
-    }
-  p.o[rh * kHeadDim + d] = mx == kNegInf ? 0.0f : acc / sum;
-  if (p.lse && d == 0) p.lse[rh] = mx == kNegInf ? kNegInf : mx + log2f(sum);
-}
 
 // grid: rows * q_heads; block: 8 warps. The splits spread over the warps (warp w: splits w,
 // w + 8, ...; lane: 8 dims), so a row of many splits costs a few L2 round trips, not one per
@@ -332,21 +306,12 @@ int attend_default_splits(int rows, int kv_heads, int width) {
 
 namespace {
 
-// Launch knobs read per call (benchmarks, diagnosis; unset = the measured defaults):
-//   KVTIER_QSA_ATTEND_GRID = split | kv: the fastest-varying grid index (default kv, so that the
-//     CTAs of one split's KV heads run side by side);
-//   KVTIER_QSA_ATTEND_PDL = 0 | 1: the merge launched as a programmatic dependent (default 1);
-//   KVTIER_QSA_ATTEND_KH = 1 | 2: KV heads per CTA of the tensor-core kernel (2: one 8-warp CTA
-//     reads a token's 1 KiB K and V rows whole; default 1: measured as fast or faster, H200
-//     2026-11-29d: 1 row HBM 9.7 against 11.1 us, 16 rows and host within 1 %);
-//   KVTIER_QSA_ATTEND_STAGES: pipeline stages (1 KV head per CTA: 3 | 4; 2: 2 | 3; default 3);
-//   KVTIER_QSA_ATTEND_MERGE = serial | warps: one thread per dim walks the splits (first
-//     versions) or the splits spread over 8 warps (default);
-//   KVTIER_QSA_ATTEND_LD = 0 | 1 | 2 | 3: the gather's load form (AttendParams::ld_mode);
-//   KVTIER_QSA_ATTEND_QK_CHAINS = 1 | 4: q.k as one chain of 16 MMAs or 4 chains (default 4);
-//   KVTIER_QSA_ATTEND_EARLY = 0 | 1: the tensor-core kernel launched as a programmatic dependent
-//     of the kernel before it (AttendParams::early; default: early_launch_pays).
-// None of them changes the output bits except MERGE and QK_CHAINS (other summation orders).
+// Launch knobs read per call (benchmarks, diagnosis; unset = the measured defaults): the kernel
+// (KVTIER_QSA_ATTEND, attend_variant) and KVTIER_QSA_ATTEND_EARLY = 0 | 1, the tensor-core
+// kernel launched as a programmatic dependent of the kernel before it (AttendParams::early;
+// default: early_launch_pays). Neither changes the output bits of the tensor-core kernel. The
+// knobs of earlier rounds (grid order, KV heads per CTA, stages, merge and load forms, q.k
+// chains) were removed with the variants that lost (bench/results/qsa-h200.md, round f).
 const char* env_str(const char* name) {
   const char* e = std::getenv(name);
   return e == nullptr || *e == 0 ? nullptr : e;
@@ -354,10 +319,6 @@ const char* env_str(const char* name) {
 bool env_flag(const char* name, const char* on_value, bool fallback) {
   const char* e = env_str(name);
   return e == nullptr ? fallback : std::strcmp(e, on_value) == 0;
-}
-int env_int(const char* name, int fallback) {
-  const char* e = env_str(name);
-  return e == nullptr ? fallback : std::atoi(e);
 }
 
 // Whether the tensor-core attend launches early by default. H200 (bench/results/qsa-h200.md,
@@ -369,14 +330,11 @@ bool early_launch_pays(bool host_banks, std::int64_t ctas) {
   return !host_banks && ctas > detail::sm_count();
 }
 
+// The merge as a programmatic dependent of the attend: its CTAs start while the attend runs
+// and wait (griddepcontrol.wait) for its partials.
 void launch_merge(const MergeParams& mp, int n_blocks, cudaStream_t s) {
-  const bool serial = env_flag("KVTIER_QSA_ATTEND_MERGE", "serial", false);
-  void (*kernel)(MergeParams) = serial ? merge_serial_kernel : merge_kernel;
-  if (env_flag("KVTIER_QSA_ATTEND_PDL", "1", true))
-    detail::launch_programmatic(kernel, dim3(static_cast<unsigned>(n_blocks)), dim3(kHeadDim), 0, s,
-                                "attend merge", mp);
-  else
-    kernel<<<n_blocks, kHeadDim, 0, s>>>(mp);
+  detail::launch_programmatic(merge_kernel, dim3(static_cast<unsigned>(n_blocks)), dim3(kHeadDim),
+                              0, s, "attend merge", mp);
   detail::check_launch("attend merge");
 }
 
@@ -388,7 +346,6 @@ AttendVariant attend_variant() {
   if (std::strcmp(e, "simt") == 0) return AttendVariant::simt;
   if (std::strcmp(e, "mma") == 0) return AttendVariant::mma_async;
   if (std::strcmp(e, "mma_ld") == 0) return AttendVariant::mma_load;
-  if (std::strcmp(e, "mma_v1") == 0) return AttendVariant::mma_async_v1;
   return AttendVariant::automatic;
 }
 
@@ -410,16 +367,9 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
   detail::require(rows.count <= 65535, "rows", rows.count);
   float* work_acc = work;
   float* work_ml = work + std::int64_t{rows.count} * q_heads * splits * kHeadDim;
-  const bool kv_inner = env_flag("KVTIER_QSA_ATTEND_GRID", "kv", true);
-  AttendParams p{q, q_heads, rows, tokens, width, kv, table, splits, work_acc, work_ml, kv_inner};
-  p.ld_mode = env_int("KVTIER_QSA_ATTEND_LD", 0);
-  p.qk_split = env_int("KVTIER_QSA_ATTEND_QK_CHAINS", 4) != 1;
+  AttendParams p{q, q_heads, rows, tokens, width, kv, table, splits, work_acc, work_ml};
   const AttendVariant variant = attend_bf16_kernel(kv.host);
-  // KV heads per CTA of the tensor-core kernel (its in-place and per-tile-lookup forms: 1)
-  const int kh = table.in_place.k != nullptr || variant == AttendVariant::mma_async_v1
-                     ? 1
-                     : env_int("KVTIER_QSA_ATTEND_KH", 1);
-  const std::int64_t ctas = std::int64_t{rows.count} * splits * (kv.kv_heads / std::max(1, kh));
+  const std::int64_t ctas = std::int64_t{rows.count} * splits * kv.kv_heads;
   p.early = env_flag("KVTIER_QSA_ATTEND_EARLY", "1", early_launch_pays(kv.host, ctas));
   if (table.in_place.k != nullptr) {
     // pool rows and in-place rows in one kernel: the tensor-core kernel's cp.async form
@@ -427,21 +377,16 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
     detail::require(
         table.in_place.page_size == kv.page_size && table.in_place.kv_heads == kv.kv_heads,
         "in-place banks' page size / KV heads", table.in_place.page_size);
-    detail::launch_attend_tc(p, true, true, 3, 1, s);
+    detail::launch_attend_tc(p, true, s);
   } else if (kv.fp8 || variant == AttendVariant::simt) {
-    const dim3 grid(static_cast<unsigned>(kv_inner ? kv.kv_heads : splits),
-                    static_cast<unsigned>(kv_inner ? splits : kv.kv_heads),
+    const dim3 grid(static_cast<unsigned>(kv.kv_heads), static_cast<unsigned>(splits),
                     static_cast<unsigned>(rows.count));
     if (kv.fp8)
       attend_kernel<12, true><<<grid, kThreads, 0, s>>>(p);
     else
       attend_kernel<12, false><<<grid, kThreads, 0, s>>>(p);
   } else {
-    const int stages = env_int("KVTIER_QSA_ATTEND_STAGES", 3);
-    if (variant == AttendVariant::mma_async_v1)
-      detail::launch_attend_tc(p, true, false, 3, 1, s);
-    else
-      detail::launch_attend_tc(p, variant == AttendVariant::mma_async, true, stages, kh, s);
+    detail::launch_attend_tc(p, variant == AttendVariant::mma_async, s);
   }
   detail::check_launch("attend");
   launch_merge(MergeParams{work_acc, work_ml, splits, o, lse}, rows.count * q_heads, s);

@@ -27,14 +27,6 @@ struct AttendParams {
   int splits;
   float* work_acc;  // [rows][q_heads][splits][256]
   float* work_ml;   // [rows][q_heads][splits][2]
-  bool kv_inner;    // grid (kv head groups, splits, rows) instead of (splits, groups, rows)
-  // Tensor-core kernel only. ld_mode: how the gather loads (0: plain 16-byte loads / cp.async;
-  // 1: ld.global.cg + L2::256B prefetch hint; 2: ld.global.nc, L1 no-allocate, L2::256B;
-  // 3: plain + L2::256B; cp.async takes the L2::256B hint for any mode > 0). Same bytes.
-  int ld_mode = 0;
-  // q.k over 4 independent accumulator chains of 4 k-steps, summed (a + b) + (c + d), instead
-  // of one chain of 16 dependent MMAs (other rounding of the scores, fp32).
-  bool qk_split = true;
   // Tensor-core kernel only: launched as a programmatic dependent of the kernel before it
   // (attend_fold.cu: early_launch_pays, KVTIER_QSA_ATTEND_EARLY); its CTAs start while that
   // kernel finishes and wait (griddepcontrol.wait) before their first read of anything it may
@@ -63,13 +55,9 @@ void launch_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block, std::
     throw std::runtime_error(std::string("qsa ") + what + ": " + cudaGetErrorString(e));
 }
 
-// The tensor-core attend (bf16 banks, GQA group 12), attend_mma.cu. async: cp.async gather
-// (else 16-byte register loads, double-buffered in registers); map: bank rows looked up once
-// per segment (else per tile; async only); stages: 3 (kv_heads_per_cta 1: also 4), 2 | 3
-// (kv_heads_per_cta 2); kv_heads_per_cta: 1, or 2 (one CTA of 8 warps reads a token's K / V rows
-// of both KV heads, 1 KiB contiguous each). The grid (derived here) covers
-// kv_heads / kv_heads_per_cta head groups x splits x rows. Every combination gives the same bits.
-void launch_attend_tc(const AttendParams& p, bool async, bool map, int stages, int kv_heads_per_cta,
-                      cudaStream_t s);
+// The tensor-core attend (bf16 banks, GQA group 12), attend_mma.cu: one CTA of 4 warps per
+// (KV head, split, row). async: cp.async gather (else 16-byte register loads, double-buffered
+// in registers); p.table.in_place rows need the cp.async gather. Both gathers give the same bits.
+void launch_attend_tc(const AttendParams& p, bool async, cudaStream_t s);
 
 }  // namespace kvtier::qsa::detail

@@ -10,69 +10,43 @@ namespace kvtier::qsa::detail {
 
 namespace {
 
-// grid: (groups, splits, rows) with kv_inner, else (splits, groups, rows); a group is kKh KV
-// heads; block: 4 warps per KV head; dynamic shared memory (kSt stages of a tile of kTile tokens
-// of K and V of the group's heads, plus the tile's scores). The CTA walks its slice of the row's
-// token list tile by tile; the tiles are gathered into shared memory kSt - 1 tiles ahead of the
-// one computed (cp.async), or one tile ahead through registers (register loads: the next tile's
-// loads are in flight while the current one is computed). Warp w of the CTA serves KV head
-// kvh0 + w / 4 as its "head warp" w % 4. Per tile and KV head:
+// grid: (KV heads, splits, rows), so that the CTAs of one split's KV heads run side by side;
+// block: 4 warps; dynamic shared memory (kSt stages of a tile of kTile tokens of the KV head's K
+// and V, the tile's scores, and the bank rows of the slice's current segment). The CTA walks its
+// slice of the row's token list tile by tile; the tiles are gathered into shared memory kSt - 1
+// tiles ahead of the one computed (cp.async), or one tile ahead through registers (register
+// loads: the next tile's loads are in flight while the current one is computed). Per tile:
 //   q.k  on tensor cores (mma m16n8k16 bf16, fp32 accumulate): A = the 12 query heads of the KV
-//        head padded to 16 rows (kept in registers), B = K rows; head warp w scores tokens
-//        8w..8w+7; products of bf16 are exact, so the scores are fp32 dot products;
-//   softmax: every warp of the head reads all 32 scores of its heads from shared memory and keeps
-//        the same online (m, l) in fp32 (same inputs, same order: identical bits in every warp);
-//   p.v  on tensor cores: head warp w owns dims 64w..64w+63 of the 16 x 256 accumulator; the fp32
+//        head padded to 16 rows (kept in registers), B = K rows; warp w scores tokens 8w..8w+7
+//        as 4 independent chains of 4 k-steps, summed (a + b) + (c + d); products of bf16 are
+//        exact, so the scores are fp32 dot products;
+//   softmax: every warp reads all 32 scores of its heads from shared memory and keeps the same
+//        online (m, l) in fp32 (same inputs, same order: identical bits in every warp);
+//   p.v  on tensor cores: warp w owns dims 64w..64w+63 of the 16 x 256 accumulator; the fp32
 //        probabilities go in as two bf16 terms (hi + lo, error <= 2^-18 relative), so the output
 //        stays within fp32-path accuracy (tests: 2e-5 against fp64).
-// The gather: warp w takes rows w, w + 4 kKh, ... of the tile; per row its lanes copy the K rows
-// of the group's heads (kKh x 512 contiguous bytes: one 1 KiB piece for kKh = 2), then the V rows.
-// The arithmetic of a (KV head, split) does not depend on kKh, the stages or the gather: every
-// variant gives the same bits. Deterministic: no atomics; fixed order everywhere.
+// The gather: warp w takes rows w, w + 4, ... of the tile; per row its lanes copy the 512-byte K
+// row, then the V row. The arithmetic does not depend on the gather: both forms give the same
+// bits. Deterministic: no atomics; fixed order everywhere. (Variants measured and removed in
+// round f of bench/results/qsa-h200.md: 2 KV heads per CTA, 2 and 4 stages, lookups per tile
+// instead of per segment, L2 / L1 load hints, q.k as one chain; all in git history.)
 constexpr int kTile = 32;
 constexpr int kRowPad = kHeadDim + 8;  // bf16 per shared row: 528 B, conflict-free ldmatrix
 constexpr int kSPad = kTile + 4;
 constexpr int kMapCap = 2048;  // tokens of a segment whose bank rows are looked up up front
 
-template <int kSt, int kKh>
+constexpr int kSt = 3;  // pipeline stages
+constexpr int kRowsPerWarp = kTile / kAttWarps;
+
 struct MmaSmem {
-  std::uint16_t k[kSt][kKh][kTile][kRowPad];
-  std::uint16_t v[kSt][kKh][kTile][kRowPad];
-  float s[kKh][16][kSPad];
-};
-// With the map: the physical bank row (page * page_size + offset, -1 = no token) of each token
-// of the current segment of the CTA's slice, filled once per segment, so the gather of a tile
-// issues its loads without waiting on the token list and page table loads.
-template <int kSt, int kKh>
-struct MmaSmemMap {
-  MmaSmem<kSt, kKh> base;
+  std::uint16_t k[kSt][kTile][kRowPad];
+  std::uint16_t v[kSt][kTile][kRowPad];
+  float s[16][kSPad];
+  // The physical bank row (page * page_size + offset, -1 = no token) of each token of the
+  // current segment of the CTA's slice, filled once per segment, so the gather of a tile issues
+  // its loads without waiting on the token list and page table loads.
   std::int32_t map[kMapCap];
 };
-
-// 16-byte gather loads (ld_mode of AttendParams); the asm forms keep their issue order.
-__device__ __forceinline__ uint4 ld16(const std::uint16_t* src, int mode) {
-  uint4 r;
-  if (mode == 1)
-    asm volatile("ld.global.cg.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(src));
-  else if (mode == 2)
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(src));
-  else if (mode == 3)
-    asm volatile("ld.global.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(src));
-  else
-    r = *reinterpret_cast<const uint4*>(src);
-  return r;
-}
-// cp.async with the L2::256B prefetch hint (zero-fills the destination when !valid).
-__device__ __forceinline__ void cp_async16_l2(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
-               "l"(src), "r"(valid ? 16 : 0));
-}
 
 // Two fp32 -> packed bf16 pair (x in the low half); hi + lo split of each.
 __device__ __forceinline__ unsigned pack_bf16(float x, float y) {
@@ -85,23 +59,19 @@ __device__ __forceinline__ void split_pair(float x, float y, unsigned& hi, unsig
   lo = pack_bf16(x - xh, y - yh);
 }
 
-// kInPlace (cp.async with the map only): table entries <= -2 name page -2 - e of
-// p.table.in_place (the mirror's pages not resident, read from the host bank in place); such
-// rows are held in the map as -2 - bank row.
-template <bool kAsync, bool kMap, int kSt, int kKh, bool kInPlace>
-__global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
+// kAsync: cp.async gather (device banks), else 16-byte register loads (host banks). kInPlace
+// (cp.async only): table entries <= -2 name page -2 - e of p.table.in_place (the mirror's pages
+// not resident, read from the host bank in place); such rows are held in the map as
+// -2 - bank row.
+template <bool kAsync, bool kInPlace>
+__global__ void __launch_bounds__(kAttThreads, 2)
     attend_mma_kernel(const __grid_constant__ AttendParams p) {
-  static_assert(!kInPlace || (kAsync && kMap), "in-place rows: cp.async gather with the map");
-  constexpr int kCtaThreads = kAttThreads * kKh;
-  constexpr int kCtaWarps = kAttWarps * kKh;
-  constexpr int kRowsPerWarp = kTile / kCtaWarps;
+  static_assert(!kInPlace || kAsync, "in-place rows: cp.async gather");
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  MmaSmem<kSt, kKh>& sm = *reinterpret_cast<MmaSmem<kSt, kKh>*>(smem_raw);
-  std::int32_t* map = reinterpret_cast<MmaSmemMap<kSt, kKh>*>(smem_raw)->map;  // only with kMap
-  const int split = p.kv_inner ? blockIdx.y : blockIdx.x;
-  const int kvh0 = (p.kv_inner ? blockIdx.x : blockIdx.y) * kKh, r = blockIdx.z;
+  MmaSmem& sm = *reinterpret_cast<MmaSmem*>(smem_raw);
+  std::int32_t* map = sm.map;
+  const int kvh = blockIdx.x, split = blockIdx.y, r = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int hl = warp / kAttWarps, wq = warp % kAttWarps;  // head of the group, head warp
   const int g = lane / 4, t = lane % 4;
   const float qscale = rsqrtf(static_cast<float>(kHeadDim)) * kLog2e;
   // The merge kernel (launched as a programmatic dependent) may start now: it waits for this
@@ -122,7 +92,7 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
 
   // Q fragments (A of q.k): rows = heads (12 real, 4 zero), k = dims, 16 k-steps. Loaded after
   // the first tiles' loads are issued (their latency then hides the Q loads').
-  const std::uint16_t* qrow = p.q + (std::int64_t{r} * p.q_heads + (kvh0 + hl) * 12) * kHeadDim;
+  const std::uint16_t* qrow = p.q + (std::int64_t{r} * p.q_heads + kvh * 12) * kHeadDim;
   unsigned qa[16][4] = {};
   auto load_q = [&] {
 #pragma unroll
@@ -138,34 +108,24 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
   };
 
   int lo = t0, hi = t1;  // the current segment of the slice
-  // Element offset of lane's 16 bytes of KV head kvh0 in the bank row of tile row `row`, or -1;
+  // Element offset of lane's 16 bytes of the KV head in the bank row of tile row `row`, or -1;
   // in_place: the row is one of p.table.in_place's.
   auto row_elem = [&](int tile, int row, bool& in_place) -> std::int64_t {
     const int j = lo + tile * kTile + row;
-    std::int64_t bank_row = -1;
+    std::int64_t bank_row = j < hi ? map[j - lo] : -1;
     in_place = false;
-    if constexpr (kMap) {
-      if (j < hi) bank_row = map[j - lo];
-      if constexpr (kInPlace) {
-        if (bank_row <= -2) {
-          bank_row = -2 - bank_row;
-          in_place = true;
-        }
-      }
-    } else {
-      const std::int32_t tok = j < hi ? toks[j] : -1;
-      if (tok >= 0) {
-        std::int32_t page = pages[tok / p.kv.page_size];
-        if (page < 0) page = p.table.dummy;
-        bank_row = std::int64_t{page} * p.kv.page_size + tok % p.kv.page_size;
+    if constexpr (kInPlace) {
+      if (bank_row <= -2) {
+        bank_row = -2 - bank_row;
+        in_place = true;
       }
     }
-    return bank_row < 0 ? -1 : (bank_row * p.kv.kv_heads + kvh0) * kHeadDim + lane * 8;
+    return bank_row < 0 ? -1 : (bank_row * p.kv.kv_heads + kvh) * kHeadDim + lane * 8;
   };
   auto issue_async = [&](int tile, int stage) {
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
-      const int row = warp + kCtaWarps * i;
+      const int row = warp + kAttWarps * i;
       bool in_place = false;
       const std::int64_t e = row_elem(tile, row, in_place);
       const std::int64_t ec = e < 0 ? 0 : e;
@@ -177,47 +137,27 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
           vb = in_place_v;
         }
       }
-      if (p.ld_mode > 0) {
-#pragma unroll
-        for (int h = 0; h < kKh; ++h)
-          cp_async16_l2(&sm.k[stage][h][row][lane * 8], kb + ec + h * kHeadDim, e >= 0);
-#pragma unroll
-        for (int h = 0; h < kKh; ++h)
-          cp_async16_l2(&sm.v[stage][h][row][lane * 8], vb + ec + h * kHeadDim, e >= 0);
-      } else {
-#pragma unroll
-        for (int h = 0; h < kKh; ++h)
-          cp_async16(&sm.k[stage][h][row][lane * 8], kb + ec + h * kHeadDim, e >= 0);
-#pragma unroll
-        for (int h = 0; h < kKh; ++h)
-          cp_async16(&sm.v[stage][h][row][lane * 8], vb + ec + h * kHeadDim, e >= 0);
-      }
+      cp_async16(&sm.k[stage][row][lane * 8], kb + ec, e >= 0);
+      cp_async16(&sm.v[stage][row][lane * 8], vb + ec, e >= 0);
     }
   };
   // Register path: every load of a tile issued before any of its shared stores.
-  uint4 rk[kRowsPerWarp][kKh], rv[kRowsPerWarp][kKh];
+  uint4 rk[kRowsPerWarp], rv[kRowsPerWarp];
   auto load_regs = [&](int tile) {
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
       bool in_place = false;  // not with register loads (kInPlace needs cp.async)
-      const std::int64_t e = row_elem(tile, warp + kCtaWarps * i, in_place);
-#pragma unroll
-      for (int h = 0; h < kKh; ++h)
-        rk[i][h] = e < 0 ? make_uint4(0, 0, 0, 0) : ld16(kbase + e + h * kHeadDim, p.ld_mode);
-#pragma unroll
-      for (int h = 0; h < kKh; ++h)
-        rv[i][h] = e < 0 ? make_uint4(0, 0, 0, 0) : ld16(vbase + e + h * kHeadDim, p.ld_mode);
+      const std::int64_t e = row_elem(tile, warp + kAttWarps * i, in_place);
+      rk[i] = e < 0 ? make_uint4(0, 0, 0, 0) : *reinterpret_cast<const uint4*>(kbase + e);
+      rv[i] = e < 0 ? make_uint4(0, 0, 0, 0) : *reinterpret_cast<const uint4*>(vbase + e);
     }
   };
   auto store_regs = [&](int stage) {
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
-      const int row = warp + kCtaWarps * i;
-#pragma unroll
-      for (int h = 0; h < kKh; ++h) {
-        *reinterpret_cast<uint4*>(&sm.k[stage][h][row][lane * 8]) = rk[i][h];
-        *reinterpret_cast<uint4*>(&sm.v[stage][h][row][lane * 8]) = rv[i][h];
-      }
+      const int row = warp + kAttWarps * i;
+      *reinterpret_cast<uint4*>(&sm.k[stage][row][lane * 8]) = rk[i];
+      *reinterpret_cast<uint4*>(&sm.v[stage][row][lane * 8]) = rv[i];
     }
   };
 
@@ -229,13 +169,12 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
     for (int c = 0; c < 4; ++c)
       acc[i][c] = 0.0f;
 
-  const int seg_step = kMap ? kMapCap : max(1, t1 - t0);
-  for (lo = t0; lo < t1; lo += seg_step) {
-    hi = min(t1, lo + seg_step);
+  for (lo = t0; lo < t1; lo += kMapCap) {
+    hi = min(t1, lo + kMapCap);
     const int n_tiles = (hi - lo + kTile - 1) / kTile;
-    if constexpr (kMap) {
+    {
       __syncthreads();  // every warp done with the previous segment (map, stages, scores)
-      for (int i = threadIdx.x; i < hi - lo; i += kCtaThreads) {
+      for (int i = threadIdx.x; i < hi - lo; i += kAttThreads) {
         const std::int32_t tok = toks[lo + i];
         std::int32_t bank_row = -1;
         if (tok >= 0) {
@@ -279,43 +218,28 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
         load_regs(nt);  // stored after this tile's arithmetic
       }
       const int stage = tile % kSt;
-      // q.k: head warp wq scores tokens 8wq .. 8wq + 7 of the tile.
-      // Either 4 independent chains of 4 k-steps (k-step j into chain j % 4) or one chain of 16.
-      float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if (p.qk_split) {
+      // q.k: warp w scores tokens 8w .. 8w + 7 of the tile, k-step j into chain j % 4.
+      float sc[4];
+      {
         float part[4][4] = {};
 #pragma unroll
         for (int jj = 0; jj < 8; ++jj) {
           unsigned b[4];
-          ldmatrix_x4(b, &sm.k[stage][hl][8 * wq + lane % 8][32 * jj + 8 * (lane / 8)]);
+          ldmatrix_x4(b, &sm.k[stage][8 * warp + lane % 8][32 * jj + 8 * (lane / 8)]);
           mma_bf16(part[(2 * jj) % 4], qa[2 * jj], b[0], b[1]);
           mma_bf16(part[(2 * jj + 1) % 4], qa[2 * jj + 1], b[2], b[3]);
         }
 #pragma unroll
         for (int c = 0; c < 4; ++c)
           sc[c] = (part[0][c] + part[1][c]) + (part[2][c] + part[3][c]);
-      } else {
-#pragma unroll
-        for (int jj = 0; jj < 8; ++jj) {
-          unsigned b[4];
-          ldmatrix_x4(b, &sm.k[stage][hl][8 * wq + lane % 8][32 * jj + 8 * (lane / 8)]);
-          mma_bf16(sc, qa[2 * jj], b[0], b[1]);
-          mma_bf16(sc, qa[2 * jj + 1], b[2], b[3]);
-        }
       }
       {
-        const int j = lo + tile * kTile + 8 * wq + 2 * t;
-        bool v0, v1;
-        if constexpr (kMap) {
-          v0 = j < hi && (kInPlace ? map[j - lo] != -1 : map[j - lo] >= 0);
-          v1 = j + 1 < hi && (kInPlace ? map[j + 1 - lo] != -1 : map[j + 1 - lo] >= 0);
-        } else {
-          v0 = j < hi && toks[j] >= 0;
-          v1 = j + 1 < hi && toks[j + 1] >= 0;
-        }
-        *reinterpret_cast<float2*>(&sm.s[hl][g][8 * wq + 2 * t]) =
+        const int j = lo + tile * kTile + 8 * warp + 2 * t;
+        const bool v0 = j < hi && (kInPlace ? map[j - lo] != -1 : map[j - lo] >= 0);
+        const bool v1 = j + 1 < hi && (kInPlace ? map[j + 1 - lo] != -1 : map[j + 1 - lo] >= 0);
+        *reinterpret_cast<float2*>(&sm.s[g][8 * warp + 2 * t]) =
             make_float2(v0 ? sc[0] * qscale : kNegInf, v1 ? sc[1] * qscale : kNegInf);
-        *reinterpret_cast<float2*>(&sm.s[hl][g + 8][8 * wq + 2 * t]) =
+        *reinterpret_cast<float2*>(&sm.s[g + 8][8 * warp + 2 * t]) =
             make_float2(v0 ? sc[2] * qscale : kNegInf, v1 ? sc[3] * qscale : kNegInf);
       }
       __syncthreads();
@@ -326,9 +250,8 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
       for (int h = 0; h < 2; ++h) {
 #pragma unroll
         for (int kk = 0; kk < 2; ++kk) {
-          const float2 a = *reinterpret_cast<const float2*>(&sm.s[hl][g + 8 * h][16 * kk + 2 * t]);
-          const float2 b =
-              *reinterpret_cast<const float2*>(&sm.s[hl][g + 8 * h][16 * kk + 2 * t + 8]);
+          const float2 a = *reinterpret_cast<const float2*>(&sm.s[g + 8 * h][16 * kk + 2 * t]);
+          const float2 b = *reinterpret_cast<const float2*>(&sm.s[g + 8 * h][16 * kk + 2 * t + 8]);
           pv[h][kk][0] = a.x;
           pv[h][kk][1] = a.y;
           pv[h][kk][2] = b.x;
@@ -363,8 +286,7 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
           acc[i][2 * h + 1] *= alpha;
         }
       }
-      // p.v: head warp wq accumulates dims 64wq .. 64wq + 63 (8 n-tiles), two k-steps of 16
-      // tokens.
+      // p.v: warp w accumulates dims 64w .. 64w + 63 (8 n-tiles), two k-steps of 16 tokens.
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
         unsigned ah[4], al[4];
@@ -375,8 +297,8 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
 #pragma unroll
         for (int nn = 0; nn < 4; ++nn) {
           unsigned b[4];
-          ldmatrix_x4_trans(b, &sm.v[stage][hl][16 * kk + lane % 8 + 8 * ((lane / 8) % 2)]
-                                    [64 * wq + 16 * nn + 8 * (lane / 16)]);
+          ldmatrix_x4_trans(b, &sm.v[stage][16 * kk + lane % 8 + 8 * ((lane / 8) % 2)]
+                                    [64 * warp + 16 * nn + 8 * (lane / 16)]);
           mma_bf16(acc[2 * nn], ah, b[0], b[1]);
           mma_bf16(acc[2 * nn], al, b[0], b[1]);
           mma_bf16(acc[2 * nn + 1], ah, b[2], b[3]);
@@ -391,10 +313,10 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
     if constexpr (kAsync) cp_async_wait<0>();  // no copy in flight (empty groups only)
   }                                            // segments
 
-  const std::int64_t row_head0 = std::int64_t{r} * p.q_heads + (kvh0 + hl) * 12;
+  const std::int64_t row_head0 = std::int64_t{r} * p.q_heads + kvh * 12;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    const int d = 64 * wq + 8 * i + 2 * t;
+    const int d = 64 * warp + 8 * i + 2 * t;
     *reinterpret_cast<float2*>(&p.work_acc[((row_head0 + g) * p.splits + split) * kHeadDim + d]) =
         make_float2(acc[i][0], acc[i][1]);
     if (g + 8 < 12)
@@ -402,7 +324,7 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
           &p.work_acc[((row_head0 + g + 8) * p.splits + split) * kHeadDim + d]) =
           make_float2(acc[i][2], acc[i][3]);
   }
-  if (wq == 0 && t == 0) {
+  if (warp == 0 && t == 0) {
     p.work_ml[((row_head0 + g) * p.splits + split) * 2] = m[0];
     p.work_ml[((row_head0 + g) * p.splits + split) * 2 + 1] = l[0];
     if (g + 8 < 12) {
@@ -412,52 +334,34 @@ __global__ void __launch_bounds__(kAttThreads* kKh, 2 / kKh)
   }
 }
 
-template <bool kAsync, bool kMap, int kSt, int kKh, bool kInPlace = false>
+template <bool kAsync, bool kInPlace>
 void launch(const AttendParams& p, cudaStream_t s) {
-  constexpr std::size_t bytes = kMap ? sizeof(MmaSmemMap<kSt, kKh>) : sizeof(MmaSmem<kSt, kKh>);
+  constexpr std::size_t bytes = sizeof(MmaSmem);
   static const bool configured = [] {
-    return cudaFuncSetAttribute(attend_mma_kernel<kAsync, kMap, kSt, kKh, kInPlace>,
+    return cudaFuncSetAttribute(attend_mma_kernel<kAsync, kInPlace>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(bytes)) == cudaSuccess;
   }();
   if (!configured) check_launch("attend (shared memory attribute)");
-  const unsigned groups = static_cast<unsigned>(p.kv.kv_heads / kKh);
-  const unsigned splits = static_cast<unsigned>(p.splits);
-  const dim3 grid(p.kv_inner ? groups : splits, p.kv_inner ? splits : groups,
+  const dim3 grid(static_cast<unsigned>(p.kv.kv_heads), static_cast<unsigned>(p.splits),
                   static_cast<unsigned>(p.rows.count));
   if (p.early)
-    launch_programmatic(attend_mma_kernel<kAsync, kMap, kSt, kKh, kInPlace>, grid,
-                        dim3(kAttThreads * kKh), bytes, s, "attend (early launch)", p);
+    launch_programmatic(attend_mma_kernel<kAsync, kInPlace>, grid, dim3(kAttThreads), bytes, s,
+                        "attend (early launch)", p);
   else
-    attend_mma_kernel<kAsync, kMap, kSt, kKh, kInPlace><<<grid, kAttThreads * kKh, bytes, s>>>(p);
+    attend_mma_kernel<kAsync, kInPlace><<<grid, kAttThreads, bytes, s>>>(p);
 }
 
 }  // namespace
 
-void launch_attend_tc(const AttendParams& p, bool async, bool map, int stages, int kv_heads_per_cta,
-                      cudaStream_t s) {
-  require(kv_heads_per_cta == 1 || kv_heads_per_cta == 2, "KV heads per CTA", kv_heads_per_cta);
-  require(p.kv.kv_heads % kv_heads_per_cta == 0, "kv_heads (per-CTA pairs)", p.kv.kv_heads);
+void launch_attend_tc(const AttendParams& p, bool async, cudaStream_t s) {
   if (p.table.in_place.k != nullptr) {
-    require(async && map && stages == 3 && kv_heads_per_cta == 1,
-            "in-place rows (cp.async, map, 3 stages, 1 KV head per CTA only): stages", stages);
-    launch<true, true, 3, 1, true>(p, s);
-  } else if (!map) {
-    require(async && kv_heads_per_cta == 1, "per-tile lookup variant (KV heads per CTA)",
-            kv_heads_per_cta);
-    launch<true, false, 3, 1>(p, s);
-  } else if (kv_heads_per_cta == 2) {
-    require(stages == 2 || stages == 3, "attend stages (2 KV heads per CTA)", stages);
-    if (async)
-      stages == 2 ? launch<true, true, 2, 2>(p, s) : launch<true, true, 3, 2>(p, s);
-    else
-      stages == 2 ? launch<false, true, 2, 2>(p, s) : launch<false, true, 3, 2>(p, s);
+    require(async, "in-place rows need the cp.async gather (register gather asked)", 0);
+    launch<true, true>(p, s);
+  } else if (async) {
+    launch<true, false>(p, s);
   } else {
-    require(stages == 3 || stages == 4, "attend stages (1 KV head per CTA)", stages);
-    if (async)
-      stages == 3 ? launch<true, true, 3, 1>(p, s) : launch<true, true, 4, 1>(p, s);
-    else
-      stages == 3 ? launch<false, true, 3, 1>(p, s) : launch<false, true, 4, 1>(p, s);
+    launch<false, false>(p, s);
   }
 }
 

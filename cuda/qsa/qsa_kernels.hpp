@@ -131,11 +131,10 @@ void expand(const std::int32_t* blocks, int k, Rows rows, int ratio, std::int32_
 // bf16 banks run on tensor cores (mma.sync bf16: exact bf16 products, fp32 accumulation, the
 // probabilities as a bf16 hi + lo pair), the tiles gathered by cp.async from device banks and
 // by 16-byte register loads from host banks (kv.host; measured faster over the link); fp8 banks
-// on the SIMT kernel. For benchmarks and diagnosis, KVTIER_QSA_ATTEND = mma | mma_ld | mma_v1
-// (cp.async, page lookups per tile) | simt forces a bf16 kernel; unset: automatic. The other
-// launch knobs (KV heads per CTA, stages, merge form, load form, q.k chains) are listed in
-// attend_fold.cu.
-enum class AttendVariant { automatic, mma_async, mma_load, mma_async_v1, simt };
+// on the SIMT kernel. For benchmarks and diagnosis, KVTIER_QSA_ATTEND = mma | mma_ld | simt
+// forces a bf16 kernel; unset: automatic. KVTIER_QSA_ATTEND_EARLY = 0 | 1 forces whether the
+// tensor-core kernel launches early (attend_fold.cu).
+enum class AttendVariant { automatic, mma_async, mma_load, simt };
 AttendVariant attend_variant();
 // The bf16 kernel attend runs for banks in host (true) or device memory: the forced variant, or
 // the automatic pick.
