@@ -28,6 +28,7 @@
 #include <random>
 
 #include "cuda/host_bank.hpp"
+#include "cuda/qsa/qsa_kernels.hpp"
 #include "cuda/runner/qsa_runner.hpp"
 #include "cuda/weights/needle.hpp"
 #include "traces/trace_io.hpp"
@@ -253,7 +254,7 @@ int run_model(const std::vector<std::string>& args) {
   // fit before anything is allocated, saying the minimum.
   if (cuda::device_count() == 0)
     throw ConfigError("run: no CUDA device (cudaGetDeviceCount found none)");
-  const int sms = cuda::sm_count();
+  const int sms = qsa::sm_count();
   // One runner per micro-batch, each checked against what is free when it is built.
   std::vector<std::unique_ptr<runner::QsaRunner>> runners;
   MemoryBudget budget{};

@@ -3,8 +3,8 @@
 #include <cstdint>
 
 #include "cuda/cuda_check.hpp"
-#include "cuda/host_bank.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/qsa/qsa_kernels.hpp"
 #include "cuda/word_copy.cuh"
 
 namespace kvtier::cuda {
@@ -13,7 +13,7 @@ namespace {
 using namespace words;
 
 int grid_for_device() {
-  return sm_count() * 8;  // 8 blocks of 256 per SM: enough requests in flight for PCIe
+  return qsa::sm_count() * 8;  // 8 blocks of 256 per SM: enough requests in flight for PCIe
 }
 
 constexpr int kThreads = 256;

@@ -70,16 +70,6 @@ int device_count() {
   return n;
 }
 
-int sm_count() {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    KVT_CUDA_CHECK(cudaGetDevice(&dev));
-    KVT_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
-  return sms;
-}
-
 std::int64_t HostBank::available_host_bytes() {
   std::ifstream in("/proc/meminfo");
   std::string key;

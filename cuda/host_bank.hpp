@@ -85,7 +85,5 @@ class DevicePool {
 
 // Number of CUDA devices; 0 when there is no driver or no device (never throws).
 int device_count();
-// Multiprocessors of the current device, asked once (grids sized per SM).
-int sm_count();
 
 }  // namespace kvtier::cuda

@@ -9,8 +9,8 @@
 #include "cuda/compact_row.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/ensure_block.cuh"
-#include "cuda/host_bank.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/qsa/qsa_kernels.hpp"
 #include "cuda/word_copy.cuh"
 #include "model/compaction.hpp"
 #include "model/translate.hpp"
@@ -169,7 +169,7 @@ template <int W>
 struct StepLaunch {
   static void run(const ResidencyStepParams& p, const words::WordPlan& plan, cudaStream_t s) {
     // 0: one block of 1024 threads per SM, so that every block can be resident at once
-    const int grid = p.blocks > 0 ? p.blocks : sm_count();
+    const int grid = p.blocks > 0 ? p.blocks : qsa::sm_count();
     residency_step_kernel<W><<<grid, kEnsureThreads, 0, s>>>(p, plan);
   }
 };

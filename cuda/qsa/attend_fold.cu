@@ -327,7 +327,7 @@ bool env_flag(const char* name, const char* on_value, bool fallback) {
 // device banks (the mirror's pool, in-place rows or not), and a grid that takes more than one
 // CTA slot per SM.
 bool early_launch_pays(bool host_banks, std::int64_t ctas) {
-  return !host_banks && ctas > detail::sm_count();
+  return !host_banks && ctas > sm_count();
 }
 
 // The merge as a programmatic dependent of the attend: its CTAs start while the attend runs

@@ -476,7 +476,7 @@ __global__ void __launch_bounds__(kDecThreads)
 
 // Blocks per CTA of the decode kernel: about two CTAs per SM over all rows, in whole warp tiles.
 std::int64_t decode_chunk(int rows, std::int64_t max_blocks) {
-  const int sms = detail::sm_count();
+  const int sms = sm_count();
   const std::int64_t per_row = std::max<std::int64_t>(1, (2 * sms + rows - 1) / rows);
   const std::int64_t chunk = (max_blocks + per_row - 1) / per_row;
   constexpr std::int64_t kQuantum = kDecWarps * kDecTile;
@@ -513,7 +513,7 @@ std::int64_t mma_chunk(int row_tiles, std::int64_t max_blocks) {
   std::int64_t chunk = 0;
   if (const char* e = std::getenv("KVTIER_QSA_INDEX_CHUNK")) chunk = std::atoll(e);
   if (chunk <= 0) {
-    const int sms = detail::sm_count();
+    const int sms = sm_count();
     const std::int64_t n_chunks = std::max<std::int64_t>(1, (sms + row_tiles / 2) / row_tiles);
     chunk = (max_blocks + n_chunks - 1) / n_chunks;
   }

@@ -19,14 +19,6 @@ inline void check_launch(const char* what) {
   if (e != cudaSuccess)
     throw std::runtime_error(std::string("qsa ") + what + ": " + cudaGetErrorString(e));
 }
-// Multiprocessors of the current device (132 on an H200 if the query fails).
-inline int sm_count() {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
-    return 132;
-  return sms;
-}
 inline void require(bool ok, const char* what, long long value) {
   if (!ok)
     throw std::invalid_argument(std::string("qsa: unsupported ") + what + " = " +

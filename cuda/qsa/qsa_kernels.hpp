@@ -12,8 +12,24 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 namespace kvtier::qsa {
+
+// Multiprocessors of the current device, asked once (grids sized per SM: the QSA kernels, the
+// residency kernels, kvtier run). Throws std::runtime_error when the device cannot be asked.
+inline int sm_count() {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess)
+      throw std::runtime_error(std::string("SM count of the device: ") + cudaGetErrorString(e));
+    return n;
+  }();
+  return sms;
+}
 
 constexpr int kHeadDim = 256;   // attention head dim (the one compiled size)
 constexpr int kIndexDim = 128;  // indexer head dim (the one compiled size)
