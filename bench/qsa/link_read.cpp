@@ -19,18 +19,12 @@
 
 namespace kvtier::qsa::bench {
 
-namespace {
-
-using testing::Buf;
-constexpr int kRowU4 = 32;  // one 512-byte bank row in 16-byte loads
-
-}  // namespace
-
 void bench_link_reads() {
+  using testing::Buf;
   // The attend benchmark's bank: 64-token pages of 2 KV heads x 512 B, K and V banks, a 64k
   // context on shuffled pages; here K and V are the two halves of one mapped buffer.
   const int ps = 64, context = 65536, width = 2051, kv_heads = 2, pages = context / ps;
-  const std::int64_t bank_u4 = std::int64_t{pages} * ps * kv_heads * kRowU4;
+  const std::int64_t bank_u4 = std::int64_t{pages} * ps * kv_heads * kLinkRowU4;
   Buf<std::uint8_t> bank(static_cast<std::size_t>(2 * bank_u4 * 16), true, true);
   std::mt19937 rng(11);
   std::vector<std::int32_t> perm(pages), toks(context);
@@ -46,16 +40,16 @@ void bench_link_reads() {
     for (std::int32_t t : toks)
       for (int kv = 0; kv < 2; ++kv) {
         const std::int64_t row = (std::int64_t{perm[t / ps]} * ps + t % ps) * kv_heads + h;
-        scattered.push_back(kv * bank_u4 + row * kRowU4);
+        scattered.push_back(kv * bank_u4 + row * kLinkRowU4);
       }
   for (std::size_t i = 0; i < scattered.size(); ++i)
-    adjacent.push_back(static_cast<std::int64_t>(i) * kRowU4);
+    adjacent.push_back(static_cast<std::int64_t>(i) * kLinkRowU4);
   Buf<std::int64_t> d_scattered(scattered.size()), d_adjacent(adjacent.size());
   d_scattered.upload(scattered);
   d_adjacent.upload(adjacent);
   Buf<unsigned> sink(1);
   const int rows = static_cast<int>(scattered.size());
-  const double bytes = double(rows) * kRowU4 * 16;
+  const double bytes = double(rows) * kLinkRowU4 * 16;
 
   std::printf("\nlink reads: %d rows of 512 B (%.2f MB) from mapped host memory, graph of 10\n",
               rows, bytes / 1e6);

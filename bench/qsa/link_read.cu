@@ -12,8 +12,6 @@ namespace kvtier::qsa::bench {
 
 namespace {
 
-constexpr int kRowU4 = 32;  // one 512-byte bank row in 16-byte loads
-
 // Load forms: 0 plain, 1 ld.global.nc.L1::no_allocate, 2 plain + L2::256B prefetch hint.
 template <int kForm>
 __device__ __forceinline__ uint4 load16(const uint4* src) {
@@ -38,7 +36,7 @@ __device__ __forceinline__ uint4 load16(const uint4* src) {
 template <int kInFlight, int kForm>
 __global__ void read_rows_kernel(const uint4* bank, const std::int64_t* row_u4, int rows,
                                  unsigned* sink) {
-  const std::int64_t total = std::int64_t{rows} * kRowU4;
+  const std::int64_t total = std::int64_t{rows} * kLinkRowU4;
   const std::int64_t per_cta = (total + gridDim.x - 1) / gridDim.x;
   const std::int64_t begin = blockIdx.x * per_cta;
   const std::int64_t end = begin + per_cta < total ? begin + per_cta : total;
@@ -48,7 +46,7 @@ __global__ void read_rows_kernel(const uint4* bank, const std::int64_t* row_u4, 
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const std::int64_t j = i + std::int64_t{u} * blockDim.x;
-      v[u] = j < end ? load16<kForm>(bank + row_u4[j / kRowU4] + j % kRowU4) : uint4{};
+      v[u] = j < end ? load16<kForm>(bank + row_u4[j / kLinkRowU4] + j % kLinkRowU4) : uint4{};
     }
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u)

@@ -7,6 +7,8 @@
 
 namespace kvtier::qsa::bench {
 
+constexpr int kLinkRowU4 = 32;  // one 512-byte bank row in 16-byte loads
+
 // A reading grid: CTAs x threads, each thread with `in_flight` 16-byte loads issued before it
 // folds them (4, 8, 16, 32), in load form `form` (0 plain, 1 ld.global.nc L1::no_allocate,
 // 2 plain with the L2::256B prefetch hint; 1 and 2 with 16 loads only).

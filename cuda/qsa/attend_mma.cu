@@ -172,28 +172,26 @@ __global__ void __launch_bounds__(kAttThreads, 2)
   for (lo = t0; lo < t1; lo += kMapCap) {
     hi = min(t1, lo + kMapCap);
     const int n_tiles = (hi - lo + kTile - 1) / kTile;
-    {
-      __syncthreads();  // every warp done with the previous segment (map, stages, scores)
-      for (int i = threadIdx.x; i < hi - lo; i += kAttThreads) {
-        const std::int32_t tok = toks[lo + i];
-        std::int32_t bank_row = -1;
-        if (tok >= 0) {
-          std::int32_t page = pages[tok / p.kv.page_size];
-          bool in_place = false;
-          if constexpr (kInPlace) {
-            if (page <= -2) {
-              page = in_place_page(page);
-              in_place = true;
-            }
+    __syncthreads();  // every warp done with the previous segment (map, stages, scores)
+    for (int i = threadIdx.x; i < hi - lo; i += kAttThreads) {
+      const std::int32_t tok = toks[lo + i];
+      std::int32_t bank_row = -1;
+      if (tok >= 0) {
+        std::int32_t page = pages[tok / p.kv.page_size];
+        bool in_place = false;
+        if constexpr (kInPlace) {
+          if (page <= -2) {
+            page = in_place_page(page);
+            in_place = true;
           }
-          if (page < 0) page = p.table.dummy;
-          bank_row = page * p.kv.page_size + tok % p.kv.page_size;
-          if (in_place) bank_row = -2 - bank_row;
         }
-        map[i] = bank_row;
+        if (page < 0) page = p.table.dummy;
+        bank_row = page * p.kv.page_size + tok % p.kv.page_size;
+        if (in_place) bank_row = -2 - bank_row;
       }
-      __syncthreads();
+      map[i] = bank_row;
     }
+    __syncthreads();
 #pragma unroll
     for (int st = 0; st < kSt - 1; ++st) {
       if constexpr (kAsync) {
