@@ -154,8 +154,11 @@ LayerQuery FrontEnd::build(const Forward& f, int layer, int width) {
         q.staged_selected_tokens += sel_tokens;
       }
     }
-    // visible blocks of token p: (p + 1) / ratio, summed over the row's tokens
-    q.row_blocks += (row.count * (2 * row.position + row.count + 1) / 2) / g_.compress_ratio;
+    // visible blocks of token p: (p + 1) / ratio, summed over the row's tokens; written as
+    // count x position + count (count + 1) / 2 so that it fits in an int64 for every row the
+    // validator admits (position + count <= 2^32)
+    const std::int64_t count = row.count;
+    q.row_blocks += (count * row.position + count * (count + 1) / 2) / g_.compress_ratio;
   }
   q.pages = query_;
   return q;

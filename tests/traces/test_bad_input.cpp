@@ -171,6 +171,34 @@ TEST(TraceBadInput, JsonlIdsBeyondContextAndLayersBeyondGeometry) {
   e = read_error(orphan);
   EXPECT_NE(e.find("request 5 shares a prefix of request 4, which is not open"), std::string::npos)
       << e;
+  // Positions at the int64 limit (the fuzzer's find: position + count overflowed in the
+  // validator itself) and requests past the largest context are named, not computed with.
+  const std::string huge = temp_path("huge.jsonl");
+  spit(huge, header_line + begin +
+                 "{\"forward\":{\"rows\":[{\"request\":4,\"position\":9223372036854775807,"
+                 "\"count\":64,\"kind\":\"prefill\"}],\"selections\":[[[0]],[[0]],[[0]]]}}\n");
+  e = read_error(huge);
+  EXPECT_NE(e.find("position 9223372036854775807 + count 64 is beyond the largest context, "
+                   "4294967296 tokens"),
+            std::string::npos)
+      << e;
+  spit(huge, header_line + "{\"begin\":{\"id\":4,\"prompt_tokens\":4294967297}}\n");
+  e = read_error(huge);
+  EXPECT_NE(e.find("request 4: prompt_tokens 4294967297 is beyond the largest context"),
+            std::string::npos)
+      << e;
+  spit(huge, header_line + begin +
+                 "{\"begin\":{\"id\":5,\"prompt_tokens\":40,\"shared_with\":4,"
+                 "\"shared_pages\":144115188075855872}}\n");
+  e = read_error(huge);
+  EXPECT_NE(e.find("request 5: shared_pages 144115188075855872 is beyond the largest context"),
+            std::string::npos)
+      << e;
+  // The last position that fits is accepted.
+  spit(huge, header_line + "{\"begin\":{\"id\":4,\"prompt_tokens\":4294967296}}\n" +
+                 "{\"forward\":{\"rows\":[{\"request\":4,\"position\":4294967295,"
+                 "\"kind\":\"decode\"}],\"selections\":[[[0]],[[0]],[[1073741823]]]}}\n");
+  EXPECT_EQ(read_error(huge), "");
   const std::string garbage = temp_path("garbage.jsonl");
   spit(garbage, header_line + "{\"begin\":{\"id\":\n");
   EXPECT_NE(read_error(garbage).find("not valid JSON"), std::string::npos);
