@@ -19,6 +19,11 @@ TraceReader::~TraceReader() = default;
 TraceWriter::~TraceWriter() = default;
 
 std::unique_ptr<TraceReader> TraceReader::open(const std::string& path) {
+  // fopen succeeds on a directory and its read fails, which would read as "not a trace"
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw TraceError("cannot open '" + path + "': it is a directory, not a trace file");
+  }
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw TraceError("cannot open '" + path + "': " + std::strerror(errno));
   char head[8] = {};

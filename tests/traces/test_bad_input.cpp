@@ -202,6 +202,10 @@ TEST(TraceBadInput, JsonlIdsBeyondContextAndLayersBeyondGeometry) {
   const std::string garbage = temp_path("garbage.jsonl");
   spit(garbage, header_line + "{\"begin\":{\"id\":\n");
   EXPECT_NE(read_error(garbage).find("not valid JSON"), std::string::npos);
+  const std::string dir = temp_path("a-directory");
+  std::filesystem::create_directories(dir);
+  EXPECT_NE(read_error(dir).find("it is a directory, not a trace file"), std::string::npos)
+      << read_error(dir);
   spit(garbage, "hello");
   EXPECT_NE(read_error(garbage).find("not a kvtier trace"), std::string::npos);
 }
