@@ -80,6 +80,12 @@ void Geometry::validate() const {
   }
   require_positive("rope_max_positions", rope_max_positions);
   if (!(yarn_factor >= 1.0)) fail("yarn_factor", "must be >= 1");
+  // Compared in double before max_context() converts, so that no factor overflows the cast.
+  if (static_cast<double>(rope_max_positions) * yarn_factor >
+      static_cast<double>(kMaxContextTokens)) {
+    fail("yarn_factor", "rope_max_positions x yarn_factor must be at most " +
+                            std::to_string(kMaxContextTokens) + " tokens");
+  }
 }
 
 std::int64_t Geometry::code_bytes_per_token_bank(KvDtype d) const {

@@ -8,6 +8,7 @@ TraceValidator::TraceValidator(const Geometry& g)
     : layers_(g.qsa_layers()),
       ratio_(g.compress_ratio),
       page_size_(g.page_size),
+      max_context_(g.max_context(true)),
       topk_(g.block_topk()) {}
 
 std::string TraceValidator::check(const Record& r, IdOrder order) {
@@ -15,15 +16,15 @@ std::string TraceValidator::check(const Record& r, IdOrder order) {
     if (b->prompt_tokens < 0)
       return "request " + std::to_string(b->id) + ": negative prompt_tokens";
     if (b->shared_pages < 0) return "request " + std::to_string(b->id) + ": negative shared_pages";
-    if (b->prompt_tokens > kMaxContextTokens) {
+    if (b->prompt_tokens > max_context_) {
       return "request " + std::to_string(b->id) + ": prompt_tokens " +
-             std::to_string(b->prompt_tokens) + " is beyond the largest context, " +
-             std::to_string(kMaxContextTokens) + " tokens";
+             std::to_string(b->prompt_tokens) + " is beyond the geometry's largest context, " +
+             std::to_string(max_context_) + " tokens (rope_max_positions x yarn_factor)";
     }
-    if (b->shared_pages > kMaxContextTokens / page_size_) {
+    if (b->shared_pages > max_context_ / page_size_) {
       return "request " + std::to_string(b->id) + ": shared_pages " +
-             std::to_string(b->shared_pages) + " is beyond the largest context, " +
-             std::to_string(kMaxContextTokens) + " tokens";
+             std::to_string(b->shared_pages) + " is beyond the geometry's largest context, " +
+             std::to_string(max_context_) + " tokens (rope_max_positions x yarn_factor)";
     }
     if (b->shared_pages > 0 && b->shared_with == b->id) {
       return "request " + std::to_string(b->id) + " shares a prefix with itself";
@@ -64,11 +65,11 @@ std::string TraceValidator::check_forward(const Forward& f, IdOrder order) {
     if (row.position < 0) return who + ": negative position";
     if (row.count < 1) return who + ": count must be >= 1";
     if (row.kind == RowKind::decode && row.count != 1) return who + ": a decode row has count 1";
-    // Compared as kMaxContextTokens - count so that the check itself cannot overflow.
-    if (row.position > kMaxContextTokens - row.count) {
+    // Compared as max_context_ - count so that the check itself cannot overflow.
+    if (row.position > max_context_ - row.count) {
       return who + ": position " + std::to_string(row.position) + " + count " +
-             std::to_string(row.count) + " is beyond the largest context, " +
-             std::to_string(kMaxContextTokens) + " tokens";
+             std::to_string(row.count) + " is beyond the geometry's largest context, " +
+             std::to_string(max_context_) + " tokens (rope_max_positions x yarn_factor)";
     }
     if (row.kind != RowKind::decode && row.kind != RowKind::prefill) return who + ": bad kind";
     seen_.push_back(row.request);

@@ -13,15 +13,13 @@ namespace kvtier::traces {
 //  - a request is begun once before any row or end refers to it, and ended at most once;
 //  - a forward has one selection per QSA layer and row (offsets well formed), at most one
 //    row per request, count >= 1, count == 1 for decode rows, position >= 0;
-//  - no request reaches past kMaxContextTokens: prompt_tokens, shared_pages * page_size and
-//    position + count stay within it, so no consumer's position arithmetic can overflow;
+//  - no request reaches past the geometry's largest context (max_context with YaRN, at most
+//    kMaxContextTokens): prompt_tokens, shared_pages * page_size and position + count stay
+//    within it, so no consumer's position arithmetic overflows and no per-block table that a
+//    consumer sizes by the context can outgrow what the model itself could hold;
 //  - each selection is strictly ascending and within the row's visible blocks:
 //    0 <= id < (position + count) / compress_ratio; a decode row selects at most block_topk.
 // Memory: the set of open requests.
-// 2^32 tokens: four thousand times the largest context a model of DESIGN.md runs (1M), and
-// small enough that sums over a row's tokens (count x position) fit in an int64.
-inline constexpr std::int64_t kMaxContextTokens = std::int64_t{1} << 32;
-
 class TraceValidator {
  public:
   explicit TraceValidator(const Geometry& g);
@@ -38,6 +36,7 @@ class TraceValidator {
   int layers_;
   int ratio_;
   int page_size_;
+  std::int64_t max_context_;
   int topk_;
   std::unordered_set<RequestId> open_;
   std::vector<RequestId> seen_;  // scratch: the rows' requests

@@ -67,6 +67,12 @@ TEST(Geometry, ValidationNamesTheField) {
   expect_error_mentions(R"({"page_szie": 64})", "geometry.page_szie: unknown field");
   expect_error_mentions(R"({"page_size": "64"})", "expected an integer");
   expect_error_mentions(R"({"page_size": 4294967360})", "32-bit");
+  // The declared context is bounded (2^32 tokens) so that max_context() cannot overflow.
+  expect_error_mentions(R"({"yarn_factor": 1e300})", "rope_max_positions x yarn_factor");
+  expect_error_mentions(R"({"rope_max_positions": 4294967296, "yarn_factor": 1.5})",
+                        "at most 4294967296 tokens");
+  EXPECT_EQ(geometry_from_json(R"({"rope_max_positions": 1073741824})").max_context(true),
+            kMaxContextTokens);
   expect_error_mentions(R"([1,2])", "JSON object");
   expect_error_mentions(R"({"page_size": )", "not valid JSON");
 }

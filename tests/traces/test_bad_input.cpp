@@ -172,32 +172,33 @@ TEST(TraceBadInput, JsonlIdsBeyondContextAndLayersBeyondGeometry) {
   EXPECT_NE(e.find("request 5 shares a prefix of request 4, which is not open"), std::string::npos)
       << e;
   // Positions at the int64 limit (the fuzzer's find: position + count overflowed in the
-  // validator itself) and requests past the largest context are named, not computed with.
+  // validator itself) and requests past the geometry's largest context are named, not computed
+  // with.
   const std::string huge = temp_path("huge.jsonl");
   spit(huge, header_line + begin +
                  "{\"forward\":{\"rows\":[{\"request\":4,\"position\":9223372036854775807,"
                  "\"count\":64,\"kind\":\"prefill\"}],\"selections\":[[[0]],[[0]],[[0]]]}}\n");
   e = read_error(huge);
-  EXPECT_NE(e.find("position 9223372036854775807 + count 64 is beyond the largest context, "
-                   "4294967296 tokens"),
+  EXPECT_NE(e.find("position 9223372036854775807 + count 64 is beyond the geometry's largest "
+                   "context, 1048576 tokens (rope_max_positions x yarn_factor)"),
             std::string::npos)
       << e;
-  spit(huge, header_line + "{\"begin\":{\"id\":4,\"prompt_tokens\":4294967297}}\n");
+  spit(huge, header_line + "{\"begin\":{\"id\":4,\"prompt_tokens\":1048577}}\n");
   e = read_error(huge);
-  EXPECT_NE(e.find("request 4: prompt_tokens 4294967297 is beyond the largest context"),
+  EXPECT_NE(e.find("request 4: prompt_tokens 1048577 is beyond the geometry's largest context"),
             std::string::npos)
       << e;
   spit(huge, header_line + begin +
                  "{\"begin\":{\"id\":5,\"prompt_tokens\":40,\"shared_with\":4,"
-                 "\"shared_pages\":144115188075855872}}\n");
+                 "\"shared_pages\":65537}}\n");
   e = read_error(huge);
-  EXPECT_NE(e.find("request 5: shared_pages 144115188075855872 is beyond the largest context"),
+  EXPECT_NE(e.find("request 5: shared_pages 65537 is beyond the geometry's largest context"),
             std::string::npos)
       << e;
   // The last position that fits is accepted.
-  spit(huge, header_line + "{\"begin\":{\"id\":4,\"prompt_tokens\":4294967296}}\n" +
-                 "{\"forward\":{\"rows\":[{\"request\":4,\"position\":4294967295,"
-                 "\"kind\":\"decode\"}],\"selections\":[[[0]],[[0]],[[1073741823]]]}}\n");
+  spit(huge, header_line + "{\"begin\":{\"id\":4,\"prompt_tokens\":1048576}}\n" +
+                 "{\"forward\":{\"rows\":[{\"request\":4,\"position\":1048575,"
+                 "\"kind\":\"decode\"}],\"selections\":[[[0]],[[0]],[[262143]]]}}\n");
   EXPECT_EQ(read_error(huge), "");
   const std::string garbage = temp_path("garbage.jsonl");
   spit(garbage, header_line + "{\"begin\":{\"id\":\n");

@@ -100,4 +100,14 @@ with tempfile.TemporaryDirectory() as d:
         check(False, "Python writer refuses ids beyond the context")
     except kt.TraceError as e:
         check("beyond the context" in str(e), "Python writer refuses ids beyond the context")
+    w = kt.TraceWriter(p("far.ktr"), geometry=GEOMETRY)
+    for what, act in (("a prompt", lambda: w.begin(2, 1 << 40)),
+                      ("a row", lambda: (w.begin(3, 40), w.write(
+                          kt.Forward([kt.Row(3, 1 << 40)], [[np.array([0], np.int32)]] * 3))))):
+        try:
+            act()
+            check(False, f"Python writer refuses {what} beyond the largest context")
+        except kt.TraceError as e:
+            check("largest context" in str(e),
+                  f"Python writer refuses {what} beyond the largest context: {e}")
 print("all Python trace checks passed")

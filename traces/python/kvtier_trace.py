@@ -234,6 +234,11 @@ class TraceWriter:
         self.geometry = _full_geometry(geometry)
         self.layers = len(self.geometry["qsa_layer_ids"])
         self.ratio = int(self.geometry["compress_ratio"])
+        self.page_size = int(self.geometry["page_size"])
+        # the geometry's largest context, as kvtier's validator bounds every request by it
+        # (fields the geometry leaves out take kvtier's defaults)
+        self.max_context = int(int(self.geometry.get("rope_max_positions", 262144)) *
+                               float(self.geometry.get("yarn_factor", 4.0)))
         if binary is None:
             binary = not (path.endswith(".jsonl") or path.endswith(".json"))
         self.binary = binary
@@ -265,6 +270,9 @@ class TraceWriter:
         if isinstance(r, Begin):
             if r.id in self.open_requests:
                 raise TraceError(f"{where}: request {r.id} begins twice")
+            if max(r.prompt_tokens, r.shared_pages * self.page_size) > self.max_context:
+                raise TraceError(f"{where}: request {r.id} is beyond the geometry's largest "
+                                 f"context, {self.max_context} tokens")
         elif isinstance(r, End):
             if r.id not in self.open_requests:
                 raise TraceError(f"{where}: request {r.id} ends but is not open")
@@ -277,6 +285,10 @@ class TraceWriter:
                 if row.request not in self.open_requests or row.request in seen:
                     raise TraceError(f"{where}: row of request {row.request} not open or twice")
                 seen.add(row.request)
+                if row.position + row.count > self.max_context:
+                    raise TraceError(f"{where}: row of request {row.request} at position "
+                                     f"{row.position} + count {row.count} is beyond the "
+                                     f"geometry's largest context, {self.max_context} tokens")
             for l, per_row in enumerate(r.selections):
                 for row, ids in zip(r.rows, per_row):
                     ids = np.asarray(ids)
