@@ -11,20 +11,22 @@ TraceValidator::TraceValidator(const Geometry& g)
       max_context_(g.max_context(true)),
       topk_(g.block_topk()) {}
 
+std::string TraceValidator::beyond_context(const std::string& what) const {
+  return what + " is beyond the geometry's largest context, " + std::to_string(max_context_) +
+         " tokens (rope_max_positions x yarn_factor)";
+}
+
 std::string TraceValidator::check(const Record& r, IdOrder order) {
   if (const auto* b = std::get_if<RequestBegin>(&r)) {
     if (b->prompt_tokens < 0)
       return "request " + std::to_string(b->id) + ": negative prompt_tokens";
     if (b->shared_pages < 0) return "request " + std::to_string(b->id) + ": negative shared_pages";
+    const std::string who = "request " + std::to_string(b->id);
     if (b->prompt_tokens > max_context_) {
-      return "request " + std::to_string(b->id) + ": prompt_tokens " +
-             std::to_string(b->prompt_tokens) + " is beyond the geometry's largest context, " +
-             std::to_string(max_context_) + " tokens (rope_max_positions x yarn_factor)";
+      return beyond_context(who + ": prompt_tokens " + std::to_string(b->prompt_tokens));
     }
     if (b->shared_pages > max_context_ / page_size_) {
-      return "request " + std::to_string(b->id) + ": shared_pages " +
-             std::to_string(b->shared_pages) + " is beyond the geometry's largest context, " +
-             std::to_string(max_context_) + " tokens (rope_max_positions x yarn_factor)";
+      return beyond_context(who + ": shared_pages " + std::to_string(b->shared_pages));
     }
     if (b->shared_pages > 0 && b->shared_with == b->id) {
       return "request " + std::to_string(b->id) + " shares a prefix with itself";
@@ -67,9 +69,8 @@ std::string TraceValidator::check_forward(const Forward& f, IdOrder order) {
     if (row.kind == RowKind::decode && row.count != 1) return who + ": a decode row has count 1";
     // Compared as max_context_ - count so that the check itself cannot overflow.
     if (row.position > max_context_ - row.count) {
-      return who + ": position " + std::to_string(row.position) + " + count " +
-             std::to_string(row.count) + " is beyond the geometry's largest context, " +
-             std::to_string(max_context_) + " tokens (rope_max_positions x yarn_factor)";
+      return beyond_context(who + ": position " + std::to_string(row.position) + " + count " +
+                            std::to_string(row.count));
     }
     if (row.kind != RowKind::decode && row.kind != RowKind::prefill) return who + ": bad kind";
     seen_.push_back(row.request);

@@ -33,6 +33,7 @@ class TraceValidator {
 
  private:
   std::string check_forward(const Forward& f, IdOrder order);
+  std::string beyond_context(const std::string& what) const;
   int layers_;
   int ratio_;
   int page_size_;
