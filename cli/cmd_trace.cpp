@@ -1,6 +1,7 @@
 // `kvtier trace info|convert|head|cat|gen`: inspect, convert and synthesise selection traces.
 #include <boost/json.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -31,6 +32,22 @@ std::vector<std::string> sub_args(const std::vector<std::string>& args, const st
   return out;
 }
 
+// Hands every record of the trace at `path` to `use`, with a progress bar over the file's
+// bytes: a trace of a long serving run takes minutes to read.
+template <class Use>
+void for_each_record(TraceReader& reader, const std::string& path, const char* label, Use&& use) {
+  std::error_code ec;
+  const std::uint64_t size = std::filesystem::file_size(path, ec);
+  constexpr int kMiB = 20;
+  Progress progress(label, ec ? 0 : (size + (std::uint64_t{1} << kMiB) - 1) >> kMiB, "MiB");
+  Record r;
+  while (reader.next(r)) {
+    use(r);
+    if (reader.records_read() % 256 == 0) progress.update(reader.bytes_read() >> kMiB);
+  }
+  progress.finish();
+}
+
 // ---------------------------------------------------------------------------------- info
 int run_info(const std::vector<std::string>& args) {
   po::options_description desc("options");
@@ -45,9 +62,7 @@ int run_info(const std::vector<std::string>& args) {
       vm.count("trace") ? vm["trace"].as<std::string>() : default_sample_path();
   auto reader = TraceReader::open(path);
   TraceStats stats(reader->header());
-  Record r;
-  while (reader->next(r))
-    stats.add(r);
+  for_each_record(*reader, path, "kvtier trace info", [&](const Record& r) { stats.add(r); });
   const TraceSummary s = stats.summary();
   const Geometry& g = reader->header().geometry;
   if (vm.count("json")) {
@@ -125,13 +140,12 @@ int run_convert(const std::vector<std::string>& args) {
   const TraceFormat fmt = vm.count("format")
                               ? trace_format_from_name(vm["format"].as<std::string>())
                               : trace_format_for_path(out);
-  auto reader = TraceReader::open(vm["in"].as<std::string>());
+  const std::string in = vm["in"].as<std::string>();
+  auto reader = TraceReader::open(in);
   WriterOptions wo;
   wo.zstd_level = vm["zstd-level"].as<int>();
   auto writer = TraceWriter::create(out, reader->header(), fmt, wo);
-  Record r;
-  while (reader->next(r))
-    writer->write(r);
+  for_each_record(*reader, in, "kvtier trace convert", [&](const Record& r) { writer->write(r); });
   writer->close();
   return 0;
 }

@@ -237,6 +237,7 @@ class BinaryReader final : public TraceReader {
 
   const TraceHeader& header() const override { return header_; }
   std::uint64_t records_read() const override { return index_; }
+  std::uint64_t bytes_read() const override { return pos_; }
 
   bool next(Record& out) override {
     if (ended_) return false;

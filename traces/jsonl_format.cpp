@@ -94,6 +94,7 @@ class JsonlReader final : public TraceReader {
 
   const TraceHeader& header() const override { return header_; }
   std::uint64_t records_read() const override { return index_; }
+  std::uint64_t bytes_read() const override { return next_offset_; }
 
   bool next(Record& out) override {
     do {

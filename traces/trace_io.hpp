@@ -24,6 +24,9 @@ class TraceReader {
   virtual bool next(Record& out) = 0;
   // Records returned so far.
   virtual std::uint64_t records_read() const = 0;
+  // Bytes of the file consumed so far (binary: whole frames; text: whole lines), for a
+  // progress bar against the file's size.
+  virtual std::uint64_t bytes_read() const = 0;
 };
 
 enum class TraceFormat { binary, jsonl };

@@ -46,6 +46,34 @@ TEST(TraceIo, BinaryAndJsonlRoundTripLosslessly) {
   EXPECT_EQ(hj, h);
 }
 
+// bytes_read drives the CLI's progress bars: it never goes back, stays within the file and
+// reaches the end once the reader has said so (binary: frames of 128 bytes, so it moves many
+// times; text: lines).
+TEST(TraceIo, BytesReadClimbsToTheFileSize) {
+  const TraceHeader h = small_header();
+  const auto recs = generate(h.geometry, small_params(9));
+  WriterOptions o;
+  o.frame_bytes = 128;
+  for (TraceFormat fmt : {TraceFormat::binary, TraceFormat::jsonl}) {
+    const std::string path = temp_path(fmt == TraceFormat::binary ? "bytes.ktr" : "bytes.jsonl");
+    write_all(path, h, recs, fmt, o);
+    const std::uint64_t size = std::filesystem::file_size(path);
+    auto rd = TraceReader::open(path);
+    std::uint64_t last = rd->bytes_read(), moves = 0;
+    EXPECT_GT(last, 0u);  // the header is read at open
+    Record r;
+    while (rd->next(r)) {
+      const std::uint64_t now = rd->bytes_read();
+      ASSERT_GE(now, last);
+      ASSERT_LE(now, size);
+      moves += now > last;
+      last = now;
+    }
+    EXPECT_EQ(rd->bytes_read(), size);  // the end marker too
+    EXPECT_GT(moves, 5u);
+  }
+}
+
 TEST(TraceIo, ReaderReusesForwardBuffers) {
   const TraceHeader h = small_header();
   const auto recs = generate(h.geometry, small_params(8));
