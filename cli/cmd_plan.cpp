@@ -60,11 +60,8 @@ int run_plan(const std::vector<std::string>& args) {
   cfg.chosen = vm["chosen"].as<double>() / 100.0;
   cfg.belady = vm.count("no-belady") == 0;
   cfg.threads = vm["threads"].as<int>();
-  Progress progress("kvtier plan", 1, "sims");
-  cfg.progress = [&](std::uint64_t done, std::uint64_t total) {
-    (void)total;
-    progress.update(done);
-  };
+  Progress progress("kvtier plan", 0, "sims");  // the planner says how many once it starts
+  cfg.progress = [&](std::uint64_t done, std::uint64_t total) { progress.update(done, total); };
   const sim::PlanResult r = sim::plan(input, cost, cfg);
   progress.finish();
 

@@ -30,6 +30,11 @@ void Progress::update(std::uint64_t done) {
   draw(done, false);
 }
 
+void Progress::update(std::uint64_t done, std::uint64_t total) {
+  total_ = total;
+  update(done);
+}
+
 void Progress::finish() {
   if (!enabled_ || finished_) return;
   finished_ = true;

@@ -14,6 +14,8 @@ class Progress {
   Progress(std::string label, std::uint64_t total, std::string unit = "items");
   ~Progress();
   void update(std::uint64_t done);
+  // For work whose size is known only once it starts (the planner's list of simulations).
+  void update(std::uint64_t done, std::uint64_t total);
   void finish();
   static bool enabled_for_stderr();
 
