@@ -7,6 +7,7 @@
 
 #include "cli/command.hpp"
 #include "cli/options.hpp"
+#include "cli/progress.hpp"
 #include "cli/table.hpp"
 #include "cuda/weights/qsa_tensors.hpp"
 #include "cuda/weights/safetensors.hpp"
@@ -53,7 +54,13 @@ int run_gen(const std::vector<std::string>& args) {
   opt.seed = vm["seed"].as<std::uint64_t>();
   opt.needle = vm.count("needle") > 0;
   const std::string out = vm["out"].as<std::string>();
-  write_synthetic_weights(out, g, vocab, opt);
+  {
+    Progress progress("kvtier weights gen", 0, "MiB");
+    write_synthetic_weights(out, g, vocab, opt, [&](std::int64_t done, std::int64_t total) {
+      progress.update(static_cast<std::uint64_t>(done) >> 20,
+                      static_cast<std::uint64_t>(total) >> 20);
+    });
+  }
   SafetensorsFile f(out);
   check_qsa_weights(f, g, vocab);
   if (vm.count("json")) {

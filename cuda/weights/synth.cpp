@@ -135,13 +135,16 @@ void synth_fill(const QsaTensor& t, std::uint64_t seed, const NeedlePlan* needle
 }
 
 void write_synthetic_weights(const std::string& path, const Geometry& g, std::int64_t vocab,
-                             const SynthOptions& opt) {
+                             const SynthOptions& opt, const WriteProgress& progress) {
   const std::vector<QsaTensor> tensors = qsa_tensors(g, vocab);
   std::optional<NeedlePlan> plan;
   if (opt.needle) plan = needle_plan(g, vocab);
   std::vector<TensorSpec> specs;
-  for (const QsaTensor& t : tensors)
+  std::int64_t total = 0, done = 0;
+  for (const QsaTensor& t : tensors) {
     specs.push_back(t.spec);
+    total += t.spec.bytes();
+  }
   Metadata meta{{"format", "pt"},
                 {kMetaGeometry, geometry_to_json(g)},
                 {kMetaVocab, std::to_string(vocab)},
@@ -153,6 +156,8 @@ void write_synthetic_weights(const std::string& path, const Geometry& g, std::in
                       while (tensors[at].spec.name != s.name)
                         ++at;
                       synth_fill(tensors[at], opt.seed, plan ? &*plan : nullptr, offset, out);
+                      done += static_cast<std::int64_t>(out.size());
+                      if (progress) progress(done, total);
                     });
 }
 

@@ -6,6 +6,7 @@
 // keyed by (seed, tensor name, element index): a tensor's bytes do not depend on chunking, on
 // the other tensors, or on the platform's <random>. Stored as BF16 (round to nearest even).
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -28,8 +29,11 @@ struct SynthOptions {
   bool needle = false;  // plant the needle construction
 };
 
+// Bytes of tensor data written so far and in all, reported as the file is written.
+using WriteProgress = std::function<void(std::int64_t done, std::int64_t total)>;
+
 // Writes the whole stack to `path` with metadata (geometry, vocab, seed, needle plan).
 void write_synthetic_weights(const std::string& path, const Geometry& g, std::int64_t vocab,
-                             const SynthOptions& opt);
+                             const SynthOptions& opt, const WriteProgress& progress = {});
 
 }  // namespace kvtier::weights

@@ -130,6 +130,28 @@ TEST(SyntheticWeights, SameSeedSameBytesOtherSeedOtherBytes) {
   EXPECT_EQ(needle_plan_from_json(fn.metadata().at(kMetaNeedle)), needle_plan(g, 97));
 }
 
+// The progress callback (kvtier weights gen's bar) climbs to the data section's size.
+TEST(SyntheticWeights, ProgressClimbsToTheDataSize) {
+  const Geometry g = small_geometry();
+  TempDir dir("synth-progress");
+  std::int64_t last = 0, total = -1, calls = 0;
+  write_synthetic_weights(dir.file("w"), g, 97, {3, false},
+                          [&](std::int64_t done, std::int64_t all) {
+                            EXPECT_GT(done, last);
+                            EXPECT_TRUE(total < 0 || all == total);
+                            last = done;
+                            total = all;
+                            ++calls;
+                          });
+  SafetensorsFile f(dir.file("w"));
+  std::int64_t data = 0;
+  for (const TensorInfo& t : f.tensors())
+    data += t.end - t.begin;
+  EXPECT_EQ(total, data);
+  EXPECT_EQ(last, data);
+  EXPECT_GE(calls, static_cast<std::int64_t>(f.tensors().size()));
+}
+
 // The file holds the generator's values rounded to BF16, chunking aside; each kind has the
 // intended spread.
 TEST(SyntheticWeights, ValuesMatchTheGeneratorAndAreScaled) {
