@@ -38,12 +38,11 @@ template <class Use>
 void for_each_record(TraceReader& reader, const std::string& path, const char* label, Use&& use) {
   std::error_code ec;
   const std::uint64_t size = std::filesystem::file_size(path, ec);
-  constexpr int kMiB = 20;
-  Progress progress(label, ec ? 0 : (size + (std::uint64_t{1} << kMiB) - 1) >> kMiB, "MiB");
+  Progress progress(label, ec ? 0 : size, "MiB", std::uint64_t{1} << 20);
   Record r;
   while (reader.next(r)) {
     use(r);
-    if (reader.records_read() % 256 == 0) progress.update(reader.bytes_read() >> kMiB);
+    if (reader.records_read() % 256 == 0) progress.update(reader.bytes_read());
   }
   progress.finish();
 }

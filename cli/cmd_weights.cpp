@@ -55,10 +55,9 @@ int run_gen(const std::vector<std::string>& args) {
   opt.needle = vm.count("needle") > 0;
   const std::string out = vm["out"].as<std::string>();
   {
-    Progress progress("kvtier weights gen", 0, "MiB");
+    Progress progress("kvtier weights gen", 0, "MiB", std::uint64_t{1} << 20);
     write_synthetic_weights(out, g, vocab, opt, [&](std::int64_t done, std::int64_t total) {
-      progress.update(static_cast<std::uint64_t>(done) >> 20,
-                      static_cast<std::uint64_t>(total) >> 20);
+      progress.update(static_cast<std::uint64_t>(done), static_cast<std::uint64_t>(total));
     });
   }
   SafetensorsFile f(out);

@@ -11,7 +11,10 @@ namespace kvtier::cli {
 // thread-safe: one owner calls update().
 class Progress {
  public:
-  Progress(std::string label, std::uint64_t total, std::string unit = "items");
+  // Counts (done, total) are in units of `per_unit`: a byte count shown in MiB passes
+  // per_unit = 1 << 20 and hands over raw bytes.
+  Progress(std::string label, std::uint64_t total, std::string unit = "items",
+           std::uint64_t per_unit = 1);
   ~Progress();
   void update(std::uint64_t done);
   // For work whose size is known only once it starts (the planner's list of simulations).
@@ -25,6 +28,7 @@ class Progress {
   std::string label_;
   std::uint64_t total_;
   std::string unit_;
+  double per_unit_;
   bool enabled_;
   bool finished_ = false;
   std::chrono::steady_clock::time_point start_;
