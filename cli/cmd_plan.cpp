@@ -40,9 +40,10 @@ int run_plan(const std::vector<std::string>& args) {
   if (!parse_options(args, desc, vm, "kvtier plan [--trace FILE] [--profile NAME] [options]"))
     return 0;
 
-  std::string path = vm.count("trace") ? vm["trace"].as<std::string>() : sim::default_trace_path();
+  std::string path =
+      vm.count("trace") ? vm["trace"].as<std::string>() : traces::default_sample_path();
   if (path.empty()) throw ConfigError("no bundled sample trace in this build: give --trace FILE");
-  const sim::TraceInput input = sim::file_trace(path);
+  const traces::TraceInput input = traces::file_trace(path);
   const CostModel cost(sim::load_profile(vm["profile"].as<std::string>()));
 
   sim::PlanConfig cfg;

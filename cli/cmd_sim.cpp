@@ -34,9 +34,10 @@ int run_sim(const std::vector<std::string>& args) {
       "json", "print the figures as JSON");
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "kvtier sim [--trace FILE] --slots N [options]")) return 0;
-  std::string path = vm.count("trace") ? vm["trace"].as<std::string>() : sim::default_trace_path();
+  std::string path =
+      vm.count("trace") ? vm["trace"].as<std::string>() : traces::default_sample_path();
   if (path.empty()) throw ConfigError("no bundled sample trace in this build: give --trace FILE");
-  const sim::TraceInput input = sim::file_trace(path);
+  const traces::TraceInput input = traces::file_trace(path);
   const CostModel cost(sim::load_profile(vm["profile"].as<std::string>()),
                        vm.count("no-graphs") == 0);
   sim::SimConfig c;
@@ -52,7 +53,7 @@ int run_sim(const std::vector<std::string>& args) {
     if (!decisions) throw ConfigError("cannot write '" + vm["decisions"].as<std::string>() + "'");
     c.decisions = &decisions;
   }
-  const sim::TraceStats st = sim::scan_trace(input);
+  const frontend::TraceBounds st = frontend::scan_trace(input);
   Progress progress("kvtier sim", static_cast<std::uint64_t>(st.forwards), "forwards");
   c.on_forward = [&](std::int64_t done) { progress.update(static_cast<std::uint64_t>(done)); };
   const sim::SimResult r = sim::simulate(input, st, cost, c);

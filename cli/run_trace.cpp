@@ -18,7 +18,7 @@
 #if defined(KVTIER_WITH_CUDA)
 #include "cuda/host_bank.hpp"
 #include "cuda/trace_replay.hpp"
-#include "sim/trace_source.hpp"
+#include "traces/trace_source.hpp"
 #endif
 
 namespace kvtier::cli {
@@ -126,7 +126,7 @@ int run_trace(const std::vector<std::string>& args) {
   }
   if (cuda::device_count() == 0)
     throw ConfigError("run: no CUDA device (cudaGetDeviceCount found none)");
-  const sim::TraceInput input = sim::file_trace(vm["trace"].as<std::string>());
+  const traces::TraceInput input = traces::file_trace(vm["trace"].as<std::string>());
   std::unique_ptr<Progress> progress;
   c.on_forward = [&](std::int64_t done, std::int64_t total) {
     if (!progress)

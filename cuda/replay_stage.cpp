@@ -6,8 +6,8 @@
 
 namespace kvtier::cuda {
 
-void stage_forward(const Geometry& g, const sim::FrontEnd& fe, const traces::Forward& f, int width,
-                   StagedForward& sf) {
+void stage_forward(const Geometry& g, const frontend::FrontEnd& fe, const traces::Forward& f,
+                   int width, StagedForward& sf) {
   const int L = g.qsa_layers();
   const int rows = static_cast<int>(f.rows.size());
   sf.rows = rows;

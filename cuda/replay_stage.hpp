@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "frontend/front_end.hpp"
 #include "model/geometry.hpp"
 #include "model/page_space.hpp"
-#include "sim/front_end.hpp"
 #include "traces/trace_record.hpp"
 
 namespace kvtier::cuda {
@@ -39,7 +39,7 @@ struct StagedForward {
 };
 
 // Stages forward `f` after fe.prepare(f). Reuses sf's storage.
-void stage_forward(const Geometry& g, const sim::FrontEnd& fe, const traces::Forward& f, int width,
-                   StagedForward& sf);
+void stage_forward(const Geometry& g, const frontend::FrontEnd& fe, const traces::Forward& f,
+                   int width, StagedForward& sf);
 
 }  // namespace kvtier::cuda

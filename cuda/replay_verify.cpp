@@ -69,13 +69,13 @@ void MirrorVerifier::release(std::span<const PageId> freed) {
       release_page(p.state.view(), page, p.victims);
 }
 
-void MirrorVerifier::check_layer(sim::FrontEnd& fe, const traces::Forward& f, int layer, int width,
-                                 std::int64_t forward, std::int64_t step, const PageId* d_query,
-                                 int qlen, const MirrorEngine& engine, ReplayResult& res,
-                                 std::ostream* decisions) {
+void MirrorVerifier::check_layer(frontend::FrontEnd& fe, const traces::Forward& f, int layer,
+                                 int width, std::int64_t forward, std::int64_t step,
+                                 const PageId* d_query, int qlen, const MirrorEngine& engine,
+                                 ReplayResult& res, std::ostream* decisions) {
   const std::string where =
       "forward " + std::to_string(forward) + " layer " + std::to_string(layer);
-  const sim::LayerQuery cq = fe.build(f, layer, width);
+  const frontend::LayerQuery cq = fe.build(f, layer, width);
   gpu_query_.resize(static_cast<std::size_t>(qlen));
   KVT_CUDA_CHECK(cudaMemcpy(gpu_query_.data(), d_query, gpu_query_.size() * sizeof(PageId),
                             cudaMemcpyDeviceToHost));

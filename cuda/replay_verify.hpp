@@ -11,10 +11,10 @@
 #include "cuda/engine.hpp"
 #include "cuda/replay_stage.hpp"
 #include "cuda/trace_replay.hpp"
+#include "frontend/front_end.hpp"
 #include "model/page_layout.hpp"
 #include "model/residency_state.hpp"
 #include "model/victims_heap.hpp"
-#include "sim/front_end.hpp"
 
 namespace kvtier::cuda {
 
@@ -29,7 +29,7 @@ class MirrorVerifier {
   // After layer `layer`'s compaction and ensure of forward `forward` finished on the device
   // (the stream synchronised): the core's query and copies against the device's, counted in
   // res; the device's copies as decision lines when `decisions` is set.
-  void check_layer(sim::FrontEnd& fe, const traces::Forward& f, int layer, int width,
+  void check_layer(frontend::FrontEnd& fe, const traces::Forward& f, int layer, int width,
                    std::int64_t forward, std::int64_t step, const PageId* d_query, int qlen,
                    const MirrorEngine& engine, ReplayResult& res, std::ostream* decisions);
 

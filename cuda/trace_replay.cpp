@@ -14,10 +14,10 @@
 #include "cuda/replay_attend.hpp"
 #include "cuda/replay_stage.hpp"
 #include "cuda/replay_verify.hpp"
+#include "frontend/front_end.hpp"
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
 #include "model/ensure.hpp"
-#include "sim/front_end.hpp"
 
 namespace kvtier::cuda {
 
@@ -63,7 +63,7 @@ struct DeviceCounters {
 
 }  // namespace
 
-ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg) {
+ReplayResult replay_trace(const traces::TraceInput& input, const ReplayConfig& cfg) {
   const Geometry& g = input.header.geometry;
   g.validate();
   const bool mirror = cfg.placement == Placement::mirror;
@@ -77,7 +77,7 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
   if (attend) check_attend_geometry(g);
   if (device_count() == 0) throw std::runtime_error("no CUDA device found");
 
-  const sim::TraceStats stats = sim::scan_trace(input);
+  const frontend::TraceBounds stats = frontend::scan_trace(input);
   const int L = g.qsa_layers();
   const PageId num_pages = stats.peak_pages;
   const PageLayout layout =
@@ -181,7 +181,7 @@ ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg)
   at.in_place = mirror && attend && !layout.fp8() && !cfg.copy_first && !cfg.verify;
   if (mirror) res.mirror_reads = mirror_reads_name(at.in_place);
 
-  sim::FrontEnd fe(g, num_pages);
+  frontend::FrontEnd fe(g, num_pages);
   const std::int64_t total_forwards =
       cfg.max_forwards >= 0 ? std::min(cfg.max_forwards, stats.forwards) : stats.forwards;
   auto stream = input.open();

@@ -28,7 +28,7 @@
 #include "cuda/kernels.hpp"
 #include "model/kv_dtype.hpp"
 #include "model/placement.hpp"
-#include "sim/trace_source.hpp"
+#include "traces/trace_source.hpp"
 
 namespace kvtier::cuda {
 
@@ -120,7 +120,7 @@ struct ReplayResult {
 
 // Replays `input` on device 0. Throws ConfigError / CapacityError like the simulator for
 // configurations that cannot run, std::runtime_error when an ensure fails on the device.
-ReplayResult replay_trace(const sim::TraceInput& input, const ReplayConfig& cfg);
+ReplayResult replay_trace(const traces::TraceInput& input, const ReplayConfig& cfg);
 
 // The attention kernel qsa::attend runs for these banks ("mma_async", "mma_load", "simt";
 // KVTIER_QSA_ATTEND forces a bf16 one), with what it does in words.

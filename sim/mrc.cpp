@@ -122,15 +122,15 @@ void MissCurve::merge(const MissCurve& o) {
     hits_at_depth[d] += o.hits_at_depth[d];
 }
 
-MrcResult miss_ratio_curve(const TraceInput& input, const TraceStats& stats, ResidencyUnit unit,
-                           bool keep_log, std::int64_t max_log_entries) {
+MrcResult miss_ratio_curve(const traces::TraceInput& input, const frontend::TraceBounds& stats,
+                           ResidencyUnit unit, bool keep_log, std::int64_t max_log_entries) {
   // Entries are indexed by int32 next-use positions.
   max_log_entries = std::min<std::int64_t>(max_log_entries, QueryLog::kNever - 1);
   const Geometry& g = input.header.geometry;
   const int L = g.qsa_layers();
   const int n_states = unit == ResidencyUnit::layer_page ? L : 1;
   const PageId pages = stats.peak_pages;
-  FrontEnd fe(g, pages);
+  frontend::FrontEnd fe(g, pages);
   std::vector<StackDistance> stacks(n_states, StackDistance(pages));
   MrcResult res;
   res.per_layer.resize(L);
@@ -161,7 +161,7 @@ MrcResult miss_ratio_curve(const TraceInput& input, const TraceStats& stats, Res
       const int width = static_cast<int>(fe.max_row_pages());
       for (int l = 0; l < L; ++l) {
         const int s = unit == ResidencyUnit::layer_page ? l : 0;
-        const LayerQuery q = fe.build(f, l, width);
+        const frontend::LayerQuery q = fe.build(f, l, width);
         MissCurve& c = res.per_layer[l];
         StackDistance& st = stacks[s];
         std::vector<std::int64_t>& sn = seen[s];

@@ -4,10 +4,10 @@
 #include <queue>
 #include <vector>
 
+#include "frontend/front_end.hpp"
 #include "model/page_space.hpp"
 #include "model/placement.hpp"
-#include "sim/front_end.hpp"
-#include "sim/trace_source.hpp"
+#include "traces/trace_source.hpp"
 
 namespace kvtier::sim {
 
@@ -86,8 +86,9 @@ struct MrcResult {
 
 // One pass over the trace with untruncated selections (no width limit), per residency unit.
 inline constexpr std::int64_t kDefaultMaxLogEntries = std::int64_t{1} << 26;  // 512 MiB
-MrcResult miss_ratio_curve(const TraceInput& input, const TraceStats& stats, ResidencyUnit unit,
-                           bool keep_log, std::int64_t max_log_entries = kDefaultMaxLogEntries);
+MrcResult miss_ratio_curve(const traces::TraceInput& input, const frontend::TraceBounds& stats,
+                           ResidencyUnit unit, bool keep_log,
+                           std::int64_t max_log_entries = kDefaultMaxLogEntries);
 
 // Fewest misses any policy could have (Belady: evict the page used furthest in the future)
 // with `slots` slots per state; every page of a step must be resident at the step.

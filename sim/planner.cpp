@@ -90,7 +90,7 @@ std::vector<std::int64_t> auto_sizes(std::int64_t lo, std::int64_t hi, int point
 
 }  // namespace
 
-PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig& cfg) {
+PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const PlanConfig& cfg) {
   PlanResult res;
   res.trace = input.name;
   res.profile = cost.profile().name;
@@ -104,8 +104,8 @@ PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig
   if (!(cfg.within > 0 && cfg.within < 1) || !(cfg.chosen > 0 && cfg.chosen < 1)) {
     throw ConfigError("--within and --chosen are percentages between 0 and 100 (exclusive)");
   }
-  res.stats = scan_trace(input);
-  const TraceStats& st = res.stats;
+  res.stats = frontend::scan_trace(input);
+  const frontend::TraceBounds& st = res.stats;
   if (st.forwards == 0) throw ConfigError("trace '" + input.name + "' has no forwards");
   const int threads = cfg.threads > 0
                           ? cfg.threads

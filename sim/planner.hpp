@@ -64,7 +64,7 @@ struct PlanResult {
   KvDtype dtype = KvDtype::bf16;
   Policy policy = Policy::lru;
   double within = 0.05, chosen = 0.10;
-  TraceStats stats;
+  frontend::TraceBounds stats;
   std::int64_t min_slots = 0;              // smallest pool that holds one batch's selection
   std::int64_t device_capacity_bytes = 0;  // the profile's device memory
   bool has_device = false, has_host = false;
@@ -74,7 +74,7 @@ struct PlanResult {
 };
 
 // Throws ConfigError for bad options (an explicit size below the minimum says the minimum).
-PlanResult plan(const TraceInput& input, const CostModel& cost, const PlanConfig& cfg);
+PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const PlanConfig& cfg);
 
 // Every figure as JSON; the same inputs give the same bytes.
 std::string plan_to_json(const PlanResult& r);

@@ -106,8 +106,8 @@ void dump(std::ostream* out, std::int64_t forward, int state, std::int64_t step,
 
 }  // namespace
 
-SimResult simulate(const TraceInput& input, const TraceStats& stats, const CostModel& cost,
-                   const SimConfig& cfg) {
+SimResult simulate(const traces::TraceInput& input, const frontend::TraceBounds& stats,
+                   const CostModel& cost, const SimConfig& cfg) {
   const Geometry& g = input.header.geometry;
   g.validate();
   const bool mirror = cfg.placement == Placement::mirror;
@@ -153,7 +153,7 @@ SimResult simulate(const TraceInput& input, const TraceStats& stats, const CostM
     res.host_bytes = mb.host_bytes;
   }
 
-  FrontEnd fe(g, num_pages, cfg.staging_window_tokens);
+  frontend::FrontEnd fe(g, num_pages, cfg.staging_window_tokens);
   const auto slots = static_cast<SlotId>(cfg.pool_slots);
   std::vector<Pool> pools;
   if (mirror) {
@@ -217,7 +217,7 @@ SimResult simulate(const TraceInput& input, const TraceStats& stats, const CostM
     for (int l = 0; l < L; ++l) {
       LayerStats& ls = res.layers[l];
       const OpId gap = tl.add(Resource::compute, gap_ns(l), {prev}, "non-QSA layers", l);
-      const LayerQuery q = fe.build(f, l, width);
+      const frontend::LayerQuery q = fe.build(f, l, width);
       ls.drops += q.drops;
       const OpId idx =
           tl.add(Resource::compute,

@@ -7,12 +7,12 @@
 #include <string_view>
 #include <vector>
 
+#include "frontend/front_end.hpp"
 #include "model/cost_model.hpp"
 #include "model/kv_dtype.hpp"
 #include "model/placement.hpp"
-#include "sim/front_end.hpp"
 #include "sim/timeline.hpp"
-#include "sim/trace_source.hpp"
+#include "traces/trace_source.hpp"
 
 namespace kvtier::sim {
 
@@ -83,8 +83,8 @@ struct SimResult {
 // AdmitAll/AdmitOnReuse, translate_pages, release_page, memory_budget). Throws ConfigError /
 // CapacityError for configurations that cannot run (pool below one batch's selection,
 // trace geometry unlike the options).
-SimResult simulate(const TraceInput& input, const TraceStats& stats, const CostModel& cost,
-                   const SimConfig& cfg);
+SimResult simulate(const traces::TraceInput& input, const frontend::TraceBounds& stats,
+                   const CostModel& cost, const SimConfig& cfg);
 
 // Chrome trace JSON (opens in Perfetto / chrome://tracing) of a recorded timeline.
 void write_chrome_trace(std::ostream& out, const std::vector<OpRecord>& ops, const Geometry& g);

@@ -9,11 +9,19 @@
 
 namespace kvtier::traces {
 
+// A stream of trace records, read once from the front: a file's reader, or records in memory.
+class RecordStream {
+ public:
+  virtual ~RecordStream() = default;
+  // Reads the next record into `out`; false at the clean end; throws on a malformed record.
+  virtual bool next(Record& out) = 0;
+};
+
 // Streaming reader over a binary (.ktr) or JSON-lines (.jsonl) trace; the form is detected
 // from the first bytes. Memory stays constant in the trace's length: one frame of the
 // binary form (or one line of the text form) plus, per open request and layer, the previous
 // selection that the next one is coded against.
-class TraceReader {
+class TraceReader : public RecordStream {
  public:
   static std::unique_ptr<TraceReader> open(const std::string& path);
   virtual ~TraceReader();
@@ -21,7 +29,7 @@ class TraceReader {
   // Reads the next record into `out`, reusing its buffers when it already holds a Forward.
   // Returns false at the clean end; throws TraceError on bad input (every record is
   // validated against the header's geometry, see validate.hpp).
-  virtual bool next(Record& out) = 0;
+  bool next(Record& out) override = 0;
   // Records returned so far.
   virtual std::uint64_t records_read() const = 0;
   // Bytes of the file consumed so far (binary: whole frames; text: whole lines), for a

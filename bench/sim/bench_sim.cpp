@@ -23,8 +23,8 @@ namespace kvtier::sim {
 namespace {
 
 struct Loaded {
-  TraceInput input;
-  TraceStats stats;
+  traces::TraceInput input;
+  frontend::TraceBounds stats;
 };
 
 const Loaded& batch1() {
@@ -42,8 +42,8 @@ const Loaded& batch1() {
     traces::Record r;
     while (gen.next(r))
       recs.push_back(r);
-    Loaded l{memory_trace("batch1", h, std::move(recs)), {}};
-    l.stats = scan_trace(l.input);
+    Loaded l{traces::memory_trace("batch1", h, std::move(recs)), {}};
+    l.stats = frontend::scan_trace(l.input);
     return l;
   }();
   return t;
@@ -117,7 +117,7 @@ void BM_PlanDefault(benchmark::State& state) {
     path = env;
   } else {
     try {
-      path = default_trace_path();
+      path = traces::default_sample_path();
     } catch (const std::exception& e) {
       state.SkipWithError(e.what());
       return;
@@ -127,7 +127,7 @@ void BM_PlanDefault(benchmark::State& state) {
     state.SkipWithError("no bundled sample trace in this build");
     return;
   }
-  const TraceInput input = file_trace(path);
+  const traces::TraceInput input = traces::file_trace(path);
   PlanConfig cfg;
   double forwards = 0;
   for (auto _ : state) {

@@ -8,7 +8,7 @@
 // MLP (clearly not the model: it exists to put real GPU work between QSA layers).
 // Embedding before, final norm, LM head and greedy argmax after, per request.
 //
-// Placements and residency: request page tables come from sim::FrontEnd, exactly as the
+// Placements and residency: request page tables come from frontend::FrontEnd, exactly as the
 // simulator builds them from a trace, and every forward is also described as a trace
 // forward (one row per request: position, count, and per QSA layer the union of the
 // selections of the request's rows). Mirror runs the core's ensure on that description

@@ -14,7 +14,7 @@
 #include "cuda/runner/gemm.hpp"
 #include "cuda/runner/paged_kv.hpp"
 #include "cuda/runner/qsa_runner.hpp"
-#include "sim/front_end.hpp"
+#include "frontend/front_end.hpp"
 
 namespace kvtier::runner {
 
@@ -77,7 +77,7 @@ struct QsaRunner::Impl {
   std::int64_t stride = 0, slab_stride = 0;
   std::int64_t other_device_bytes = 0;
   std::optional<PagedKv> kv;
-  std::optional<sim::FrontEnd> fe;
+  std::optional<frontend::FrontEnd> fe;
   std::vector<std::int64_t> pos, prompt;
   std::vector<bool> opened, begun;
   std::int64_t forwards = 0;

@@ -39,8 +39,8 @@ inline std::vector<traces::Record> generated_records(const Geometry& g,
 }
 
 // The simulator's --decisions lines for the mirror placement with `pool` slots per layer.
-inline std::string simulator_decisions(const sim::TraceInput& in, std::int64_t pool) {
-  const sim::TraceStats stats = sim::scan_trace(in);
+inline std::string simulator_decisions(const traces::TraceInput& in, std::int64_t pool) {
+  const frontend::TraceBounds stats = frontend::scan_trace(in);
   const CostModel cost(sim::load_profile("h200-pcie5"));
   std::ostringstream out;
   sim::SimConfig c;

@@ -10,7 +10,7 @@
 #include "cuda/replay_verify.hpp"
 #include "cuda/trace_replay.hpp"
 #include "model/page_layout.hpp"
-#include "sim/front_end.hpp"
+#include "frontend/front_end.hpp"
 #include "tests/cuda/replay_test_util.hpp"
 #include "traces/generator.hpp"
 
@@ -37,7 +37,7 @@ std::vector<traces::Record> small_records(const Geometry& g, std::uint64_t seed)
 TEST(ReplayStage, ReadPositionsLieOnTheCompactedPages) {
   const Geometry g = test::small_replay_geometry();
   for (std::int64_t pool : {std::int64_t{0}, std::int64_t{24}}) {
-    sim::FrontEnd fe(g, 4096);
+    frontend::FrontEnd fe(g, 4096);
     StagedForward sf;
     int forwards = 0, cut_rows = 0;
     for (const traces::Record& rec : small_records(g, 3)) {
@@ -59,7 +59,7 @@ TEST(ReplayStage, ReadPositionsLieOnTheCompactedPages) {
       ASSERT_EQ(sf.writes, fe.write_pages());
       ASSERT_EQ(sf.n_store(), static_cast<int>(fe.tokens()));
       for (int l = 0; l < g.qsa_layers(); ++l) {
-        const sim::LayerQuery q = fe.build(f, l, width);
+        const frontend::LayerQuery q = fe.build(f, l, width);
         ASSERT_EQ(static_cast<int>(q.pages.size()), sf.qlen);
         for (int i = 0; i < sf.writes; ++i)
           EXPECT_EQ(q.pages[static_cast<std::size_t>(i)],

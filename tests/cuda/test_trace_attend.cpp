@@ -14,7 +14,7 @@
 #include "cuda/trace_replay.hpp"
 #include "model/config_error.hpp"
 #include "model/cost_model.hpp"
-#include "sim/front_end.hpp"
+#include "frontend/front_end.hpp"
 #include "sim/profiles.hpp"
 #include "sim/replay.hpp"
 #include "tests/cuda/gpu_test_util.hpp"
@@ -25,8 +25,8 @@ namespace kvtier::cuda {
 namespace {
 
 // The first `forwards` forwards of a bundled sample (and the request records before them).
-sim::TraceInput cut_sample(const std::string& file, std::int64_t forwards) {
-  const sim::TraceInput in = sim::file_trace(std::string(KVTIER_SAMPLES_DIR) + "/" + file);
+traces::TraceInput cut_sample(const std::string& file, std::int64_t forwards) {
+  const traces::TraceInput in = traces::file_trace(std::string(KVTIER_SAMPLES_DIR) + "/" + file);
   auto stream = in.open();
   std::vector<traces::Record> recs;
   traces::Record r;
@@ -35,7 +35,7 @@ sim::TraceInput cut_sample(const std::string& file, std::int64_t forwards) {
     if (std::holds_alternative<traces::Forward>(r)) ++n;
     recs.push_back(r);
   }
-  return sim::memory_trace(file + " (first " + std::to_string(forwards) + " forwards)", in.header,
+  return traces::memory_trace(file + " (first " + std::to_string(forwards) + " forwards)", in.header,
                            std::move(recs));
 }
 
@@ -50,7 +50,7 @@ constexpr std::int64_t kEvictingPool = 300;
 // Flash-Next geometry, one request of 64k tokens (prefill chunks of 4096, then 24 decode
 // steps): rows select at most 513 of 1025 pages, so a pool of 900 slots evicts (about 4,300
 // times) without dropping a page.
-sim::TraceInput long_request() {
+traces::TraceInput long_request() {
   const Geometry g;
   traces::GenParams p = traces::gen_preset("dsv4-flash");
   p.seed = 11;
@@ -60,7 +60,7 @@ sim::TraceInput long_request() {
   p.prefill_samples = 4;
   traces::TraceHeader h;
   h.geometry = g;
-  return sim::memory_trace("one 64k request", h, test::generated_records(g, p));
+  return traces::memory_trace("one 64k request", h, test::generated_records(g, p));
 }
 constexpr std::int64_t kLongPool = 900;
 
@@ -87,7 +87,7 @@ TEST(TraceAttend, NeedsTheCompiledHeadDimAndGroup) {
     recs.push_back(r);
   traces::TraceHeader h;
   h.geometry = g;
-  const sim::TraceInput in = sim::memory_trace("head_dim 64", h, std::move(recs));
+  const traces::TraceInput in = traces::memory_trace("head_dim 64", h, std::move(recs));
   try {
     replay_trace(in, attend_config(Placement::device, KvDtype::bf16));
     FAIL() << "expected a ConfigError";
@@ -104,7 +104,7 @@ TEST(TraceAttend, NeedsTheCompiledHeadDimAndGroup) {
 
 TEST(TraceAttend, SampleDigestIsTheSameInEveryPlacement) {
   KVT_REQUIRE_GPU();
-  const sim::TraceInput in = cut_sample(kSample, kForwards);
+  const traces::TraceInput in = cut_sample(kSample, kForwards);
   unsigned long long bf16_digest = 0;
   for (KvDtype dt : {KvDtype::bf16, KvDtype::fp8}) {
     ReplayConfig c = attend_config(Placement::device, dt);
@@ -148,7 +148,7 @@ TEST(TraceAttend, SampleDigestIsTheSameInEveryPlacement) {
 
 TEST(TraceAttend, SampleMirrorDecisionsMatchTheCore) {
   KVT_REQUIRE_GPU();
-  const sim::TraceInput in = cut_sample(kSample, kForwards);
+  const traces::TraceInput in = cut_sample(kSample, kForwards);
   const std::string expected = test::simulator_decisions(in, kEvictingPool);
   ASSERT_FALSE(expected.empty());
   for (KvDtype dt : {KvDtype::bf16, KvDtype::fp8}) {
@@ -171,7 +171,7 @@ TEST(TraceAttend, SampleMirrorDecisionsMatchTheCore) {
 // still those of the device placement, bit for bit, and the decisions the core's.
 TEST(TraceAttend, EvictingMirrorMatchesDevice) {
   KVT_REQUIRE_GPU();
-  const sim::TraceInput in = long_request();
+  const traces::TraceInput in = long_request();
   const std::string expected = test::simulator_decisions(in, kLongPool);
   for (KvDtype dt : {KvDtype::bf16, KvDtype::fp8}) {
     const ReplayResult dev = replay_trace(in, attend_config(Placement::device, dt));
@@ -207,7 +207,7 @@ TEST(TraceAttend, EvictingMirrorMatchesDevice) {
 // placement, and the mirror with a pool that never drops and one that evicts and drops.
 TEST(TraceAttend, ChecksumModeStillVerifiesOnTheSample) {
   KVT_REQUIRE_GPU();
-  const sim::TraceInput in = cut_sample(kSample, kForwards);
+  const traces::TraceInput in = cut_sample(kSample, kForwards);
   for (const auto& [placement, pool] :
        {std::pair{Placement::device, std::int64_t{0}}, std::pair{Placement::mirror, kNoDropPool},
         std::pair{Placement::mirror, kEvictingPool}}) {
@@ -251,8 +251,8 @@ TEST(TraceAttend, ChecksumModeFollowsWhatEachSlotHolds) {
       {"shared prefix, mirror 850, core_thread", true, Placement::mirror, kNoDropPool,
        EnsureForm::core_thread},
   };
-  const sim::TraceInput shared = cut_sample(kSample, 4);
-  const sim::TraceInput single = long_request();
+  const traces::TraceInput shared = cut_sample(kSample, 4);
+  const traces::TraceInput single = long_request();
   for (const Case& k : cases) {
     ReplayConfig c;
     c.read = ReadMode::checksum;

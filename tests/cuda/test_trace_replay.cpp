@@ -9,7 +9,7 @@
 
 #include "cuda/trace_replay.hpp"
 #include "model/cost_model.hpp"
-#include "sim/front_end.hpp"
+#include "frontend/front_end.hpp"
 #include "sim/profiles.hpp"
 #include "sim/replay.hpp"
 #include "tests/cuda/gpu_test_util.hpp"
@@ -23,7 +23,7 @@ Geometry small_geometry() {
   return test::small_replay_geometry();
 }
 
-sim::TraceInput small_trace(std::uint64_t seed) {
+traces::TraceInput small_trace(std::uint64_t seed) {
   const Geometry g = small_geometry();
   traces::GenParams p = traces::gen_preset("dsv4-flash");
   p.seed = seed;
@@ -39,7 +39,7 @@ sim::TraceInput small_trace(std::uint64_t seed) {
   p.sinks_likely = 4;
   traces::TraceHeader h;
   h.geometry = g;
-  return sim::memory_trace("small", h, test::generated_records(g, p));
+  return traces::memory_trace("small", h, test::generated_records(g, p));
 }
 
 struct Case {
@@ -54,7 +54,7 @@ class ReplayMatchesSimulator : public ::testing::TestWithParam<Case> {};
 TEST_P(ReplayMatchesSimulator, SameDecisionsAndBytes) {
   KVT_REQUIRE_GPU();
   const Case k = GetParam();
-  const sim::TraceInput in = small_trace(k.seed);
+  const traces::TraceInput in = small_trace(k.seed);
   std::ostringstream gpu_decisions;
   ReplayConfig c;
   c.placement = Placement::mirror;
@@ -85,7 +85,7 @@ INSTANTIATE_TEST_SUITE_P(Traces, ReplayMatchesSimulator,
 // With a pool that never truncates a row, every placement reads the same bytes.
 TEST(TraceReplay, PlacementsReadTheSameBytes) {
   KVT_REQUIRE_GPU();
-  const sim::TraceInput in = small_trace(7);
+  const traces::TraceInput in = small_trace(7);
   for (KvDtype dt : {KvDtype::bf16, KvDtype::fp8}) {
     ReplayConfig c;
     c.dtype = dt;
@@ -117,7 +117,7 @@ TEST(TraceReplay, PlacementsReadTheSameBytes) {
 
 TEST(TraceReplay, PoolTooSmallIsACapacityError) {
   KVT_REQUIRE_GPU();
-  const sim::TraceInput in = small_trace(1);
+  const traces::TraceInput in = small_trace(1);
   ReplayConfig c;
   c.placement = Placement::mirror;
   c.pool_pages = 3;

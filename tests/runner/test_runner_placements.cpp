@@ -187,7 +187,7 @@ TEST(RunnerPlacements, RecordedTraceReplaysWithTheSameDecisions) {
     writer->close();
     stats = r.stats();
   }
-  const sim::TraceInput in = sim::file_trace(trace);
+  const traces::TraceInput in = traces::file_trace(trace);
   sim::SimConfig sc;
   sc.placement = Placement::mirror;
   sc.pool_slots = pool;
@@ -195,7 +195,7 @@ TEST(RunnerPlacements, RecordedTraceReplaysWithTheSameDecisions) {
   std::ostringstream sim_decisions;
   sc.decisions = &sim_decisions;
   const sim::SimResult sr =
-      sim::simulate(in, sim::scan_trace(in), CostModel(sim::load_profile("h200-pcie5")), sc);
+      sim::simulate(in, frontend::scan_trace(in), CostModel(sim::load_profile("h200-pcie5")), sc);
   const sim::LayerStats t = sr.total();
   EXPECT_EQ(t.hits, stats.hits);
   EXPECT_EQ(t.misses, stats.misses);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "model/cost_model.hpp"
-#include "sim/trace_source.hpp"
+#include "traces/trace_source.hpp"
 
 namespace kvtier::testing {
 
@@ -75,8 +75,8 @@ inline void add_forward(std::vector<traces::Record>& out, const Geometry& g,
 
 // A random decode-and-prefill trace: up to `max_open` requests at once, each row selecting a
 // random subset of at most block_topk visible blocks per layer; layers overlap partly.
-inline sim::TraceInput random_trace(std::uint64_t seed, const Geometry& g, int forwards,
-                                    int max_open = 3, bool prefill = true) {
+inline traces::TraceInput random_trace(std::uint64_t seed, const Geometry& g, int forwards,
+                                       int max_open = 3, bool prefill = true) {
   std::mt19937_64 rng(seed);
   std::vector<traces::Record> recs;
   struct Open {
@@ -144,7 +144,7 @@ inline sim::TraceInput random_trace(std::uint64_t seed, const Geometry& g, int f
   traces::TraceHeader h;
   h.geometry = g;
   h.producer = "tests/sim random_trace";
-  return sim::memory_trace("random", h, std::move(recs));
+  return traces::memory_trace("random", h, std::move(recs));
 }
 
 }  // namespace kvtier::testing

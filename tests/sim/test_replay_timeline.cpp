@@ -19,7 +19,7 @@ using testing::unit_profile;
 // One request of 8 prompt tokens, one decode row at position 8 (page 2 is written).
 // Layer 0 selects blocks {0, 3} (pages 0, 1) + tail page 2: 5 tokens, query [2 | 0 1 2].
 // Layer 1 selects block {1} (page 0) + tail page 2: 3 tokens, query [2 | 0 2 -].
-TraceInput one_forward() {
+traces::TraceInput one_forward() {
   const Geometry g = tiny_geometry();
   std::vector<traces::Record> r;
   r.emplace_back(traces::RequestBegin{1, 8, 0, 0});
@@ -27,7 +27,7 @@ TraceInput one_forward() {
   r.emplace_back(traces::RequestEnd{1});
   traces::TraceHeader h;
   h.geometry = g;
-  return memory_trace("one", h, std::move(r));
+  return traces::memory_trace("one", h, std::move(r));
 }
 
 struct Span {
@@ -46,14 +46,14 @@ std::vector<Span> spans(const SimResult& r, Resource res) {
 }
 
 SimResult run(Placement p, ResidencyUnit u, std::int64_t slots, KvDtype d = KvDtype::bf16) {
-  const TraceInput t = one_forward();
+  const traces::TraceInput t = one_forward();
   SimConfig c;
   c.placement = p;
   c.unit = u;
   c.pool_slots = slots;
   c.dtype = d;
   c.record_timeline = true;
-  return simulate(t, scan_trace(t), CostModel(unit_profile()), c);
+  return simulate(t, frontend::scan_trace(t), CostModel(unit_profile()), c);
 }
 
 // non-QSA: 10 + 1 ns over 2 layers -> 5 ns before each QSA layer (integer share), 0 after.
@@ -135,14 +135,14 @@ SimResult run_same_selection(Policy policy) {
   rec.emplace_back(traces::RequestEnd{1});
   traces::TraceHeader h;
   h.geometry = g;
-  const TraceInput t = memory_trace("same", h, std::move(rec));
+  const traces::TraceInput t = traces::memory_trace("same", h, std::move(rec));
   SimConfig c;
   c.placement = Placement::mirror;
   c.unit = ResidencyUnit::layer_page;
   c.pool_slots = 4;
   c.policy = policy;
   c.record_timeline = true;
-  return simulate(t, scan_trace(t), CostModel(unit_profile()), c);
+  return simulate(t, frontend::scan_trace(t), CostModel(unit_profile()), c);
 }
 
 TEST(ReplayTimeline, LruWithEqualSelectionsMissesInEveryLayer) {

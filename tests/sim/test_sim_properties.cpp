@@ -62,8 +62,8 @@ RC_GTEST_PROP(SimProperties, MrcEqualsASeparateLruSimulationAtEverySize, ()) {
   const auto seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 30);
   const bool layer_unit = *rc::gen::arbitrary<bool>();
   const Geometry g = tiny_geometry();
-  const TraceInput t = random_trace(seed, g, 40);
-  const TraceStats st = scan_trace(t);
+  const traces::TraceInput t = random_trace(seed, g, 40);
+  const frontend::TraceBounds st = frontend::scan_trace(t);
   const ResidencyUnit unit =
       layer_unit ? ResidencyUnit::layer_page : ResidencyUnit::all_layers_page;
   const MrcResult m = miss_ratio_curve(t, st, unit, true);
@@ -154,8 +154,8 @@ RC_GTEST_PROP(SimProperties, EvictionDecisionsEqualTheNaiveReferenceLru, ()) {
   const auto seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 30);
   const bool layer_unit = *rc::gen::arbitrary<bool>();
   const Geometry g = tiny_geometry();
-  const TraceInput t = random_trace(seed, g, 30);
-  const TraceStats st = scan_trace(t);
+  const traces::TraceInput t = random_trace(seed, g, 30);
+  const frontend::TraceBounds st = frontend::scan_trace(t);
   SimConfig c;
   c.unit = layer_unit ? ResidencyUnit::layer_page : ResidencyUnit::all_layers_page;
   const int states = layer_unit ? g.qsa_layers() : 1;
@@ -176,8 +176,8 @@ RC_GTEST_PROP(SimProperties, EvictionDecisionsEqualTheNaiveReferenceLru, ()) {
 RC_GTEST_PROP(SimProperties, BeladyNeverExceedsTheSimulatorsLru, ()) {
   const auto seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 30);
   const Geometry g = tiny_geometry();
-  const TraceInput t = random_trace(seed, g, 30);
-  const TraceStats st = scan_trace(t);
+  const traces::TraceInput t = random_trace(seed, g, 30);
+  const frontend::TraceBounds st = frontend::scan_trace(t);
   const MrcResult m = miss_ratio_curve(t, st, ResidencyUnit::layer_page, true);
   SimConfig c;
   // At the no-truncation bound every row keeps its whole selection.
@@ -191,8 +191,8 @@ RC_GTEST_PROP(SimProperties, BeladyNeverExceedsTheSimulatorsLru, ()) {
 RC_GTEST_PROP(SimProperties, HybridNeverCopiesAPageSeenOnce, ()) {
   const auto seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 30);
   const Geometry g = tiny_geometry();
-  const TraceInput t = random_trace(seed, g, 30);
-  const TraceStats st = scan_trace(t);
+  const traces::TraceInput t = random_trace(seed, g, 30);
+  const frontend::TraceBounds st = frontend::scan_trace(t);
   SimConfig c;
   c.policy = Policy::hybrid;
   c.pool_slots = st.max_rows + st.max_write_pages + *rc::gen::inRange<std::int64_t>(0, 12);
@@ -239,8 +239,8 @@ RC_GTEST_PROP(SimProperties, HybridNeverCopiesAPageSeenOnce, ()) {
 
 TEST(SimDeterminism, SameInputsGiveByteIdenticalDecisions) {
   const Geometry g = tiny_geometry();
-  const TraceInput t = random_trace(7, g, 50);
-  const TraceStats st = scan_trace(t);
+  const traces::TraceInput t = random_trace(7, g, 50);
+  const frontend::TraceBounds st = frontend::scan_trace(t);
   SimConfig c;
   c.pool_slots = 8;
   std::ostringstream a, b;

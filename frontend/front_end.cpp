@@ -1,4 +1,4 @@
-#include "sim/front_end.hpp"
+#include "frontend/front_end.hpp"
 
 #include <algorithm>
 #include <string>
@@ -8,7 +8,7 @@
 #include "model/config_error.hpp"
 #include "model/select_width.hpp"
 
-namespace kvtier::sim {
+namespace kvtier::frontend {
 
 using traces::Forward;
 using traces::RowKind;
@@ -164,10 +164,10 @@ LayerQuery FrontEnd::build(const Forward& f, int layer, int width) {
   return q;
 }
 
-TraceStats scan_trace(const TraceInput& input) {
+TraceBounds scan_trace(const traces::TraceInput& input) {
   const Geometry& g = input.header.geometry;
   g.validate();
-  TraceStats s;
+  TraceBounds s;
   // Page tables only: a PageSpace large enough never to run out gives the same page ids as
   // any space at least as large as the peak, because allocation takes the lowest free page.
   std::unordered_map<RequestId, std::int64_t> pages_of;
@@ -245,4 +245,4 @@ int FrontEnd::row_width(int rows, std::int64_t pool_slots) const {
   return select_width(pool_slots, rows, write_pages(), max_row_pages_).width;
 }
 
-}  // namespace kvtier::sim
+}  // namespace kvtier::frontend

@@ -6,12 +6,12 @@
 
 #include "model/geometry.hpp"
 #include "model/page_space.hpp"
-#include "sim/trace_source.hpp"
+#include "traces/trace_source.hpp"
 
-namespace kvtier::sim {
+namespace kvtier::frontend {
 
 // What a pre-pass over a trace finds; sizes every later pass.
-struct TraceStats {
+struct TraceBounds {
   PageId peak_pages = 0;            // most logical pages open at once (the page space needed)
   int max_rows = 0;                 // widest forward
   int max_write_pages = 0;          // most distinct pages one forward writes
@@ -79,9 +79,9 @@ class FrontEnd {
 
 // Pre-pass: checks the trace against its header, sizes the page space, counts work.
 // Throws ConfigError on a malformed trace (unknown request, selection of a wrong layer count).
-TraceStats scan_trace(const TraceInput& input);
+TraceBounds scan_trace(const traces::TraceInput& input);
 
 // Tokens one row of `count` tokens at `position` attends in total, at most `width` each.
 std::int64_t row_selected_tokens(std::int64_t position, std::int64_t count, std::int64_t width);
 
-}  // namespace kvtier::sim
+}  // namespace kvtier::frontend
