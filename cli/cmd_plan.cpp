@@ -52,7 +52,7 @@ int run_plan(const std::vector<std::string>& args) {
   const std::string un = vm["unit"].as<std::string>();
   if (un != "both") cfg.units = {parse_residency_unit(un, "--unit")};
   cfg.dtype = parse_kv_dtype(vm["dtype"].as<std::string>(), "--dtype");
-  cfg.policy = sim::parse_policy(vm["policy"].as<std::string>());
+  cfg.policy = parse_mirror_policy(vm["policy"].as<std::string>());
   if (vm.count("sizes"))
     cfg.sizes = parse_positive_list(vm["sizes"].as<std::string>(), "--sizes", "integers");
   cfg.points = vm["points"].as<int>();

@@ -44,7 +44,7 @@ int run_sim(const std::vector<std::string>& args) {
   c.placement = parse_placement(vm["placement"].as<std::string>(), "--placement");
   c.unit = parse_residency_unit(vm["unit"].as<std::string>(), "--unit");
   c.dtype = parse_kv_dtype(vm["dtype"].as<std::string>(), "--dtype");
-  c.policy = sim::parse_policy(vm["policy"].as<std::string>());
+  c.policy = parse_mirror_policy(vm["policy"].as<std::string>());
   c.pool_slots = vm["slots"].as<long long>();
   c.record_timeline = vm.count("timeline") != 0;
   std::ofstream decisions;

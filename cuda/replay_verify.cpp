@@ -1,11 +1,11 @@
 #include "cuda/replay_verify.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/kernels.hpp"
+#include "frontend/decision_log.hpp"
 #include "model/ensure.hpp"
 
 namespace kvtier::cuda {
@@ -101,18 +101,8 @@ void MirrorVerifier::check_layer(frontend::FrontEnd& fe, const traces::Forward& 
     if (res.decision_mismatches++ == 0 && res.first_mismatch.empty())
       res.first_mismatch = where + ": " + describe_copies(gpu_copies_, cpu_copies_);
   }
-  if (decisions != nullptr) {
-    char buf[192];
-    for (const CopyOp& op : gpu_copies_) {
-      const int len = std::snprintf(
-          buf, sizeof buf,
-          "{\"forward\":%lld,\"state\":%d,\"step\":%lld,\"kind\":\"demand\",\"page\":%d,"
-          "\"slot\":%d,\"evicted\":%d}\n",
-          static_cast<long long>(forward), layer, static_cast<long long>(step), op.page, op.slot,
-          op.evicted);
-      decisions->write(buf, len);
-    }
-  }
+  frontend::log_installs(decisions, forward, layer, step, frontend::InstallKind::demand,
+                         gpu_copies_);
 }
 
 SlotContents::SlotContents(PageId pages, int page_size)

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cuda/cuda_check.hpp"
+#include "cuda/device_counters.hpp"
 #include "cuda/device_upload.hpp"
 #include "cuda/engine.hpp"
 #include "cuda/host_bank.hpp"
@@ -14,10 +15,12 @@
 #include "cuda/replay_attend.hpp"
 #include "cuda/replay_stage.hpp"
 #include "cuda/replay_verify.hpp"
+#include "cuda/stream_handles.hpp"
 #include "frontend/front_end.hpp"
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
 #include "model/ensure.hpp"
+#include "model/step_stamp.hpp"
 
 namespace kvtier::cuda {
 
@@ -52,13 +55,491 @@ std::string attend_kernel_name(bool fp8, bool host_banks) {
 
 namespace {
 
-// Step counters the device accumulates: hits, misses, evictions, then int counters.
-struct DeviceCounters {
-  long long ensure[3];
-  int dropped;
-  int bad_rows;
-  int missing;
-  int bad_stores;
+// One replay of a trace through one placement. Phases: allocate() once; per record
+// end_request() or, per forward, stage() -> launch_layers() -> finish_forward(); totals() at
+// the end. Streams, events and graphs are owned, so an exception on any path (a CapacityError
+// from a pool that cannot take a step, say) gives them all back.
+class TraceReplay {
+ public:
+  TraceReplay(const traces::TraceInput& input, const ReplayConfig& cfg,
+              const frontend::TraceBounds& stats)
+      : g_(input.header.geometry),
+        cfg_(cfg),
+        L_(g_.qsa_layers()),
+        num_pages_(stats.peak_pages),
+        layout_(PageLayout::make(L_, g_.page_size, g_.kv_heads, g_.head_dim,
+                                 cfg.dtype == KvDtype::fp8)),
+        token_bytes_(layout_.layer_page_bytes() / layout_.page_size),
+        slots_(static_cast<SlotId>(cfg.pool_pages)),
+        mirror_(cfg.placement == Placement::mirror),
+        host_(cfg.placement == Placement::host),
+        device_(cfg.placement == Placement::device),
+        attend_(cfg.read == ReadMode::attend),
+        fe_(g_, num_pages_),
+        s_(make_stream()),
+        side_(make_stream()),
+        ev_a_(make_event()),
+        ev_b_(make_event()),
+        ev_fork_(make_event(false)),
+        ev_join_{make_event(false), make_event(false)},
+        d_counters_(1),
+        d_layer_sums_(static_cast<std::size_t>(L_)),
+        layer_sums_(static_cast<std::size_t>(L_)),
+        steps_(static_cast<std::size_t>(L_)) {
+    for (int k = 0; k < layout_.banks_per_layer; ++k) {
+      if (layout_.token_bytes(PageLayout::kind_of(k)) % 4 != 0)
+        throw ConfigError("run: token bytes per bank must be a multiple of 4");
+    }
+    res_.placement = std::string(to_string(cfg.placement));
+    res_.dtype = std::string(to_string(cfg.dtype));
+    res_.read = std::string(to_string(cfg.read));
+    res_.pool_pages = mirror_ ? cfg.pool_pages : 0;
+    res_.num_pages = num_pages_;
+    res_.layers = L_;
+    res_.verified = cfg.verify;
+    if (attend_) {
+      res_.attend_kernel = attend_kernel_name(layout_.fp8(), host_);
+      res_.q_heads = g_.q_heads;
+    }
+    allocate(stats);
+  }
+
+  // Replays up to `total_forwards` forwards of `stream`.
+  ReplayResult run(traces::RecordStream& stream, std::int64_t total_forwards) {
+    traces::Record rec;
+    while (fi_ < total_forwards && stream.next(rec)) {
+      if (const auto* b = std::get_if<traces::RequestBegin>(&rec)) {
+        fe_.begin(*b);
+      } else if (const auto* e = std::get_if<traces::RequestEnd>(&rec)) {
+        end_request(*e);
+      } else {
+        const auto& f = std::get<traces::Forward>(rec);
+        ReplayStep st = stage(f);
+        launch_layers(f);
+        finish_forward(st);
+        res_.steps.push_back(st);
+        ++fi_;
+        if (cfg_.on_forward) cfg_.on_forward(fi_, total_forwards);
+      }
+    }
+    if (attend_) res_.checksum = att_->checksum();
+    totals();
+    return std::move(res_);
+  }
+
+ private:
+  // Memory: the mirror engine, or the pool (device), or the host bank (host, write-through).
+  void allocate(const frontend::TraceBounds& stats) {
+    if (mirror_) {
+      MirrorConfig mc{layout_,
+                      ResidencyUnit::layer_page,
+                      num_pages_,
+                      slots_,
+                      static_cast<int>(std::max<std::int64_t>(1, stats.max_step_pages)),
+                      cfg_.form};
+      engine_ = std::make_unique<MirrorEngine>(mc);
+      res_.device_bytes = engine_->pool().total_bytes();
+      res_.host_bytes = engine_->host().total_bytes();
+    } else {
+      if (device_) {
+        pool_ = std::make_unique<DevicePool>(layout_, num_pages_);
+        res_.device_bytes = pool_->total_bytes();
+      }
+      if (host_ || cfg_.write_through) {
+        bank_ = std::make_unique<HostBank>(layout_, num_pages_);
+        res_.host_bytes = bank_->total_bytes();
+      }
+    }
+    if (mirror_ && cfg_.verify) verifier_.emplace(L_, num_pages_, slots_);
+    if (cfg_.verify && !attend_) contents_.emplace(num_pages_, g_.page_size);
+    // Device addresses of every bank (the pool's, or the host bank's device-mapped ones).
+    for (int b = 0; b < layout_.banks(); ++b) {
+      if (mirror_) {
+        pool_banks_.push_back(engine_->pool().bank(b));
+        host_banks_.push_back(engine_->host().device(b));
+      } else {
+        if (pool_) pool_banks_.push_back(pool_->bank(b));
+        if (bank_) host_banks_.push_back(bank_->device(b));
+      }
+    }
+    if (attend_) att_.emplace(g_, layout_, s_);
+    at_.placement = cfg_.placement;
+    at_.pool_banks = pool_banks_.data();
+    at_.host_banks = host_banks_.data();
+    at_.write_through = cfg_.write_through;
+    at_.num_pages = num_pages_;
+    at_.slots = slots_;
+    // The mirror's attention reads the pages it misses from the host bank in place, beside the
+    // ensure (bf16 attention; not with --verify, which checks each ensure as it completes).
+    at_.in_place = mirror_ && attend_ && !layout_.fp8() && !cfg_.copy_first && !cfg_.verify;
+    if (mirror_) res_.mirror_reads = mirror_reads_name(at_.in_place);
+  }
+
+  void end_request(const traces::RequestEnd& e) {
+    const std::vector<PageId> freed = fe_.end(e);
+    if (!mirror_ || freed.empty()) return;
+    upload(d_freed_, freed, s_);
+    for (int l = 0; l < L_; ++l)
+      launch_release(engine_->device_view(l), d_freed_.get(), static_cast<int>(freed.size()), s_);
+    if (verifier_) verifier_->release(freed);
+    KVT_CUDA_CHECK(cudaStreamSynchronize(s_));  // d_freed_ is reused
+  }
+
+  // Page tables, selections, store entries and read positions of the forward, uploaded.
+  ReplayStep stage(const traces::Forward& f) {
+    fe_.prepare(f);
+    const int rows = static_cast<int>(f.rows.size());
+    const int width = fe_.row_width(rows, mirror_ ? cfg_.pool_pages : 0);
+    ReplayStep st;
+    st.forward = fi_;
+    st.rows = rows;
+    st.width = width;
+    st.tokens = fe_.tokens();
+    st.decode_tokens = fe_.decode_tokens();
+    stage_forward(g_, fe_, f, width, sf_);
+    st.selected_tokens = sf_.selected_tokens;
+    if (!attend_) {
+      read_pos_.assign(static_cast<std::size_t>(L_) * rows * sf_.max_tokens, -1);
+      for (std::size_t k = 0; k < sf_.per.size(); ++k)
+        std::copy(sf_.per[k].begin(), sf_.per[k].end(),
+                  read_pos_.begin() + static_cast<std::int64_t>(k) * sf_.max_tokens);
+    }
+    upload(d_tables_, sf_.tables, s_);
+    upload(d_tablelen_, sf_.tablelen, s_);
+    if (mirror_) {
+      // every layer's step stamp (the simulator's), read by that layer's ensure
+      for (int l = 0; l < L_; ++l)
+        steps_[static_cast<std::size_t>(l)] = demand_stamp(layer_step(fi_, L_, l));
+      upload(d_steps_, steps_, s_);
+    }
+    upload(d_rowpos_, sf_.rowpos, s_);
+    upload(d_blocks_, sf_.blocks, s_);
+    upload(d_query_, sf_.qinit, s_);
+    upload(d_store_pages_, sf_.store_pages, s_);
+    upload(d_store_tokens_, sf_.store_tokens, s_);
+    fit(d_physical_, static_cast<std::size_t>(std::max(sf_.qlen, rows * width)));
+    if (attend_) {
+      att_->stage(sf_, s_);
+    } else {
+      upload(d_store_pos_, sf_.store_pos, s_);
+      upload(d_read_pos_, read_pos_, s_);
+      for (int k = 0; k < layout_.banks_per_layer; ++k)
+        fit(d_src_[k],
+            static_cast<std::size_t>(sf_.n_store() * layout_.token_bytes(PageLayout::kind_of(k))));
+    }
+    KVT_CUDA_CHECK(cudaMemsetAsync(d_counters_.get(), 0, sizeof(DeviceCounters), s_));
+    if (!attend_) {
+      KVT_CUDA_CHECK(cudaMemsetAsync(d_layer_sums_.get(), 0,
+                                     layer_sums_.size() * sizeof(unsigned long long), s_));
+    }
+    if (engine_) engine_->reset_counters_async(s_);
+    KVT_CUDA_CHECK(cudaStreamSynchronize(s_));
+    return st;
+  }
+
+  PageId* query(int l) const { return d_query_.get() + std::int64_t{l} * sf_.qlen; }
+
+  CompactParams compact_params(int l) const {
+    DeviceCounters* dc = d_counters_.get();
+    return CompactParams{d_blocks_.get() + std::int64_t{l} * sf_.rows * sf_.nb,
+                         d_rowpos_.get(),
+                         d_tables_.get(),
+                         d_tablelen_.get(),
+                         query(l) + sf_.writes,
+                         &dc->dropped,
+                         &dc->bad_rows,
+                         sf_.rows,
+                         sf_.nb,
+                         sf_.stride,
+                         sf_.width,
+                         g_.compress_ratio,
+                         g_.page_size};
+  }
+
+  // The forward on the GPU, from ev_a_ to ev_b_. Attend mode without --verify captures the
+  // layers into one CUDA graph launched once, so that the time is the GPU's work, not how fast
+  // this thread enqueues a dozen launches per layer (the runner replays its decode steps from
+  // graphs as well).
+  void launch_layers(const traces::Forward& f) {
+    // attend, device and host: compaction only counts the drops (the attention reads the
+    // token lists directly), so it runs before the timed span.
+    if (attend_ && !mirror_) {
+      for (int l = 0; l < L_; ++l)
+        launch_compact(compact_params(l), s_);
+    }
+    // attend: every layer's K/V and queries first (a stand-in for the model's projections), so
+    // that the timed part is the layers' store .. attention back to back
+    if (attend_) att_->generate(s_);
+    const bool graphed = attend_ && !verifier_;
+    if (graphed) {
+      KVT_CUDA_CHECK(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal));
+    } else {
+      KVT_CUDA_CHECK(cudaEventRecord(ev_a_, s_));
+    }
+    // Mirror, in place: every layer's table before any ensure of the forward (each stays valid
+    // until its own layer's ensure), one launch.
+    if (at_.in_place) {
+      engine_->locate_async(0, L_, d_tables_.get(), att_->pool_table_entries(),
+                            att_->pool_tables(0), nullptr, s_);
+    }
+    for (int l = 0; l < L_; ++l) {
+      if (at_.in_place) {
+        in_place_layer(l);
+      } else if (attend_) {
+        attend_layer(f, l);
+      } else {
+        checksum_layer(f, l);
+      }
+    }
+    GraphExec exec;
+    if (graphed) {
+      exec = end_capture(s_);
+      KVT_CUDA_CHECK(cudaGraphUpload(exec, s_));  // the upload is not the forward's work
+      KVT_CUDA_CHECK(cudaEventRecord(ev_a_, s_));
+      KVT_CUDA_CHECK(cudaGraphLaunch(exec, s_));
+    }
+    KVT_CUDA_CHECK(cudaEventRecord(ev_b_, s_));
+    if (attend_) {
+      // After the timed span: every layer's state is as its ensure left it (one ensure per
+      // layer and forward), so translating the whole query (write pages + selection) now
+      // counts the pages the layer needed but did not hold.
+      if (mirror_) {
+        for (int l = 0; l < L_; ++l)
+          engine_->translate_async(l, query(l), sf_.qlen, d_physical_.get(), s_);
+      }
+      att_->digest(s_);
+    }
+    KVT_CUDA_CHECK(cudaStreamSynchronize(s_));
+  }
+
+  EnsureHooks hooks(int l) const {
+    return EnsureHooks{d_steps_.get() + l, d_counters_.get()->ensure};
+  }
+
+  // Mirror, attend, in place: the table located before the ensure (resident pages to slots,
+  // the others in place from the host bank), the store, then the attention while the residency
+  // step (compaction, ensure and miss copy on a few blocks) runs beside it: every page of the
+  // query reads the same bytes either way, and the ensure changes no slot that the attention
+  // reads. A layer's residency may run on beside the next layer's work (another state); a layer
+  // waits for the previous layer's residency, and the forward ends after the last one.
+  void in_place_layer(int l) {
+    att_->store(l, at_, d_tables_.get(), s_);
+    KVT_CUDA_CHECK(cudaEventRecord(ev_fork_, s_));
+    KVT_CUDA_CHECK(cudaStreamWaitEvent(side_, ev_fork_));
+    engine_->residency_beside_async(l, compact_params(l), query(l), sf_.qlen, side_, hooks(l));
+    KVT_CUDA_CHECK(cudaEventRecord(ev_join_[l % 2], side_));
+    att_->attend(l, at_, d_tables_.get(), s_);
+    if (l > 0) KVT_CUDA_CHECK(cudaStreamWaitEvent(s_, ev_join_[(l - 1) % 2]));
+    if (l == L_ - 1) KVT_CUDA_CHECK(cudaStreamWaitEvent(s_, ev_join_[l % 2]));
+  }
+
+  // Mirror: compaction, ensure, miss copy and translate in one launch, into `target`; with
+  // --verify the core checks the layer's query and copies as soon as they are done.
+  void mirror_residency(const traces::Forward& f, int l, const TranslateTarget& target) {
+    engine_->residency_step_async(l, compact_params(l), query(l), sf_.qlen, target, s_, hooks(l));
+    if (verifier_) {
+      KVT_CUDA_CHECK(cudaStreamSynchronize(s_));
+      verifier_->check_layer(fe_, f, l, sf_.width, fi_, demand_stamp(layer_step(fi_, L_, l)),
+                             query(l), sf_.qlen, *engine_, res_, cfg_.decisions);
+    }
+  }
+
+  // Attend: the store and the attention through the rows' page tables (mirror: translated to
+  // the pool's slots by the residency step first).
+  void attend_layer(const traces::Forward& f, int l) {
+    if (mirror_) mirror_residency(f, l, att_->pool_table_target(d_tables_.get(), l));
+    att_->store(l, at_, d_tables_.get(), s_);
+    att_->attend(l, at_, d_tables_.get(), s_);
+  }
+
+  // Checksum: fill the new tokens' bytes, store them where the placement keeps pages, then
+  // read every selected token and fold it into the layer's sum.
+  void checksum_layer(const traces::Forward& f, int l) {
+    FillParams fp{};
+    fp.positions = d_store_pos_.get();
+    for (int k = 0; k < layout_.banks_per_layer; ++k)
+      fp.dst[k] = d_src_[k].get();
+    fp.layout = layout_;
+    fp.layer = l;
+    fp.n = sf_.n_store();
+    launch_fill(fp, s_);
+    const std::byte* src[4] = {d_src_[0].get(), d_src_[1].get(), d_src_[2].get(), d_src_[3].get()};
+    if (mirror_) {
+      engine_->store_async(l, d_store_pages_.get(), d_store_tokens_.get(), src, sf_.n_store(), s_);
+      mirror_residency(f, l,
+                       TranslateTarget{query(l) + sf_.writes, d_physical_.get(),
+                                       sf_.rows * sf_.width, dummy_slot(slots_)});
+    } else {
+      launch_store(store_params(l, src), s_);
+      launch_compact(compact_params(l), s_);
+    }
+    launch_read(read_params(l), s_);
+  }
+
+  StoreParams store_params(int l, const std::byte* const* src) const {
+    StoreParams sp{};
+    sp.pages = d_store_pages_.get();
+    sp.tokens = d_store_tokens_.get();
+    for (int k = 0; k < layout_.banks_per_layer; ++k) {
+      const int bk = l * layout_.banks_per_layer + k;
+      sp.src[k] = src[k];
+      sp.host[k] = bank_ ? bank_->device(bk) : nullptr;
+      sp.pool[k] = pool_ ? pool_->bank(bk) : nullptr;
+    }
+    sp.slot_of_page = nullptr;
+    sp.bad = &d_counters_.get()->bad_stores;
+    sp.layout = layout_;
+    sp.num_pages = num_pages_;
+    sp.n = sf_.n_store();
+    return sp;
+  }
+
+  ReadParams read_params(int l) const {
+    ReadParams rp{};
+    rp.positions = d_read_pos_.get() + std::int64_t{l} * sf_.rows * sf_.max_tokens;
+    rp.tables = d_tables_.get();
+    rp.table_len = d_tablelen_.get();
+    rp.missing = &d_counters_.get()->missing;
+    rp.checksum = d_layer_sums_.get() + l;
+    rp.layout = layout_;
+    rp.layer = l;
+    rp.rows = sf_.rows;
+    rp.max_tokens = sf_.max_tokens;
+    rp.table_stride = sf_.stride;
+    rp.num_pages = num_pages_;
+    if (mirror_) {
+      rp.banks = engine_->pool().device_bank_table();
+      rp.slot_of_page = engine_->device_view(l).slot_of_page;
+      rp.dummy = dummy_slot(slots_);
+    } else if (device_) {
+      rp.banks = pool_->device_bank_table();
+      rp.slot_of_page = nullptr;
+      rp.dummy = num_pages_;
+    } else {
+      rp.banks = bank_->device_bank_table();
+      rp.slot_of_page = nullptr;
+      rp.dummy = dummy_page(num_pages_);
+    }
+    return rp;
+  }
+
+  // The forward's time, counters and (checksum mode) sums; throws on a failed ensure,
+  // compaction or store.
+  void finish_forward(ReplayStep& st) {
+    float ms = 0;
+    KVT_CUDA_CHECK(cudaEventElapsedTime(&ms, ev_a_, ev_b_));
+    st.gpu_us = static_cast<double>(ms) * 1000.0;
+    DeviceCounters c{};
+    KVT_CUDA_CHECK(cudaMemcpy(&c, d_counters_.get(), sizeof c, cudaMemcpyDeviceToHost));
+    if (engine_) {
+      const MirrorEngine::Counters ec = engine_->read_counters();
+      if (ec.ensure_errors != 0) {
+        EnsureResult r;
+        KVT_CUDA_CHECK(cudaMemcpy(&r, engine_->result(), sizeof r, cudaMemcpyDeviceToHost));
+        throw CapacityError("forward " + std::to_string(fi_) + ": the pool of " +
+                            std::to_string(cfg_.pool_pages) + " slots cannot take " +
+                            std::to_string(r.misses) + " new pages (" +
+                            std::to_string(r.evictable) + " evictable)");
+      }
+      st.missing += ec.missing;  // translate: selected pages not resident after ensure
+      c.bad_stores += ec.bad_stores;
+    }
+    if (c.bad_rows != 0 || c.bad_stores != 0)
+      throw std::runtime_error("forward " + std::to_string(fi_) + ": " +
+                               std::to_string(c.bad_rows) + " rows failed compaction, " +
+                               std::to_string(c.bad_stores) + " stores outside the space");
+    st.hits = c.ensure[0];
+    st.misses = c.ensure[1];
+    st.evictions = c.ensure[2];
+    st.drops = c.dropped;
+    st.missing += c.missing;
+    const std::int64_t stored = std::int64_t{sf_.n_store()} * token_bytes_ * L_;
+    st.d2h_bytes = device_ && !cfg_.write_through ? 0 : stored;
+    st.h2d_bytes = mirror_ ? st.misses * layout_.layer_page_bytes()
+                   : host_ ? st.selected_tokens * token_bytes_
+                           : 0;
+    if (!attend_) check_sums(st);
+  }
+
+  // Checksum mode: the layers' sums into the result, and with --verify against what every
+  // slot holds.
+  void check_sums(const ReplayStep& st) {
+    KVT_CUDA_CHECK(cudaMemcpy(layer_sums_.data(), d_layer_sums_.get(),
+                              layer_sums_.size() * sizeof(unsigned long long),
+                              cudaMemcpyDeviceToHost));
+    for (int l = 0; l < L_; ++l)
+      res_.checksum += layer_sums_[static_cast<std::size_t>(l)];  // wraps like the device sum
+    if (!contents_) return;
+    contents_->record_stores(sf_);
+    for (int l = 0; l < L_; ++l) {
+      const unsigned long long sum = contents_->expected(layout_, l, sf_);
+      res_.expected_checksum += sum;
+      if (sum != layer_sums_[static_cast<std::size_t>(l)] && res_.checksum_mismatches++ == 0)
+        res_.first_checksum_mismatch = "forward " + std::to_string(fi_) + " layer " +
+                                       std::to_string(l) + " (" + std::to_string(st.rows) +
+                                       " rows, " + std::to_string(st.drops) + " dropped pages, " +
+                                       std::to_string(st.evictions) + " evictions)";
+    }
+  }
+
+  void totals() {
+    ReplayStep& t = res_.total;
+    t.forward = fi_;
+    for (const ReplayStep& x : res_.steps) {
+      t.rows += x.rows;
+      t.width = t.width == 0 ? x.width : std::min(t.width, x.width);
+      t.tokens += x.tokens;
+      t.decode_tokens += x.decode_tokens;
+      t.gpu_us += x.gpu_us;
+      t.hits += x.hits;
+      t.misses += x.misses;
+      t.evictions += x.evictions;
+      t.drops += x.drops;
+      t.missing += x.missing;
+      t.selected_tokens += x.selected_tokens;
+      t.h2d_bytes += x.h2d_bytes;
+      t.d2h_bytes += x.d2h_bytes;
+    }
+  }
+
+  const Geometry& g_;
+  const ReplayConfig& cfg_;
+  const int L_;
+  const PageId num_pages_;
+  const PageLayout layout_;
+  const std::int64_t token_bytes_;  // one layer's K/V of one token
+  const SlotId slots_;
+  const bool mirror_, host_, device_, attend_;
+  frontend::FrontEnd fe_;
+  ReplayResult res_;
+  std::int64_t fi_ = 0;
+  StagedForward sf_;
+  std::vector<std::int64_t> read_pos_;  // checksum: [layers][rows][max_tokens]
+
+  std::unique_ptr<MirrorEngine> engine_;
+  std::unique_ptr<DevicePool> pool_;
+  std::unique_ptr<HostBank> bank_;
+  std::optional<MirrorVerifier> verifier_;
+  std::optional<SlotContents> contents_;
+  std::vector<std::byte*> pool_banks_, host_banks_;
+  AttendPlacement at_;
+
+  Stream s_;
+  Stream side_;  // mirror, in place: the residency step beside s_
+  Event ev_a_, ev_b_;
+  Event ev_fork_, ev_join_[2];       // join: a layer's, waited for in the next layer
+  std::optional<AttendReplay> att_;  // after s_: it is built on s_ and destroyed first
+  DeviceArray<DeviceCounters> d_counters_;
+  // checksum mode: one sum per layer and forward, so that verify names where bytes differ
+  DeviceArray<unsigned long long> d_layer_sums_;
+  std::vector<unsigned long long> layer_sums_;
+  std::vector<std::int64_t> steps_;  // [layers] demand stamps of the forward
+  DeviceArray<std::int32_t> d_blocks_;
+  DeviceArray<std::int64_t> d_rowpos_, d_tablelen_, d_store_pos_, d_read_pos_, d_steps_;
+  DeviceArray<PageId> d_tables_, d_query_, d_store_pages_, d_freed_;
+  DeviceArray<std::int32_t> d_store_tokens_;
+  DeviceArray<SlotId> d_physical_;
+  DeviceArray<std::byte> d_src_[4];
 };
 
 }  // namespace
@@ -67,449 +548,23 @@ ReplayResult replay_trace(const traces::TraceInput& input, const ReplayConfig& c
   const Geometry& g = input.header.geometry;
   g.validate();
   const bool mirror = cfg.placement == Placement::mirror;
-  const bool host = cfg.placement == Placement::host;
-  const bool device = cfg.placement == Placement::device;
-  const bool attend = cfg.read == ReadMode::attend;
   if (mirror && cfg.pool_pages <= 0) throw ConfigError("placement mirror needs --pool-pages N");
-  if (cfg.write_through && !device)
+  if (cfg.write_through && cfg.placement != Placement::device)
     throw ConfigError("write-through applies to placement device only");
   if (cfg.pool_pages > INT32_MAX - 1) throw ConfigError("pool pages beyond 2^31 - 2");
-  if (attend) check_attend_geometry(g);
+  if (cfg.policy != MirrorPolicy::lru)
+    throw ConfigError("policy " + std::string(to_string(cfg.policy)) +
+                      ": the GPU trace replay runs the lru policy only (kvtier sim --policy " +
+                      std::string(to_string(cfg.policy)) + " simulates it)");
+  if (cfg.read == ReadMode::attend) check_attend_geometry(g);
   if (device_count() == 0) throw std::runtime_error("no CUDA device found");
 
   const frontend::TraceBounds stats = frontend::scan_trace(input);
-  const int L = g.qsa_layers();
-  const PageId num_pages = stats.peak_pages;
-  const PageLayout layout =
-      PageLayout::make(L, g.page_size, g.kv_heads, g.head_dim, cfg.dtype == KvDtype::fp8);
-  for (int k = 0; k < layout.banks_per_layer; ++k) {
-    if (layout.token_bytes(PageLayout::kind_of(k)) % 4 != 0)
-      throw ConfigError("run: token bytes per bank must be a multiple of 4");
-  }
-  const std::int64_t token_bytes = layout.layer_page_bytes() / layout.page_size;  // one layer
-  const auto slots = static_cast<SlotId>(cfg.pool_pages);
-
-  ReplayResult res;
-  res.placement = std::string(to_string(cfg.placement));
-  res.dtype = std::string(to_string(cfg.dtype));
-  res.read = std::string(to_string(cfg.read));
-  res.pool_pages = mirror ? cfg.pool_pages : 0;
-  res.num_pages = num_pages;
-  res.layers = L;
-  res.verified = cfg.verify;
-  if (attend) {
-    res.attend_kernel = attend_kernel_name(layout.fp8(), host);
-    res.q_heads = g.q_heads;
-  }
-
-  // --- memory: mirror engine, or pool (device), or host bank (host, write-through)
-  std::unique_ptr<MirrorEngine> engine;
-  std::unique_ptr<DevicePool> pool;
-  std::unique_ptr<HostBank> bank;
-  if (mirror) {
-    MirrorConfig mc{layout,
-                    ResidencyUnit::layer_page,
-                    num_pages,
-                    slots,
-                    static_cast<int>(std::max<std::int64_t>(1, stats.max_step_pages)),
-                    cfg.form};
-    engine = std::make_unique<MirrorEngine>(mc);
-    res.device_bytes = engine->pool().total_bytes();
-    res.host_bytes = engine->host().total_bytes();
-  } else {
-    if (device) {
-      pool = std::make_unique<DevicePool>(layout, num_pages);
-      res.device_bytes = pool->total_bytes();
-    }
-    if (host || cfg.write_through) {
-      bank = std::make_unique<HostBank>(layout, num_pages);
-      res.host_bytes = bank->total_bytes();
-    }
-  }
-  std::optional<MirrorVerifier> verifier;
-  if (mirror && cfg.verify) verifier.emplace(L, num_pages, slots);
-  // Host addresses of every bank (the pool's, or the host bank's device-mapped ones).
-  std::vector<std::byte*> pool_banks, host_banks;
-  for (int b = 0; b < layout.banks(); ++b) {
-    if (mirror) {
-      pool_banks.push_back(engine->pool().bank(b));
-      host_banks.push_back(engine->host().device(b));
-    } else {
-      if (pool) pool_banks.push_back(pool->bank(b));
-      if (bank) host_banks.push_back(bank->device(b));
-    }
-  }
-
-  cudaStream_t s;
-  KVT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaEvent_t ev_a, ev_b;
-  KVT_CUDA_CHECK(cudaEventCreate(&ev_a));
-  KVT_CUDA_CHECK(cudaEventCreate(&ev_b));
-  // mirror, in-place reads: the residency step's stream beside s, and the fork / join events
-  cudaStream_t side;
-  KVT_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-  cudaEvent_t ev_fork, ev_join[2];  // join: a layer's, waited for in the next layer
-  KVT_CUDA_CHECK(cudaEventCreateWithFlags(&ev_fork, cudaEventDisableTiming));
-  for (cudaEvent_t& e : ev_join)
-    KVT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  DeviceArray<DeviceCounters> d_counters(1);
-  // checksum mode: one sum per layer and forward, so that verify names where bytes differ
-  DeviceArray<unsigned long long> d_layer_sums(static_cast<std::size_t>(L));
-  std::vector<unsigned long long> layer_sums(static_cast<std::size_t>(L));
-  DeviceArray<std::int32_t> d_blocks;
-  DeviceArray<std::int64_t> d_rowpos, d_tablelen, d_store_pos, d_read_pos, d_steps;
-  std::vector<std::int64_t> steps(static_cast<std::size_t>(L));
-  std::optional<SlotContents> contents;
-  if (cfg.verify && !attend) contents.emplace(num_pages, g.page_size);
-  DeviceArray<PageId> d_tables, d_query, d_store_pages, d_freed;
-  DeviceArray<std::int32_t> d_store_tokens;
-  DeviceArray<SlotId> d_physical;
-  DeviceArray<std::byte> d_src[4];
-
-  // attend mode: the real attention per layer (cuda/replay_attend)
-  std::optional<AttendReplay> att;
-  if (attend) att.emplace(g, layout, s);
-  AttendPlacement at;
-  at.placement = cfg.placement;
-  at.pool_banks = pool_banks.data();
-  at.host_banks = host_banks.data();
-  at.write_through = cfg.write_through;
-  at.num_pages = num_pages;
-  at.slots = slots;
-  // The mirror's attention reads the pages it misses from the host bank in place, beside the
-  // ensure (bf16 attention; not with --verify, which checks each ensure as it completes).
-  at.in_place = mirror && attend && !layout.fp8() && !cfg.copy_first && !cfg.verify;
-  if (mirror) res.mirror_reads = mirror_reads_name(at.in_place);
-
-  frontend::FrontEnd fe(g, num_pages);
   const std::int64_t total_forwards =
       cfg.max_forwards >= 0 ? std::min(cfg.max_forwards, stats.forwards) : stats.forwards;
+  TraceReplay replay(input, cfg, stats);
   auto stream = input.open();
-  traces::Record rec;
-  std::int64_t fi = 0;
-  // host staging
-  StagedForward sf;
-  std::vector<std::int64_t> read_pos;
-
-  while (fi < total_forwards && stream->next(rec)) {
-    if (const auto* b = std::get_if<traces::RequestBegin>(&rec)) {
-      fe.begin(*b);
-      continue;
-    }
-    if (const auto* e = std::get_if<traces::RequestEnd>(&rec)) {
-      const std::vector<PageId> freed = fe.end(*e);
-      if (mirror && !freed.empty()) {
-        upload(d_freed, freed, s);
-        for (int l = 0; l < L; ++l)
-          launch_release(engine->device_view(l), d_freed.get(), static_cast<int>(freed.size()), s);
-        if (verifier) verifier->release(freed);
-        KVT_CUDA_CHECK(cudaStreamSynchronize(s));  // d_freed is reused
-      }
-      continue;
-    }
-    const auto& f = std::get<traces::Forward>(rec);
-    fe.prepare(f);
-    const int rows = static_cast<int>(f.rows.size());
-    const int width = fe.row_width(rows, mirror ? cfg.pool_pages : 0);
-    ReplayStep st;
-    st.forward = fi;
-    st.rows = rows;
-    st.width = width;
-    st.tokens = fe.tokens();
-    st.decode_tokens = fe.decode_tokens();
-
-    // --- stage the forward: page tables, selections, store entries, read positions
-    stage_forward(g, fe, f, width, sf);
-    st.selected_tokens = sf.selected_tokens;
-    const int stride = sf.stride, nb = sf.nb, max_tokens = sf.max_tokens, n_store = sf.n_store();
-    const int writes = sf.writes, qlen = sf.qlen;
-    const auto& tables = sf.tables;
-    const auto& per = sf.per;
-    if (!attend) {
-      read_pos.assign(static_cast<std::size_t>(L) * rows * max_tokens, -1);
-      for (std::size_t k = 0; k < per.size(); ++k)
-        std::copy(per[k].begin(), per[k].end(),
-                  read_pos.begin() + static_cast<std::int64_t>(k) * max_tokens);
-    }
-
-    upload(d_tables, tables, s);
-    upload(d_tablelen, sf.tablelen, s);
-    if (mirror) {
-      // every layer's step stamp (the simulator's), read by that layer's ensure
-      for (int l = 0; l < L; ++l)
-        steps[static_cast<std::size_t>(l)] = (fi * L + l) * 2 + 1;
-      upload(d_steps, steps, s);
-    }
-    upload(d_rowpos, sf.rowpos, s);
-    upload(d_blocks, sf.blocks, s);
-    upload(d_query, sf.qinit, s);
-    upload(d_store_pages, sf.store_pages, s);
-    upload(d_store_tokens, sf.store_tokens, s);
-    fit(d_physical, static_cast<std::size_t>(std::max(qlen, rows * width)));
-    if (attend) {
-      att->stage(sf, s);
-    } else {
-      upload(d_store_pos, sf.store_pos, s);
-      upload(d_read_pos, read_pos, s);
-      for (int k = 0; k < layout.banks_per_layer; ++k)
-        fit(d_src[k],
-            static_cast<std::size_t>(n_store * layout.token_bytes(PageLayout::kind_of(k))));
-    }
-    KVT_CUDA_CHECK(cudaMemsetAsync(d_counters.get(), 0, sizeof(DeviceCounters), s));
-    if (!attend) {
-      KVT_CUDA_CHECK(cudaMemsetAsync(d_layer_sums.get(), 0,
-                                     layer_sums.size() * sizeof(unsigned long long), s));
-    }
-    if (engine) engine->reset_counters_async(s);
-    KVT_CUDA_CHECK(cudaStreamSynchronize(s));
-
-    // --- the forward on the GPU
-    DeviceCounters* dc = d_counters.get();
-    auto compact_params = [&](int l) {
-      PageId* q = d_query.get() + std::int64_t{l} * qlen;
-      return CompactParams{d_blocks.get() + std::int64_t{l} * rows * nb,
-                           d_rowpos.get(),
-                           d_tables.get(),
-                           d_tablelen.get(),
-                           q + writes,
-                           &dc->dropped,
-                           &dc->bad_rows,
-                           rows,
-                           nb,
-                           stride,
-                           width,
-                           g.compress_ratio,
-                           g.page_size};
-    };
-    // attend, device and host: compaction only counts the drops (the attention reads the
-    // token lists directly), so it runs before the timed spans.
-    if (attend && !mirror) {
-      for (int l = 0; l < L; ++l)
-        launch_compact(compact_params(l), s);
-    }
-    // attend: every layer's K/V and queries first (a stand-in for the model's projections), so
-    // that the timed part is the layers' store .. attention back to back
-    if (attend) att->generate(s);
-    // Attend mode without --verify: the forward's layers are captured into one CUDA graph and
-    // launched once, so that the time is the GPU's work, not how fast this thread enqueues a
-    // dozen launches per layer (the runner replays its decode steps from graphs as well).
-    const bool graphed = attend && !verifier;
-    if (graphed) {
-      KVT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    } else {
-      KVT_CUDA_CHECK(cudaEventRecord(ev_a, s));
-    }
-    // Mirror, in place: every layer's table before any ensure of the forward (each stays valid
-    // until its own layer's ensure), one launch.
-    if (at.in_place) {
-      engine->locate_async(0, L, d_tables.get(), att->pool_table_entries(), att->pool_tables(0),
-                           nullptr, s);
-    }
-    for (int l = 0; l < L; ++l) {
-      PageId* q = d_query.get() + std::int64_t{l} * qlen;
-      const std::int64_t step = (fi * L + l) * 2 + 1;  // the simulator's stamps
-      if (!attend) {
-        FillParams fp{};
-        fp.positions = d_store_pos.get();
-        for (int k = 0; k < layout.banks_per_layer; ++k)
-          fp.dst[k] = d_src[k].get();
-        fp.layout = layout;
-        fp.layer = l;
-        fp.n = n_store;
-        launch_fill(fp, s);
-        const std::byte* src[4] = {d_src[0].get(), d_src[1].get(), d_src[2].get(), d_src[3].get()};
-        if (mirror) {
-          engine->store_async(l, d_store_pages.get(), d_store_tokens.get(), src, n_store, s);
-        } else {
-          StoreParams sp{};
-          sp.pages = d_store_pages.get();
-          sp.tokens = d_store_tokens.get();
-          for (int k = 0; k < layout.banks_per_layer; ++k) {
-            const int bk = l * layout.banks_per_layer + k;
-            sp.src[k] = src[k];
-            sp.host[k] = bank ? bank->device(bk) : nullptr;
-            sp.pool[k] = pool ? pool->bank(bk) : nullptr;
-          }
-          sp.slot_of_page = nullptr;
-          sp.bad = &dc->bad_stores;
-          sp.layout = layout;
-          sp.num_pages = num_pages;
-          sp.n = n_store;
-          launch_store(sp, s);
-        }
-      }
-      const EnsureHooks hooks{d_steps.get() + l, dc->ensure};
-      if (at.in_place) {
-        // The table located before the ensure (resident pages to slots, the others in place from
-        // the host bank), the store, then the attention while the residency step (compaction,
-        // ensure and miss copy on a few blocks) runs beside it: every page of the query reads the
-        // same bytes either way, and the ensure changes no slot that the attention reads. A
-        // layer's residency may run on beside the next layer's work (another state); the
-        // forward ends after the last one. (Joining every step only at the forward's end was
-        // slower on the H200: 341 - 343 against 309 us per decode forward, run 7.)
-        att->store(l, at, d_tables.get(), s);
-        KVT_CUDA_CHECK(cudaEventRecord(ev_fork, s));
-        KVT_CUDA_CHECK(cudaStreamWaitEvent(side, ev_fork));
-        engine->residency_beside_async(l, compact_params(l), q, qlen, side, hooks);
-        KVT_CUDA_CHECK(cudaEventRecord(ev_join[l % 2], side));
-        att->attend(l, at, d_tables.get(), s);
-        if (l > 0) KVT_CUDA_CHECK(cudaStreamWaitEvent(s, ev_join[(l - 1) % 2]));
-        if (l == L - 1) KVT_CUDA_CHECK(cudaStreamWaitEvent(s, ev_join[l % 2]));
-        continue;
-      }
-      if (mirror) {
-        // compaction, ensure, miss copy and translate (attend: the rows' page tables, which
-        // the attention reads through; checksum: the selections) in one launch
-        const TranslateTarget tt =
-            attend ? att->pool_table_target(d_tables.get(), l)
-                   : TranslateTarget{q + writes, d_physical.get(), rows * width, dummy_slot(slots)};
-        engine->residency_step_async(l, compact_params(l), q, qlen, tt, s, hooks);
-        if (verifier) {
-          KVT_CUDA_CHECK(cudaStreamSynchronize(s));
-          verifier->check_layer(fe, f, l, width, fi, step, q, qlen, *engine, res, cfg.decisions);
-        }
-      }
-      if (!mirror && !attend) launch_compact(compact_params(l), s);
-      if (attend) {
-        att->store(l, at, d_tables.get(), s);
-        att->attend(l, at, d_tables.get(), s);
-      } else {
-        ReadParams rp{};
-        rp.positions = d_read_pos.get() + std::int64_t{l} * rows * max_tokens;
-        rp.tables = d_tables.get();
-        rp.table_len = d_tablelen.get();
-        rp.missing = &dc->missing;
-        rp.checksum = d_layer_sums.get() + l;
-        rp.layout = layout;
-        rp.layer = l;
-        rp.rows = rows;
-        rp.max_tokens = max_tokens;
-        rp.table_stride = stride;
-        rp.num_pages = num_pages;
-        if (mirror) {
-          rp.banks = engine->pool().device_bank_table();
-          rp.slot_of_page = engine->device_view(l).slot_of_page;
-          rp.dummy = dummy_slot(slots);
-        } else if (device) {
-          rp.banks = pool->device_bank_table();
-          rp.slot_of_page = nullptr;
-          rp.dummy = num_pages;
-        } else {
-          rp.banks = bank->device_bank_table();
-          rp.slot_of_page = nullptr;
-          rp.dummy = dummy_page(num_pages);
-        }
-        launch_read(rp, s);
-      }
-    }
-    cudaGraphExec_t exec = nullptr;
-    if (graphed) {
-      cudaGraph_t graph = nullptr;
-      KVT_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-      KVT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      KVT_CUDA_CHECK(cudaGraphDestroy(graph));
-      KVT_CUDA_CHECK(cudaGraphUpload(exec, s));  // the upload is not the forward's work
-      KVT_CUDA_CHECK(cudaEventRecord(ev_a, s));
-      KVT_CUDA_CHECK(cudaGraphLaunch(exec, s));
-    }
-    KVT_CUDA_CHECK(cudaEventRecord(ev_b, s));
-    if (attend) {
-      // After the timed spans: every layer's state is as its ensure left it (one ensure per
-      // layer and forward), so translating the whole query (write pages + selection) now
-      // counts the pages the layer needed but did not hold.
-      if (mirror) {
-        for (int l = 0; l < L; ++l)
-          engine->translate_async(l, d_query.get() + std::int64_t{l} * qlen, qlen, d_physical.get(),
-                                  s);
-      }
-      att->digest(s);
-    }
-    KVT_CUDA_CHECK(cudaStreamSynchronize(s));
-    if (exec != nullptr) KVT_CUDA_CHECK(cudaGraphExecDestroy(exec));
-    {
-      float ms = 0;
-      KVT_CUDA_CHECK(cudaEventElapsedTime(&ms, ev_a, ev_b));
-      st.gpu_us = static_cast<double>(ms) * 1000.0;
-    }
-    DeviceCounters c{};
-    KVT_CUDA_CHECK(cudaMemcpy(&c, dc, sizeof c, cudaMemcpyDeviceToHost));
-    if (engine) {
-      const MirrorEngine::Counters ec = engine->read_counters();
-      if (ec.ensure_errors != 0) {
-        EnsureResult r;
-        KVT_CUDA_CHECK(cudaMemcpy(&r, engine->result(), sizeof r, cudaMemcpyDeviceToHost));
-        throw CapacityError("forward " + std::to_string(fi) + ": the pool of " +
-                            std::to_string(cfg.pool_pages) + " slots cannot take " +
-                            std::to_string(r.misses) + " new pages (" +
-                            std::to_string(r.evictable) + " evictable)");
-      }
-      st.missing += ec.missing;  // translate: selected pages not resident after ensure
-      c.bad_stores += ec.bad_stores;
-    }
-    if (c.bad_rows != 0 || c.bad_stores != 0)
-      throw std::runtime_error("forward " + std::to_string(fi) + ": " + std::to_string(c.bad_rows) +
-                               " rows failed compaction, " + std::to_string(c.bad_stores) +
-                               " stores outside the space");
-    st.hits = c.ensure[0];
-    st.misses = c.ensure[1];
-    st.evictions = c.ensure[2];
-    st.drops = c.dropped;
-    st.missing += c.missing;
-    const std::int64_t stored = std::int64_t{n_store} * token_bytes * L;
-    st.d2h_bytes = device && !cfg.write_through ? 0 : stored;
-    st.h2d_bytes = mirror ? st.misses * layout.layer_page_bytes()
-                   : host ? st.selected_tokens * token_bytes
-                          : 0;
-    if (!attend) {
-      KVT_CUDA_CHECK(cudaMemcpy(layer_sums.data(), d_layer_sums.get(),
-                                layer_sums.size() * sizeof(unsigned long long),
-                                cudaMemcpyDeviceToHost));
-      for (int l = 0; l < L; ++l)
-        res.checksum += layer_sums[static_cast<std::size_t>(l)];  // wraps like the device sum
-    }
-    if (contents) {
-      contents->record_stores(sf);
-      for (int l = 0; l < L; ++l) {
-        const unsigned long long sum = contents->expected(layout, l, sf);
-        res.expected_checksum += sum;
-        if (sum != layer_sums[static_cast<std::size_t>(l)] && res.checksum_mismatches++ == 0)
-          res.first_checksum_mismatch = "forward " + std::to_string(fi) + " layer " +
-                                        std::to_string(l) + " (" + std::to_string(rows) +
-                                        " rows, " + std::to_string(st.drops) + " dropped pages, " +
-                                        std::to_string(st.evictions) + " evictions)";
-      }
-    }
-    res.steps.push_back(st);
-    ++fi;
-    if (cfg.on_forward) cfg.on_forward(fi, total_forwards);
-  }
-  if (attend) res.checksum = att->checksum();
-  att.reset();
-  KVT_CUDA_CHECK(cudaEventDestroy(ev_a));
-  KVT_CUDA_CHECK(cudaEventDestroy(ev_b));
-  KVT_CUDA_CHECK(cudaEventDestroy(ev_fork));
-  for (cudaEvent_t e : ev_join)
-    KVT_CUDA_CHECK(cudaEventDestroy(e));
-  KVT_CUDA_CHECK(cudaStreamDestroy(side));
-  KVT_CUDA_CHECK(cudaStreamDestroy(s));
-  ReplayStep& t = res.total;
-  t.forward = fi;
-  for (const ReplayStep& x : res.steps) {
-    t.rows += x.rows;
-    t.width = t.width == 0 ? x.width : std::min(t.width, x.width);
-    t.tokens += x.tokens;
-    t.decode_tokens += x.decode_tokens;
-    t.gpu_us += x.gpu_us;
-    t.hits += x.hits;
-    t.misses += x.misses;
-    t.evictions += x.evictions;
-    t.drops += x.drops;
-    t.missing += x.missing;
-    t.selected_tokens += x.selected_tokens;
-    t.h2d_bytes += x.h2d_bytes;
-    t.d2h_bytes += x.d2h_bytes;
-  }
-  return res;
+  return replay.run(*stream, total_forwards);
 }
 
 }  // namespace kvtier::cuda

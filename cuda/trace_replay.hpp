@@ -27,6 +27,7 @@
 
 #include "cuda/kernels.hpp"
 #include "model/kv_dtype.hpp"
+#include "model/mirror_policy.hpp"
 #include "model/placement.hpp"
 #include "traces/trace_source.hpp"
 
@@ -49,6 +50,9 @@ struct ReplayConfig {
   KvDtype dtype = KvDtype::bf16;
   std::int64_t pool_pages = 0;  // mirror: slots per QSA layer
   EnsureForm form = EnsureForm::block;
+  // Mirror: the replay runs the lru policy only and refuses the others by name (the
+  // simulator runs every policy).
+  MirrorPolicy policy = MirrorPolicy::lru;
   // Device placement only: also write every stored token to a host bank, as the mirror
   // does (isolates the cost of the write-through store on the same trace).
   bool write_through = false;

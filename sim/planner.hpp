@@ -14,9 +14,9 @@ struct PlanConfig {
   std::vector<Placement> placements = {Placement::device, Placement::mirror, Placement::host};
   std::vector<ResidencyUnit> units = {ResidencyUnit::layer_page, ResidencyUnit::all_layers_page};
   KvDtype dtype = KvDtype::bf16;
-  Policy policy = Policy::lru;      // for the mirror sweep
-  std::vector<std::int64_t> sizes;  // pool slots; empty: `points` sizes from the smallest
-                                    // that fits the batch selection to everything resident
+  MirrorPolicy policy = MirrorPolicy::lru;  // for the mirror sweep
+  std::vector<std::int64_t> sizes;          // pool slots; empty: `points` sizes from the smallest
+                                            // that fits the batch selection to everything resident
   int points = 10;
   double within = 0.05;  // "smallest pool within this fraction of all-resident speed"
   double chosen = 0.10;  // a second, user-chosen fraction
@@ -62,7 +62,7 @@ struct PlanResult {
   std::string trace;
   std::string profile;
   KvDtype dtype = KvDtype::bf16;
-  Policy policy = Policy::lru;
+  MirrorPolicy policy = MirrorPolicy::lru;
   double within = 0.05, chosen = 0.10;
   frontend::TraceBounds stats;
   std::int64_t min_slots = 0;              // smallest pool that holds one batch's selection

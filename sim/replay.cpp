@@ -4,35 +4,18 @@
 #include <cstdio>
 #include <string>
 
+#include "frontend/decision_log.hpp"
 #include "model/admission.hpp"
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
 #include "model/ensure.hpp"
 #include "model/memory_budget.hpp"
 #include "model/residency_state.hpp"
+#include "model/step_stamp.hpp"
 #include "model/translate.hpp"
 #include "model/victims_heap.hpp"
 
 namespace kvtier::sim {
-
-std::string_view to_string(Policy p) {
-  switch (p) {
-    case Policy::lru:
-      return "lru";
-    case Policy::hybrid:
-      return "hybrid";
-    case Policy::prefetch:
-      return "prefetch";
-  }
-  return "?";
-}
-
-Policy parse_policy(std::string_view text) {
-  if (text == "lru") return Policy::lru;
-  if (text == "hybrid") return Policy::hybrid;
-  if (text == "prefetch") return Policy::prefetch;
-  throw ConfigError("policy: expected lru, hybrid or prefetch, got '" + std::string(text) + "'");
-}
 
 LayerStats SimResult::total() const {
   LayerStats t;
@@ -64,12 +47,12 @@ double SimResult::hit_rate() const {
 namespace {
 
 // One residency state: a layer's pool, or the pool shared by every layer.
-struct Pool {
+struct PoolState {
   ResidencyState state;
   HeapVictims victims;
   std::vector<std::int64_t> last_seen;  // hybrid admission, [pages]
 
-  Pool(PageId pages, SlotId slots, bool hybrid)
+  PoolState(PageId pages, SlotId slots, bool hybrid)
       : state(pages, slots),
         victims(slots),
         last_seen(hybrid ? pages : 0, AdmitOnReuse::kNeverSeen) {}
@@ -89,29 +72,9 @@ struct Scratch {
   }
 };
 
-void dump(std::ostream* out, std::int64_t forward, int state, std::int64_t step, const char* kind,
-          const CopyOp* ops, int n) {
-  if (out == nullptr) return;
-  char buf[192];
-  for (int i = 0; i < n; ++i) {
-    const int len = std::snprintf(
-        buf, sizeof buf,
-        "{\"forward\":%lld,\"state\":%d,\"step\":%lld,\"kind\":\"%s\",\"page\":%d,\"slot\":%d,"
-        "\"evicted\":%d}\n",
-        static_cast<long long>(forward), state, static_cast<long long>(step), kind, ops[i].page,
-        ops[i].slot, ops[i].evicted);
-    out->write(buf, len);
-  }
-}
-
-}  // namespace
-
-SimResult simulate(const traces::TraceInput& input, const frontend::TraceBounds& stats,
-                   const CostModel& cost, const SimConfig& cfg) {
-  const Geometry& g = input.header.geometry;
-  g.validate();
+void check_config(const SimConfig& cfg) {
   const bool mirror = cfg.placement == Placement::mirror;
-  if (cfg.policy != Policy::lru && !mirror) {
+  if (cfg.policy != MirrorPolicy::lru && !mirror) {
     throw ConfigError("policy " + std::string(to_string(cfg.policy)) +
                       " needs placement mirror (it decides what the GPU pool holds)");
   }
@@ -121,225 +84,297 @@ SimResult simulate(const traces::TraceInput& input, const frontend::TraceBounds&
                           : "pool size must be positive, got " + std::to_string(cfg.pool_slots));
   }
   if (cfg.hybrid_window <= 0) throw ConfigError("hybrid window must be positive");
-  const int L = g.qsa_layers();
-  const PageId num_pages = stats.peak_pages;
-  const std::int64_t token_bytes = g.kv_bytes_per_token(cfg.dtype);
-  const std::int64_t page_bytes = g.kv_bytes_per_page(cfg.dtype);
-  const bool all_layers = cfg.unit == ResidencyUnit::all_layers_page;
-  const std::int64_t copy_page_bytes = all_layers ? page_bytes * L : page_bytes;
+}
 
-  SimResult res;
-  res.layers.resize(L);
-  {
-    // The start-up budget is always priced (the planner reports whether each configuration
-    // fits the card); with check_memory a configuration that does not fit is an error.
-    BudgetRequest br;
-    br.geometry = g;
-    br.dtype = cfg.dtype;
-    br.placement = cfg.placement;
-    br.unit = cfg.unit;
-    br.host_pages = num_pages;
-    br.pool_slots = cfg.pool_slots;
-    br.batch_rows = std::max(1, stats.max_rows);
-    br.write_pages = stats.max_write_pages;
-    br.context_tokens = std::max<std::int64_t>(1, stats.max_context);
-    br.staging_window_tokens = cfg.staging_window_tokens;
-    if (cfg.check_memory) {
-      br.device_capacity_bytes =
-          static_cast<std::int64_t>(cost.profile().device_memory_gib * 1024.0 * 1024.0 * 1024.0);
+// The start-up budget is always priced (the planner reports whether each configuration fits
+// the card); with check_memory a configuration that does not fit is an error.
+MemoryBudget price_memory(const Geometry& g, const frontend::TraceBounds& stats,
+                          const CostModel& cost, const SimConfig& cfg) {
+  BudgetRequest br;
+  br.geometry = g;
+  br.dtype = cfg.dtype;
+  br.placement = cfg.placement;
+  br.unit = cfg.unit;
+  br.host_pages = stats.peak_pages;
+  br.pool_slots = cfg.pool_slots;
+  br.batch_rows = std::max(1, stats.max_rows);
+  br.write_pages = stats.max_write_pages;
+  br.context_tokens = std::max<std::int64_t>(1, stats.max_context);
+  br.staging_window_tokens = cfg.staging_window_tokens;
+  if (cfg.check_memory) {
+    br.device_capacity_bytes =
+        static_cast<std::int64_t>(cost.profile().device_memory_gib * 1024.0 * 1024.0 * 1024.0);
+  }
+  return memory_budget(br);
+}
+
+// One replay of a trace through the core, priced on a timeline. A forward is, per QSA layer:
+// the non-QSA layers before it, store + index + top-k, the mirror store (mirror, host), then
+// the placement's reads and the attention; after the last QSA layer the remaining non-QSA
+// layers.
+class Simulation {
+ public:
+  Simulation(const traces::TraceInput& input, const frontend::TraceBounds& stats,
+             const CostModel& cost, const SimConfig& cfg)
+      : g_(input.header.geometry),
+        cost_(cost),
+        cfg_(cfg),
+        input_(input),
+        L_(g_.qsa_layers()),
+        num_pages_(stats.peak_pages),
+        token_bytes_(g_.kv_bytes_per_token(cfg.dtype)),
+        page_bytes_(g_.kv_bytes_per_page(cfg.dtype)),
+        mirror_(cfg.placement == Placement::mirror),
+        all_layers_(cfg.unit == ResidencyUnit::all_layers_page),
+        slots_(static_cast<SlotId>(cfg.pool_slots)),
+        window_stamps_(cfg.hybrid_window * kStampsPerLayerStep * L_),
+        fe_(g_, num_pages_, cfg.staging_window_tokens),
+        tl_(cfg.record_timeline) {
+    res_.layers.resize(L_);
+    const MemoryBudget mb = price_memory(g_, stats, cost, cfg);
+    res_.device_bytes = mb.device_bytes;
+    res_.host_bytes = mb.host_bytes;
+    if (mirror_) {
+      const int n = all_layers_ ? 1 : L_;
+      pools_.reserve(n);
+      for (int i = 0; i < n; ++i)
+        pools_.emplace_back(num_pages_, slots_, cfg.policy == MirrorPolicy::hybrid);
     }
-    const MemoryBudget mb = memory_budget(br);
-    res.device_bytes = mb.device_bytes;
-    res.host_bytes = mb.host_bytes;
+    // The non-QSA layers before each QSA layer, and after the last one.
+    gap_layers_.assign(L_ + 1, 0);
+    for (int l = 0; l < L_; ++l)
+      gap_layers_[l] = g_.qsa_layer_ids[l] - (l > 0 ? g_.qsa_layer_ids[l - 1] + 1 : 0);
+    gap_layers_[L_] = g_.total_layers - 1 - g_.qsa_layer_ids[L_ - 1];
+    non_qsa_layers_ = std::max(1, g_.total_layers - L_);
   }
 
-  frontend::FrontEnd fe(g, num_pages, cfg.staging_window_tokens);
-  const auto slots = static_cast<SlotId>(cfg.pool_slots);
-  std::vector<Pool> pools;
-  if (mirror) {
-    const int n = all_layers ? 1 : L;
-    pools.reserve(n);
-    for (int i = 0; i < n; ++i)
-      pools.emplace_back(num_pages, slots, cfg.policy == Policy::hybrid);
-  }
-  // Stamps: two per (forward, layer), so that a prefetch for layer l+1 issued during layer l
-  // lies strictly between layer l's and layer l+1's demand ensures.
-  const std::int64_t window_stamps = cfg.hybrid_window * 2 * L;
-  Scratch sc;
-
-  // The non-QSA layers before each QSA layer, and after the last one.
-  std::vector<int> gap_layers(L + 1, 0);
-  for (int l = 0; l < L; ++l) {
-    gap_layers[l] = g.qsa_layer_ids[l] - (l > 0 ? g.qsa_layer_ids[l - 1] + 1 : 0);
-  }
-  gap_layers[L] = g.total_layers - 1 - g.qsa_layer_ids[L - 1];
-  const int non_qsa = std::max(1, g.total_layers - L);
-
-  Timeline tl(cfg.record_timeline);
-  auto stream = input.open();
-  traces::Record rec;
-  std::int64_t fi = 0;
-  res.select_width_min = 0;
-  while (stream->next(rec)) {
-    if (const auto* b = std::get_if<traces::RequestBegin>(&rec)) {
-      fe.begin(*b);
-      continue;
-    }
-    if (const auto* e = std::get_if<traces::RequestEnd>(&rec)) {
-      const std::vector<PageId> freed = fe.end(*e);
-      for (std::size_t si = 0; si < pools.size(); ++si) {
-        Pool& p = pools[si];
-        for (PageId page : freed) {
-          if (cfg.on_release) cfg.on_release(static_cast<int>(si), page);
-          release_page(p.state.view(), page, p.victims);
-          if (!p.last_seen.empty()) p.last_seen[page] = AdmitOnReuse::kNeverSeen;
-        }
-      }
-      continue;
-    }
-    const auto& f = std::get<traces::Forward>(rec);
-    fe.prepare(f);
-    const int rows = static_cast<int>(f.rows.size());
-    const int width = fe.row_width(rows, mirror ? cfg.pool_slots : 0);
-    res.select_width_min =
-        res.select_width_min == 0 ? width : std::min(res.select_width_min, width);
-    const std::int64_t tokens = fe.tokens();
-    const std::int64_t decode_tokens = fe.decode_tokens();
-    res.decode_tokens += decode_tokens;
-    res.prefill_tokens += tokens - decode_tokens;
-    const std::int64_t non_qsa_ns = cost.non_qsa_ns(tokens);
-    auto gap_ns = [&](int i) { return non_qsa_ns * gap_layers[i] / non_qsa; };
-
-    tl.set_forward(fi);
-    const TimeNs fstart = tl.now();
-    OpId prev = kNoOp;
-    OpId prefetch_op = kNoOp;  // the prefetch copy the coming layer must wait for
-    for (int l = 0; l < L; ++l) {
-      LayerStats& ls = res.layers[l];
-      const OpId gap = tl.add(Resource::compute, gap_ns(l), {prev}, "non-QSA layers", l);
-      const frontend::LayerQuery q = fe.build(f, l, width);
-      ls.drops += q.drops;
-      const OpId idx =
-          tl.add(Resource::compute,
-                 cost.launch_ns(3) + cost.indexer_ns(q.row_blocks) + cost.topk_ns(q.row_blocks),
-                 {gap}, "store+index+top-k", l);
-      if (cfg.placement != Placement::device) {
-        const std::int64_t bytes = tokens * token_bytes;
-        res.d2h_bytes += bytes;
-        tl.add(Resource::d2h, cost.zero_copy_write_ns(bytes), {idx}, "mirror store", l);
-      }
-      const std::int64_t sel_bytes = q.selected_tokens * token_bytes;
-      OpId attn = kNoOp;
-      if (cfg.placement == Placement::device) {
-        res.hbm_read_bytes += sel_bytes;
-        attn = tl.add(Resource::compute, cost.launch_ns(2) + cost.attention_ns(sel_bytes), {idx},
-                      "attention", l);
-      } else if (cfg.placement == Placement::host) {
-        const std::int64_t in_place = (q.selected_tokens - q.staged_selected_tokens) * token_bytes;
-        const std::int64_t staged = q.staged_cached_tokens * token_bytes;
-        res.in_place_bytes += in_place;
-        res.h2d_bytes += in_place + staged;
-        res.hbm_read_bytes += q.staged_selected_tokens * token_bytes;
-        const OpId rd = in_place > 0 ? tl.add(Resource::h2d, cost.zero_copy_read_ns(in_place),
-                                              {idx}, "in-place read", l)
-                                     : kNoOp;
-        const OpId st = staged > 0
-                            ? tl.add(Resource::h2d, cost.h2d_copy_ns(staged, q.staged_windows),
-                                     {idx}, "staging windows", l)
-                            : kNoOp;
-        attn = tl.add(Resource::compute,
-                      cost.launch_ns(2 + static_cast<int>(q.staged_windows)) +
-                          cost.attention_ns(q.staged_selected_tokens * token_bytes),
-                      {idx, rd, st}, "attention", l);
+  SimResult run() {
+    auto stream = input_.open();
+    traces::Record rec;
+    while (stream->next(rec)) {
+      if (const auto* b = std::get_if<traces::RequestBegin>(&rec)) {
+        fe_.begin(*b);
+      } else if (const auto* e = std::get_if<traces::RequestEnd>(&rec)) {
+        end_request(*e);
       } else {
-        const int si = all_layers ? 0 : l;
-        Pool& pool = pools[si];
-        const int n = static_cast<int>(q.pages.size());
-        sc.fit(q.pages.size());
-        const std::int64_t step = (fi * L + l) * 2 + 1;
-        if (cfg.on_query) cfg.on_query(si, step, q.pages);
-        const EnsureScratch es{sc.miss.data(), sc.victims.data(), sc.bypass.data()};
-        const EnsureResult r =
-            cfg.policy == Policy::hybrid
-                ? ensure_pages(pool.state.view(), q.pages.data(), n, step, pool.victims, es,
-                               sc.copies.data(),
-                               AdmitOnReuse{pool.last_seen.data(), {window_stamps}})
-                : ensure_pages(pool.state.view(), q.pages.data(), n, step, pool.victims, es,
-                               sc.copies.data());
-        if (r.status != EnsureStatus::ok) {
-          throw CapacityError("forward " + std::to_string(fi) + " layer " + std::to_string(l) +
-                              ": the pool of " + std::to_string(cfg.pool_slots) +
-                              " slots cannot take " + std::to_string(r.misses) + " new pages (" +
-                              std::to_string(r.evictable) + " evictable)");
-        }
-        const int missing = translate_pages(q.pages.data(), n, pool.state.slot_of_page().data(),
-                                            num_pages, dummy_slot(slots), sc.physical.data());
-        if (r.bypassed == 0 && missing != 0) {
-          throw std::logic_error("simulator: a page is not resident after ensure");
-        }
-        dump(cfg.decisions, fi, si, step, "demand", sc.copies.data(), r.misses);
-        ls.lookups += r.hits + r.misses + r.bypassed;
-        ls.hits += r.hits;
-        ls.misses += r.misses;
-        ls.bypassed += r.bypassed;
-        ls.evictions += r.evictions;
-        const std::int64_t distinct = std::max(1, r.hits + r.misses + r.bypassed);
-        const std::int64_t bypass_bytes = sel_bytes * r.bypassed / distinct;
-        const std::int64_t copy_bytes = std::int64_t{r.misses} * copy_page_bytes;
-        res.copy_bytes += copy_bytes;
-        res.in_place_bytes += bypass_bytes;
-        res.h2d_bytes += copy_bytes + bypass_bytes;
-        res.hbm_read_bytes += sel_bytes - bypass_bytes;
-        const OpId ens = tl.add(Resource::compute,
-                                cost.launch_ns(3) + cost.ensure_ns(n, cfg.pool_slots, r.misses),
-                                {idx}, "compact+ensure+translate", l);
-        const OpId cp = copy_bytes > 0 ? tl.add(Resource::h2d, cost.zero_copy_read_ns(copy_bytes),
-                                                {ens}, "miss copy", l)
-                                       : kNoOp;
-        const OpId byp = bypass_bytes > 0
-                             ? tl.add(Resource::h2d, cost.zero_copy_read_ns(bypass_bytes), {ens},
-                                      "in-place read", l)
-                             : kNoOp;
-        attn = tl.add(Resource::compute,
-                      cost.launch_ns(2) + cost.attention_ns(sel_bytes - bypass_bytes),
-                      {ens, cp, byp, prefetch_op}, "attention", l);
-        prefetch_op = kNoOp;
-        if (cfg.policy == Policy::prefetch && !all_layers && l + 1 < L) {
-          // Layer l's pages, copied for layer l+1 while the GPU runs what lies between.
-          Pool& next = pools[l + 1];
-          const EnsureResult pr = ensure_pages(next.state.view(), q.pages.data(), n, step + 1,
-                                               next.victims, es, sc.copies.data());
-          if (pr.status == EnsureStatus::ok && pr.misses > 0) {
-            dump(cfg.decisions, fi, l + 1, step + 1, "prefetch", sc.copies.data(), pr.misses);
-            res.layers[l + 1].prefetched += pr.misses;
-            const std::int64_t pb = std::int64_t{pr.misses} * page_bytes;
-            res.copy_bytes += pb;
-            res.h2d_bytes += pb;
-            prefetch_op =
-                tl.add(Resource::h2d, cost.zero_copy_read_ns(pb), {ens}, "prefetch copy", l + 1);
-          }
-        }
+        forward(std::get<traces::Forward>(rec));
+        ++fi_;
+        if (cfg_.on_forward) cfg_.on_forward(fi_);
       }
-      prev = attn;
     }
-    const OpId last = tl.add(Resource::compute, gap_ns(L), {prev}, "non-QSA layers", -1);
-    const TimeNs end = tl.run_until(last);
-    const double dt = static_cast<double>(end - fstart);
-    if (tokens > 0) {
-      res.decode_time_ns += dt * static_cast<double>(decode_tokens) / static_cast<double>(tokens);
-      res.prefill_time_ns +=
-          dt * static_cast<double>(tokens - decode_tokens) / static_cast<double>(tokens);
-    }
-    res.compute_end_ns = end;
-    ++fi;
-    if (cfg.on_forward) cfg.on_forward(fi);
+    res_.forwards = fi_;
+    res_.makespan_ns = tl_.drain();
+    for (int r = 0; r < kResources; ++r)
+      res_.busy_ns[r] = tl_.busy_ns(static_cast<Resource>(r));
+    if (cfg_.record_timeline) res_.timeline = tl_.records();
+    return std::move(res_);
   }
-  res.forwards = fi;
-  res.makespan_ns = tl.drain();
-  for (int r = 0; r < kResources; ++r)
-    res.busy_ns[r] = tl.busy_ns(static_cast<Resource>(r));
-  if (cfg.record_timeline) res.timeline = tl.records();
-  return res;
+
+ private:
+  void end_request(const traces::RequestEnd& e) {
+    const std::vector<PageId> freed = fe_.end(e);
+    for (std::size_t si = 0; si < pools_.size(); ++si) {
+      PoolState& p = pools_[si];
+      for (PageId page : freed) {
+        if (cfg_.on_release) cfg_.on_release(static_cast<int>(si), page);
+        release_page(p.state.view(), page, p.victims);
+        if (!p.last_seen.empty()) p.last_seen[page] = AdmitOnReuse::kNeverSeen;
+      }
+    }
+  }
+
+  void forward(const traces::Forward& f) {
+    fe_.prepare(f);
+    const int rows = static_cast<int>(f.rows.size());
+    width_ = fe_.row_width(rows, mirror_ ? cfg_.pool_slots : 0);
+    res_.select_width_min =
+        res_.select_width_min == 0 ? width_ : std::min(res_.select_width_min, width_);
+    tokens_ = fe_.tokens();
+    const std::int64_t decode_tokens = fe_.decode_tokens();
+    res_.decode_tokens += decode_tokens;
+    res_.prefill_tokens += tokens_ - decode_tokens;
+    non_qsa_ns_ = cost_.non_qsa_ns(tokens_);
+
+    tl_.set_forward(fi_);
+    const TimeNs fstart = tl_.now();
+    OpId prev = kNoOp;
+    prefetch_op_ = kNoOp;
+    for (int l = 0; l < L_; ++l) {
+      const OpId gap = tl_.add(Resource::compute, gap_ns(l), {prev}, "non-QSA layers", l);
+      const frontend::LayerQuery q = fe_.build(f, l, width_);
+      res_.layers[l].drops += q.drops;
+      const OpId idx =
+          tl_.add(Resource::compute,
+                  cost_.launch_ns(3) + cost_.indexer_ns(q.row_blocks) + cost_.topk_ns(q.row_blocks),
+                  {gap}, "store+index+top-k", l);
+      if (cfg_.placement != Placement::device) {
+        const std::int64_t bytes = tokens_ * token_bytes_;
+        res_.d2h_bytes += bytes;
+        tl_.add(Resource::d2h, cost_.zero_copy_write_ns(bytes), {idx}, "mirror store", l);
+      }
+      prev = cfg_.placement == Placement::device ? device_layer(q, idx, l)
+             : cfg_.placement == Placement::host ? host_layer(q, idx, l)
+                                                 : mirror_layer(q, idx, l);
+    }
+    const OpId last = tl_.add(Resource::compute, gap_ns(L_), {prev}, "non-QSA layers", -1);
+    const TimeNs end = tl_.run_until(last);
+    const double dt = static_cast<double>(end - fstart);
+    if (tokens_ > 0) {
+      res_.decode_time_ns += dt * static_cast<double>(decode_tokens) / static_cast<double>(tokens_);
+      res_.prefill_time_ns +=
+          dt * static_cast<double>(tokens_ - decode_tokens) / static_cast<double>(tokens_);
+    }
+    res_.compute_end_ns = end;
+  }
+
+  TimeNs gap_ns(int i) const { return non_qsa_ns_ * gap_layers_[i] / non_qsa_layers_; }
+
+  OpId device_layer(const frontend::LayerQuery& q, OpId idx, int l) {
+    const std::int64_t sel_bytes = q.selected_tokens * token_bytes_;
+    res_.hbm_read_bytes += sel_bytes;
+    return tl_.add(Resource::compute, cost_.launch_ns(2) + cost_.attention_ns(sel_bytes), {idx},
+                   "attention", l);
+  }
+
+  // Decode reads the selection in place; prefill rows wider than their request's cache
+  // stage the cached tokens through device windows.
+  OpId host_layer(const frontend::LayerQuery& q, OpId idx, int l) {
+    const std::int64_t in_place = (q.selected_tokens - q.staged_selected_tokens) * token_bytes_;
+    const std::int64_t staged = q.staged_cached_tokens * token_bytes_;
+    res_.in_place_bytes += in_place;
+    res_.h2d_bytes += in_place + staged;
+    res_.hbm_read_bytes += q.staged_selected_tokens * token_bytes_;
+    const OpId rd = in_place > 0 ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(in_place), {idx},
+                                           "in-place read", l)
+                                 : kNoOp;
+    const OpId st = staged > 0 ? tl_.add(Resource::h2d, cost_.h2d_copy_ns(staged, q.staged_windows),
+                                         {idx}, "staging windows", l)
+                               : kNoOp;
+    return tl_.add(Resource::compute,
+                   cost_.launch_ns(2 + static_cast<int>(q.staged_windows)) +
+                       cost_.attention_ns(q.staged_selected_tokens * token_bytes_),
+                   {idx, rd, st}, "attention", l);
+  }
+
+  // The core's ensure for the layer's pool (AdmitAll, or AdmitOnReuse for hybrid).
+  EnsureResult ensure(PoolState& pool, const frontend::LayerQuery& q, std::int64_t step) {
+    const int n = static_cast<int>(q.pages.size());
+    const EnsureScratch es{sc_.miss.data(), sc_.victims.data(), sc_.bypass.data()};
+    if (cfg_.policy == MirrorPolicy::hybrid) {
+      return ensure_pages(pool.state.view(), q.pages.data(), n, step, pool.victims, es,
+                          sc_.copies.data(), AdmitOnReuse{pool.last_seen.data(), {window_stamps_}});
+    }
+    return ensure_pages(pool.state.view(), q.pages.data(), n, step, pool.victims, es,
+                        sc_.copies.data());
+  }
+
+  OpId mirror_layer(const frontend::LayerQuery& q, OpId idx, int l) {
+    LayerStats& ls = res_.layers[l];
+    const int si = all_layers_ ? 0 : l;
+    PoolState& pool = pools_[si];
+    const int n = static_cast<int>(q.pages.size());
+    sc_.fit(q.pages.size());
+    const std::int64_t ls_index = layer_step(fi_, L_, l);
+    const std::int64_t step = demand_stamp(ls_index);
+    if (cfg_.on_query) cfg_.on_query(si, step, q.pages);
+    const EnsureResult r = ensure(pool, q, step);
+    if (r.status != EnsureStatus::ok) {
+      throw CapacityError("forward " + std::to_string(fi_) + " layer " + std::to_string(l) +
+                          ": the pool of " + std::to_string(cfg_.pool_slots) +
+                          " slots cannot take " + std::to_string(r.misses) + " new pages (" +
+                          std::to_string(r.evictable) + " evictable)");
+    }
+    const int missing = translate_pages(q.pages.data(), n, pool.state.slot_of_page().data(),
+                                        num_pages_, dummy_slot(slots_), sc_.physical.data());
+    if (r.bypassed == 0 && missing != 0) {
+      throw std::logic_error("simulator: a page is not resident after ensure");
+    }
+    frontend::log_installs(cfg_.decisions, fi_, si, step, frontend::InstallKind::demand,
+                           {sc_.copies.data(), static_cast<std::size_t>(r.misses)});
+    ls.lookups += r.hits + r.misses + r.bypassed;
+    ls.hits += r.hits;
+    ls.misses += r.misses;
+    ls.bypassed += r.bypassed;
+    ls.evictions += r.evictions;
+    const std::int64_t sel_bytes = q.selected_tokens * token_bytes_;
+    const std::int64_t distinct = std::max(1, r.hits + r.misses + r.bypassed);
+    const std::int64_t bypass_bytes = sel_bytes * r.bypassed / distinct;
+    const std::int64_t copy_page_bytes = all_layers_ ? page_bytes_ * L_ : page_bytes_;
+    const std::int64_t copy_bytes = std::int64_t{r.misses} * copy_page_bytes;
+    res_.copy_bytes += copy_bytes;
+    res_.in_place_bytes += bypass_bytes;
+    res_.h2d_bytes += copy_bytes + bypass_bytes;
+    res_.hbm_read_bytes += sel_bytes - bypass_bytes;
+    const OpId ens = tl_.add(Resource::compute,
+                             cost_.launch_ns(3) + cost_.ensure_ns(n, cfg_.pool_slots, r.misses),
+                             {idx}, "compact+ensure+translate", l);
+    const OpId cp = copy_bytes > 0 ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(copy_bytes),
+                                             {ens}, "miss copy", l)
+                                   : kNoOp;
+    const OpId byp = bypass_bytes > 0
+                         ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(bypass_bytes), {ens},
+                                   "in-place read", l)
+                         : kNoOp;
+    const OpId attn = tl_.add(Resource::compute,
+                              cost_.launch_ns(2) + cost_.attention_ns(sel_bytes - bypass_bytes),
+                              {ens, cp, byp, prefetch_op_}, "attention", l);
+    prefetch_op_ = kNoOp;
+    if (cfg_.policy == MirrorPolicy::prefetch && PrefetchNextLayer::applies(cfg_.unit, l, L_)) {
+      prefetch_op_ = prefetch_next(q, ens, l, ls_index);
+    }
+    return attn;
+  }
+
+  // Layer l's pages, copied for layer l + 1 while the GPU runs what lies between.
+  OpId prefetch_next(const frontend::LayerQuery& q, OpId after, int l, std::int64_t ls_index) {
+    PoolState& next = pools_[l + 1];
+    const EnsureScratch es{sc_.miss.data(), sc_.victims.data(), sc_.bypass.data()};
+    const EnsureResult pr = PrefetchNextLayer::prefetch(next.state.view(), q.pages.data(),
+                                                        static_cast<int>(q.pages.size()), ls_index,
+                                                        next.victims, es, sc_.copies.data());
+    if (pr.status != EnsureStatus::ok || pr.misses == 0) return kNoOp;
+    frontend::log_installs(cfg_.decisions, fi_, l + 1, prefetch_stamp(ls_index),
+                           frontend::InstallKind::prefetch,
+                           {sc_.copies.data(), static_cast<std::size_t>(pr.misses)});
+    res_.layers[l + 1].prefetched += pr.misses;
+    const std::int64_t pb = std::int64_t{pr.misses} * page_bytes_;
+    res_.copy_bytes += pb;
+    res_.h2d_bytes += pb;
+    return tl_.add(Resource::h2d, cost_.zero_copy_read_ns(pb), {after}, "prefetch copy", l + 1);
+  }
+
+  const Geometry& g_;
+  const CostModel& cost_;
+  const SimConfig& cfg_;
+  const traces::TraceInput& input_;
+  const int L_;
+  const PageId num_pages_;
+  const std::int64_t token_bytes_, page_bytes_;
+  const bool mirror_, all_layers_;
+  const SlotId slots_;
+  const std::int64_t window_stamps_;  // hybrid: the reuse window in stamps
+  frontend::FrontEnd fe_;
+  Timeline tl_;
+  std::vector<PoolState> pools_;
+  std::vector<int> gap_layers_;
+  int non_qsa_layers_ = 1;
+  Scratch sc_;
+  SimResult res_;
+  // the forward in progress
+  std::int64_t fi_ = 0;
+  int width_ = 0;
+  std::int64_t tokens_ = 0;
+  TimeNs non_qsa_ns_ = 0;
+  OpId prefetch_op_ = kNoOp;  // the prefetch copy the coming layer must wait for
+};
+
+}  // namespace
+
+SimResult simulate(const traces::TraceInput& input, const frontend::TraceBounds& stats,
+                   const CostModel& cost, const SimConfig& cfg) {
+  input.header.geometry.validate();
+  check_config(cfg);
+  return Simulation(input, stats, cost, cfg).run();
 }
 
 void write_chrome_trace(std::ostream& out, const std::vector<OpRecord>& ops, const Geometry& g) {

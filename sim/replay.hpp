@@ -10,26 +10,18 @@
 #include "frontend/front_end.hpp"
 #include "model/cost_model.hpp"
 #include "model/kv_dtype.hpp"
+#include "model/mirror_policy.hpp"
 #include "model/placement.hpp"
 #include "sim/timeline.hpp"
 #include "traces/trace_source.hpp"
 
 namespace kvtier::sim {
 
-// How the mirror pool is filled (placement mirror only).
-enum class Policy : std::uint8_t {
-  lru,       // every miss is copied into the pool (the published write-through mirror)
-  hybrid,    // a miss is read in place; only pages that come back are copied (AdmitOnReuse)
-  prefetch,  // lru, plus: layer l's selection is copied for layer l+1 on the copy stream
-};
-std::string_view to_string(Policy p);
-Policy parse_policy(std::string_view text);
-
 struct SimConfig {
   Placement placement = Placement::mirror;
   ResidencyUnit unit = ResidencyUnit::layer_page;
   KvDtype dtype = KvDtype::bf16;
-  Policy policy = Policy::lru;
+  MirrorPolicy policy = MirrorPolicy::lru;
   std::int64_t pool_slots = 0;      // mirror: slots per layer (layer unit) or shared slots
   std::int64_t hybrid_window = 64;  // hybrid: reuse window in layer-steps of one state
   std::int64_t staging_window_tokens = 131072;  // host placement prefill window

@@ -62,7 +62,7 @@ void BM_Replay(benchmark::State& state) {
   c.placement = Placement::mirror;
   c.pool_slots = state.range(0);
   c.unit = state.range(1) == 0 ? ResidencyUnit::layer_page : ResidencyUnit::all_layers_page;
-  c.policy = static_cast<Policy>(state.range(2));
+  c.policy = static_cast<MirrorPolicy>(state.range(2));
   std::int64_t lookups = 0, misses = 0, steps = 0;
   for (auto _ : state) {
     const SimResult r = simulate(t.input, t.stats, h200(), c);

@@ -127,7 +127,7 @@ TEST(ReplayTimeline, HostInPlace) {
 
 // Both layers select blocks {0, 3} (pages 0, 1) + tail page 2: layer 1's query equals layer 0's,
 // [2 | 0 1 2], so what prefetch copies for layer 1 during layer 0 is exactly what it needs.
-SimResult run_same_selection(Policy policy) {
+SimResult run_same_selection(MirrorPolicy policy) {
   const Geometry g = tiny_geometry();
   std::vector<traces::Record> rec;
   rec.emplace_back(traces::RequestBegin{1, 8, 0, 0});
@@ -146,7 +146,7 @@ SimResult run_same_selection(Policy policy) {
 }
 
 TEST(ReplayTimeline, LruWithEqualSelectionsMissesInEveryLayer) {
-  const SimResult r = run_same_selection(Policy::lru);
+  const SimResult r = run_same_selection(MirrorPolicy::lru);
   // Layer 1 misses its 3 pages again: ensure 3 + 1 + 4 + 4 + 3 = 15 ns, copy 1 + 3 x 64 ns,
   // then attention 83 ns.
   const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
@@ -165,7 +165,7 @@ TEST(ReplayTimeline, LruWithEqualSelectionsMissesInEveryLayer) {
 }
 
 TEST(ReplayTimeline, PrefetchTurnsTheNextLayersMissesIntoOverlappedCopies) {
-  const SimResult r = run_same_selection(Policy::prefetch);
+  const SimResult r = run_same_selection(MirrorPolicy::prefetch);
   // After layer 0's ensure (ends at 31) its 3 pages are ensured into layer 1's pool and copied
   // on the H2D link behind layer 0's demand copy: 224 .. 417, while the GPU runs layer 0's
   // attention and layer 1's non-QSA, index and ensure (all hits: 3 + 1 + 4 + 4 = 12 ns).

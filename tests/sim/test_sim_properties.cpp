@@ -194,7 +194,7 @@ RC_GTEST_PROP(SimProperties, HybridNeverCopiesAPageSeenOnce, ()) {
   const traces::TraceInput t = random_trace(seed, g, 30);
   const frontend::TraceBounds st = frontend::scan_trace(t);
   SimConfig c;
-  c.policy = Policy::hybrid;
+  c.policy = MirrorPolicy::hybrid;
   c.pool_slots = st.max_rows + st.max_write_pages + *rc::gen::inRange<std::int64_t>(0, 12);
   // Stamps at which each (state, page) was queried, and at which it was released.
   std::map<std::pair<int, PageId>, std::vector<std::int64_t>> queried, released;
