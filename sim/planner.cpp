@@ -90,174 +90,108 @@ std::vector<std::int64_t> auto_sizes(std::int64_t lo, std::int64_t hi, int point
 
 }  // namespace
 
-PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const PlanConfig& cfg) {
-  PlanResult res;
-  res.trace = input.name;
-  res.profile = cost.profile().name;
-  res.dtype = cfg.dtype;
-  res.policy = cfg.policy;
-  res.within = cfg.within;
-  res.chosen = cfg.chosen;
-  const auto device_capacity =
-      static_cast<std::int64_t>(cost.profile().device_memory_gib * 1024.0 * 1024.0 * 1024.0);
-  res.device_capacity_bytes = device_capacity;
-  if (!(cfg.within > 0 && cfg.within < 1) || !(cfg.chosen > 0 && cfg.chosen < 1)) {
-    throw ConfigError("--within and --chosen are percentages between 0 and 100 (exclusive)");
-  }
-  res.stats = frontend::scan_trace(input);
+namespace {
+
+// One simulation of the sweep: device, host, or a mirror (unit, size) point, or a Belady count.
+struct SweepJob {
+  Placement placement;
+  int unit = 0;
+  std::size_t size = 0;
+  bool belady = false;
+};
+
+// The sizes a unit's sweep covers: the user's (each at least the planner's minimum), or
+// `points` sizes up to everything resident with no row truncated by the select width.
+std::vector<std::int64_t> sweep_sizes(const PlanConfig& cfg, const PlanResult& res) {
   const frontend::TraceBounds& st = res.stats;
-  if (st.forwards == 0) throw ConfigError("trace '" + input.name + "' has no forwards");
-  const int threads = cfg.threads > 0
-                          ? cfg.threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const bool want_mirror = std::find(cfg.placements.begin(), cfg.placements.end(),
-                                     Placement::mirror) != cfg.placements.end();
-  res.has_device = std::find(cfg.placements.begin(), cfg.placements.end(), Placement::device) !=
-                   cfg.placements.end();
-  res.has_host = std::find(cfg.placements.begin(), cfg.placements.end(), Placement::host) !=
-                 cfg.placements.end();
+  if (cfg.sizes.empty()) {
+    const std::int64_t hi =
+        std::max({res.min_slots, std::int64_t{st.peak_pages}, st.max_step_pages});
+    return auto_sizes(res.min_slots, hi, cfg.points);
+  }
+  for (std::int64_t s : cfg.sizes) {
+    if (s < res.min_slots) {
+      throw ConfigError(
+          "pool of " + std::to_string(s) +
+          " slots cannot hold the trace's largest step (its rows' distinct pages plus the "
+          "pages it writes): the planner's minimum is " +
+          std::to_string(res.min_slots) +
+          " slots (`kvtier sim` runs smaller pools, truncating rows to the select width)");
+    }
+  }
+  return cfg.sizes;
+}
 
-  // One-pass curves first (one per unit, in parallel): they also give the smallest pool.
-  std::vector<MrcResult> mrc(want_mirror ? cfg.units.size() : 0);
-  parallel_for(
-      mrc.size(), threads,
-      [&](std::size_t i) {
-        mrc[i] = miss_ratio_curve(input, st, cfg.units[i], cfg.belady, cfg.belady_max_entries);
-      },
-      nullptr);
-  res.min_slots = std::int64_t{st.max_rows} + st.max_write_pages;
-  for (const auto& m : mrc)
-    res.min_slots = std::max(res.min_slots, m.max_step_pages);
-
-  // Jobs: device, host, then (unit, size) mirror simulations and Belady counts.
-  struct Job {
-    Placement placement;
-    int unit = 0;
-    std::size_t size = 0;
-    bool belady = false;
-  };
-  std::vector<Job> jobs;
-  if (res.has_device) jobs.push_back({Placement::device});
-  if (res.has_host) jobs.push_back({Placement::host});
-  for (std::size_t u = 0; u < mrc.size(); ++u) {
-    UnitSweep us;
-    us.unit = cfg.units[u];
-    us.lookups = mrc[u].curve.lookups;
-    if (cfg.sizes.empty()) {
-      // Up to everything resident and no row truncated by the fixed select width.
-      const std::int64_t hi =
-          std::max({res.min_slots, std::int64_t{st.peak_pages}, st.max_step_pages});
-      us.sizes = auto_sizes(res.min_slots, hi, cfg.points);
+// A unit's sweep from its one-pass curve, and the jobs that simulate it.
+UnitSweep plan_unit(const PlanConfig& cfg, const PlanResult& res, const MrcResult& mrc, int u,
+                    std::vector<SweepJob>& jobs) {
+  UnitSweep us;
+  us.unit = cfg.units[static_cast<std::size_t>(u)];
+  us.lookups = mrc.curve.lookups;
+  us.sizes = sweep_sizes(cfg, res);
+  for (std::int64_t s : us.sizes)
+    us.lru_misses.push_back(mrc.curve.misses(s));
+  us.points.resize(us.sizes.size());
+  const bool belady = cfg.belady && !mrc.log.dropped;
+  if (cfg.belady && mrc.log.dropped) {
+    us.belady_note = "skipped: the trace's query log is over " +
+                     std::to_string(cfg.belady_max_entries) + " entries";
+  }
+  // Every first reference misses under any policy, and Belady <= LRU: where LRU has only
+  // those compulsory misses, so has Belady (no run needed).
+  const std::int64_t compulsory = mrc.curve.misses(std::numeric_limits<std::int64_t>::max());
+  if (belady) us.belady_misses.resize(us.sizes.size());
+  for (std::size_t i = 0; i < us.sizes.size(); ++i) {
+    jobs.push_back({Placement::mirror, u, i, false});
+    if (!belady) continue;
+    if (us.lru_misses[i] == compulsory) {
+      us.belady_misses[i] = compulsory;
     } else {
-      us.sizes = cfg.sizes;
-      for (std::int64_t s : us.sizes) {
-        if (s < res.min_slots) {
-          throw ConfigError(
-              "pool of " + std::to_string(s) +
-              " slots cannot hold the trace's largest step (its rows' distinct pages plus the "
-              "pages it writes): the planner's minimum is " +
-              std::to_string(res.min_slots) +
-              " slots (`kvtier sim` runs smaller pools, truncating rows to the select width)");
-        }
-      }
+      jobs.push_back({Placement::mirror, u, i, true});
     }
-    for (std::int64_t s : us.sizes)
-      us.lru_misses.push_back(mrc[u].curve.misses(s));
-    us.points.resize(us.sizes.size());
-    const bool belady = cfg.belady && !mrc[u].log.dropped;
-    if (cfg.belady && mrc[u].log.dropped) {
-      us.belady_note = "skipped: the trace's query log is over " +
-                       std::to_string(cfg.belady_max_entries) + " entries";
-    }
-    // Every first reference misses under any policy, and Belady <= LRU: where LRU has only
-    // those compulsory misses, so has Belady (no run needed).
-    const std::int64_t compulsory = mrc[u].curve.misses(std::numeric_limits<std::int64_t>::max());
-    if (belady) us.belady_misses.resize(us.sizes.size());
-    for (std::size_t i = 0; i < us.sizes.size(); ++i) {
-      jobs.push_back({Placement::mirror, static_cast<int>(u), i, false});
-      if (!belady) continue;
-      if (us.lru_misses[i] == compulsory) {
-        us.belady_misses[i] = compulsory;
-      } else {
-        jobs.push_back({Placement::mirror, static_cast<int>(u), i, true});
-      }
-    }
-    res.units.push_back(std::move(us));
   }
-  parallel_for(
-      jobs.size(), threads,
-      [&](std::size_t j) {
-        const Job& job = jobs[j];
-        if (job.belady) {
-          UnitSweep& us = res.units[job.unit];
-          us.belady_misses[job.size] = belady_misses(mrc[job.unit].log, us.sizes[job.size]);
-          return;
-        }
-        SimConfig c;
-        c.placement = job.placement;
-        c.dtype = cfg.dtype;
-        if (job.placement == Placement::mirror) {
-          UnitSweep& us = res.units[job.unit];
-          c.unit = us.unit;
-          c.policy = cfg.policy;
-          c.pool_slots = us.sizes[job.size];
-          c.check_memory = false;  // the sweep reports sizes beyond the card too, marked
-          us.points[job.size] = summarize(simulate(input, st, cost, c), device_capacity);
-        } else {
-          c.check_memory = false;
-          (job.placement == Placement::device ? res.device : res.host) =
-              summarize(simulate(input, st, cost, c), device_capacity);
-        }
-      },
-      cfg.progress);
+  return us;
+}
 
-  // Cliff and thresholds against all-resident speed: the same placement and unit at the
-  // largest pool swept (by default everything resident), so that the thresholds size the pool
-  // rather than compare placements (the mirror's per-step ensure and store cost stays even
-  // with every page resident; the recommendation compares placements). A size that drops
-  // pages past the select width changes what the model attends, so it never qualifies.
-  for (UnitSweep& us : res.units) {
-    const double ref = us.points.back().decode_tps;
-    double steepest = -1;
-    for (std::size_t i = 1; i < us.sizes.size(); ++i) {
-      const double drop = (us.points[i].decode_tps - us.points[i - 1].decode_tps) /
-                          static_cast<double>(us.sizes[i] - us.sizes[i - 1]);
-      if (drop > steepest) {
-        steepest = drop;
-        us.cliff_slots = us.sizes[i];
-      }
-    }
-    for (std::size_t i = 0; i < us.sizes.size(); ++i) {
-      if (us.points[i].drops != 0 || !us.points[i].fits_device) continue;
-      if (us.within_slots == 0 && us.points[i].decode_tps >= ref * (1 - cfg.within)) {
-        us.within_slots = us.sizes[i];
-      }
-      if (us.chosen_slots == 0 && us.points[i].decode_tps >= ref * (1 - cfg.chosen)) {
-        us.chosen_slots = us.sizes[i];
-      }
+// Cliff and thresholds against all-resident speed: the same placement and unit at the
+// largest pool swept (by default everything resident), so that the thresholds size the pool
+// rather than compare placements (the mirror's per-step ensure and store cost stays even
+// with every page resident; the recommendation compares placements). A size that drops
+// pages past the select width changes what the model attends, so it never qualifies.
+void find_thresholds(UnitSweep& us, double within, double chosen) {
+  const double ref = us.points.back().decode_tps;
+  double steepest = -1;
+  for (std::size_t i = 1; i < us.sizes.size(); ++i) {
+    const double drop = (us.points[i].decode_tps - us.points[i - 1].decode_tps) /
+                        static_cast<double>(us.sizes[i] - us.sizes[i - 1]);
+    if (drop > steepest) {
+      steepest = drop;
+      us.cliff_slots = us.sizes[i];
     }
   }
+  for (std::size_t i = 0; i < us.sizes.size(); ++i) {
+    if (us.points[i].drops != 0 || !us.points[i].fits_device) continue;
+    if (us.within_slots == 0 && us.points[i].decode_tps >= ref * (1 - within)) {
+      us.within_slots = us.sizes[i];
+    }
+    if (us.chosen_slots == 0 && us.points[i].decode_tps >= ref * (1 - chosen)) {
+      us.chosen_slots = us.sizes[i];
+    }
+  }
+}
 
-  // Recommendation: the fastest decode placement, and for mirror the unit and pool size.
-  std::string rec;
-  double best = 0;
-  if (res.has_device) {
-    best = res.device.decode_tps;
-    rec = res.device.fits_device
-              ? "device (every page in GPU memory) is the speed reference"
-              : "device does not fit this card: it needs " + gib(res.device.device_bytes) +
-                    ", the card has " + gib(device_capacity);
-  }
-  // The unit that qualifies with the smallest pool; at equal pools the faster one.
-  auto point_at = [](const UnitSweep& us, std::int64_t slots) -> const PointSummary& {
-    const auto it = std::find(us.sizes.begin(), us.sizes.end(), slots);
-    return us.points[static_cast<std::size_t>(it - us.sizes.begin())];
-  };
-  auto tps_at = [&](const UnitSweep& us, std::int64_t slots) {
+const PointSummary& point_at(const UnitSweep& us, std::int64_t slots) {
+  const auto it = std::find(us.sizes.begin(), us.sizes.end(), slots);
+  return us.points[static_cast<std::size_t>(it - us.sizes.begin())];
+}
+
+// The unit that qualifies with the smallest pool; at equal pools the faster one.
+const UnitSweep* best_mirror_unit(const std::vector<UnitSweep>& units) {
+  auto tps_at = [](const UnitSweep& us, std::int64_t slots) {
     return point_at(us, slots).decode_tps;
   };
   const UnitSweep* best_unit = nullptr;
-  for (const UnitSweep& us : res.units) {
+  for (const UnitSweep& us : units) {
     if (best_unit == nullptr) {
       best_unit = &us;
     } else if (us.within_slots != 0) {
@@ -268,9 +202,25 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
       if (better) best_unit = &us;
     }
   }
+  return best_unit;
+}
+
+// Recommendation: the fastest decode placement, and for mirror the unit and pool size.
+std::string recommend(const PlanResult& res, const PlanConfig& cfg) {
+  const std::int64_t device_capacity = res.device_capacity_bytes;
+  std::string rec;
+  double best = 0;
+  if (res.has_device) {
+    best = res.device.decode_tps;
+    rec = res.device.fits_device
+              ? "device (every page in GPU memory) is the speed reference"
+              : "device does not fit this card: it needs " + gib(res.device.device_bytes) +
+                    ", the card has " + gib(device_capacity);
+  }
+  const UnitSweep* best_unit = best_mirror_unit(res.units);
   if (best_unit != nullptr) {
     if (best_unit->within_slots != 0) {
-      const double at_tps = tps_at(*best_unit, best_unit->within_slots);
+      const double at_tps = point_at(*best_unit, best_unit->within_slots).decode_tps;
       rec = "mirror, residency unit " + std::string(to_string(best_unit->unit)) + ", pool of " +
             std::to_string(best_unit->within_slots) + " slots: within " +
             std::to_string(static_cast<int>(std::lround(cfg.within * 100))) +
@@ -305,7 +255,86 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
   if (res.has_host && res.host.decode_tps > best && !res.has_device) {
     rec = "host (in place): fastest decode of the placements asked";
   }
-  res.recommendation = rec;
+  return rec;
+}
+
+bool asks_for(const PlanConfig& cfg, Placement p) {
+  return std::find(cfg.placements.begin(), cfg.placements.end(), p) != cfg.placements.end();
+}
+
+}  // namespace
+
+PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const PlanConfig& cfg) {
+  PlanResult res;
+  res.trace = input.name;
+  res.profile = cost.profile().name;
+  res.dtype = cfg.dtype;
+  res.policy = cfg.policy;
+  res.within = cfg.within;
+  res.chosen = cfg.chosen;
+  const auto device_capacity =
+      static_cast<std::int64_t>(cost.profile().device_memory_gib * 1024.0 * 1024.0 * 1024.0);
+  res.device_capacity_bytes = device_capacity;
+  if (!(cfg.within > 0 && cfg.within < 1) || !(cfg.chosen > 0 && cfg.chosen < 1)) {
+    throw ConfigError("--within and --chosen are percentages between 0 and 100 (exclusive)");
+  }
+  res.stats = frontend::scan_trace(input);
+  const frontend::TraceBounds& st = res.stats;
+  if (st.forwards == 0) throw ConfigError("trace '" + input.name + "' has no forwards");
+  const int threads = cfg.threads > 0
+                          ? cfg.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const bool want_mirror = asks_for(cfg, Placement::mirror);
+  res.has_device = asks_for(cfg, Placement::device);
+  res.has_host = asks_for(cfg, Placement::host);
+
+  // One-pass curves first (one per unit, in parallel): they also give the smallest pool.
+  std::vector<MrcResult> mrc(want_mirror ? cfg.units.size() : 0);
+  parallel_for(
+      mrc.size(), threads,
+      [&](std::size_t i) {
+        mrc[i] = miss_ratio_curve(input, st, cfg.units[i], cfg.belady, cfg.belady_max_entries);
+      },
+      nullptr);
+  res.min_slots = std::int64_t{st.max_rows} + st.max_write_pages;
+  for (const auto& m : mrc)
+    res.min_slots = std::max(res.min_slots, m.max_step_pages);
+
+  // Jobs: device, host, then (unit, size) mirror simulations and Belady counts.
+  std::vector<SweepJob> jobs;
+  if (res.has_device) jobs.push_back({Placement::device});
+  if (res.has_host) jobs.push_back({Placement::host});
+  for (std::size_t u = 0; u < mrc.size(); ++u)
+    res.units.push_back(plan_unit(cfg, res, mrc[u], static_cast<int>(u), jobs));
+  parallel_for(
+      jobs.size(), threads,
+      [&](std::size_t j) {
+        const SweepJob& job = jobs[j];
+        if (job.belady) {
+          UnitSweep& us = res.units[job.unit];
+          us.belady_misses[job.size] = belady_misses(mrc[job.unit].log, us.sizes[job.size]);
+          return;
+        }
+        SimConfig c;
+        c.placement = job.placement;
+        c.dtype = cfg.dtype;
+        c.check_memory = false;  // the sweep reports sizes beyond the card too, marked
+        if (job.placement == Placement::mirror) {
+          UnitSweep& us = res.units[job.unit];
+          c.unit = us.unit;
+          c.policy = cfg.policy;
+          c.pool_slots = us.sizes[job.size];
+          us.points[job.size] = summarize(simulate(input, st, cost, c), device_capacity);
+        } else {
+          (job.placement == Placement::device ? res.device : res.host) =
+              summarize(simulate(input, st, cost, c), device_capacity);
+        }
+      },
+      cfg.progress);
+
+  for (UnitSweep& us : res.units)
+    find_thresholds(us, cfg.within, cfg.chosen);
+  res.recommendation = recommend(res, cfg);
   return res;
 }
 
