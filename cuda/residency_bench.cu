@@ -13,15 +13,14 @@
 #include "cuda/engine.hpp"
 #include "cuda/host_bank.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/stream_handles.hpp"
 
 namespace kvtier::cuda {
 namespace {
 
 template <class F>
 double median_us(int repeats, cudaStream_t s, F&& body) {
-  cudaEvent_t a, b;
-  KVT_CUDA_CHECK(cudaEventCreate(&a));
-  KVT_CUDA_CHECK(cudaEventCreate(&b));
+  const Event a = make_event(), b = make_event();
   for (int i = 0; i < 3; ++i)
     body();
   KVT_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -35,8 +34,6 @@ double median_us(int repeats, cudaStream_t s, F&& body) {
     KVT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
     t.push_back(ms * 1000.0);
   }
-  KVT_CUDA_CHECK(cudaEventDestroy(a));
-  KVT_CUDA_CHECK(cudaEventDestroy(b));
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
@@ -52,15 +49,10 @@ double gbps(double bytes, double us) {
   return bytes / (us * 1e3);
 }
 
-cudaGraphExec_t capture(cudaStream_t s, const std::function<void()>& body) {
-  cudaGraph_t g;
+GraphExec capture(cudaStream_t s, const std::function<void()>& body) {
   KVT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
   body();
-  KVT_CUDA_CHECK(cudaStreamEndCapture(s, &g));
-  cudaGraphExec_t e;
-  KVT_CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
-  KVT_CUDA_CHECK(cudaGraphDestroy(g));
-  return e;
+  return end_capture(s);
 }
 
 // 512 distinct random blocks of a context of `ctx` tokens, ascending, then the causal tail.
@@ -75,145 +67,134 @@ std::vector<std::int32_t> random_blocks(std::mt19937_64& rng, std::int64_t ctx) 
   return b;
 }
 
-}  // namespace
+// --- ceilings: pinned H2D memcpy, D2D copy (read + written)
+void bench_ceilings(const BenchOptions& o, cudaStream_t s, std::vector<BenchFigure>& f) {
+  const std::size_t bytes = std::size_t{1} << 30;
+  void* h = nullptr;
+  KVT_CUDA_CHECK(cudaHostAlloc(&h, bytes, cudaHostAllocMapped));
+  std::memset(h, 1, bytes);
+  DeviceArray<std::byte> d(bytes), d2(bytes);
+  const double t = median_us(std::min(o.repeats, 10), s, [&] {
+    KVT_CUDA_CHECK(cudaMemcpyAsync(d.get(), h, bytes, cudaMemcpyHostToDevice, s));
+  });
+  f.push_back({"ceiling: H2D cudaMemcpyAsync, pinned, 1 GiB", gbps(double(bytes), t), "GB/s", "",
+               "median of " + std::to_string(std::min(o.repeats, 10))});
+  const double t2 = median_us(std::min(o.repeats, 10), s, [&] {
+    KVT_CUDA_CHECK(cudaMemcpyAsync(d2.get(), d.get(), bytes, cudaMemcpyDeviceToDevice, s));
+  });
+  f.push_back(
+      {"ceiling: D2D copy (read + written), 1 GiB", gbps(2.0 * double(bytes), t2), "GB/s", "", ""});
+  KVT_CUDA_CHECK(cudaFreeHost(h));
+}
 
-std::vector<BenchFigure> run_residency_bench(const BenchOptions& o) {
-  std::vector<BenchFigure> f;
-  cudaStream_t s;
-  KVT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  std::mt19937_64 rng(20261129);
-  const PageLayout ref = PageLayout::make(12, 64, 2, 256, false);  // Flash-Next, bf16
-
-  // --- ceilings: pinned H2D memcpy, D2D copy (read + written)
-  {
-    const std::size_t bytes = std::size_t{1} << 30;
-    void* h = nullptr;
-    KVT_CUDA_CHECK(cudaHostAlloc(&h, bytes, cudaHostAllocMapped));
-    std::memset(h, 1, bytes);
-    DeviceArray<std::byte> d(bytes), d2(bytes);
-    const double t = median_us(std::min(o.repeats, 10), s, [&] {
-      KVT_CUDA_CHECK(cudaMemcpyAsync(d.get(), h, bytes, cudaMemcpyHostToDevice, s));
-    });
-    f.push_back({"ceiling: H2D cudaMemcpyAsync, pinned, 1 GiB", gbps(double(bytes), t), "GB/s", "",
-                 "median of " + std::to_string(std::min(o.repeats, 10))});
-    const double t2 = median_us(std::min(o.repeats, 10), s, [&] {
-      KVT_CUDA_CHECK(cudaMemcpyAsync(d2.get(), d.get(), bytes, cudaMemcpyDeviceToDevice, s));
-    });
-    f.push_back({"ceiling: D2D copy (read + written), 1 GiB", gbps(2.0 * double(bytes), t2), "GB/s",
-                 "", ""});
-    KVT_CUDA_CHECK(cudaFreeHost(h));
-  }
-
-  // --- multi-bank miss copy: 64 KiB pieces, host bank -> pool, copy kernel alone
-  {
-    const PageId pages = o.bank_pages;
-    for (int unit_all = 0; unit_all < 2; ++unit_all) {
-      const int misses = unit_all ? 64 : 256;
-      MirrorConfig cfg{
-          ref,    unit_all ? ResidencyUnit::all_layers_page : ResidencyUnit::layer_page,
-          pages,  misses,
-          misses, EnsureForm::block};
-      MirrorEngine e(cfg);
-      std::vector<PageId> q(static_cast<std::size_t>(pages));
-      std::iota(q.begin(), q.end(), 0);
-      std::shuffle(q.begin(), q.end(), rng);
-      q.resize(static_cast<std::size_t>(misses));
-      std::vector<CopyOp> copies;
-      e.ensure(0, q, 1, copies);
-      const int layers = unit_all ? 12 : 1;
-      CopyParams cp{e.copies(),
-                    e.copy_count(),
-                    e.host().device_bank_table(),
-                    e.pool().device_bank_table(),
-                    ref,
-                    0,
-                    layers};
-      const double t = median_us(o.repeats, s, [&] { launch_copy(cp, s); });
-      const double bytes = double(misses) * layers * double(ref.layer_page_bytes());
-      f.push_back({std::string("multi-bank miss copy, 64 KiB pieces, ") + std::to_string(misses) +
-                       " misses x " + std::to_string(layers * 2) + " banks",
-                   gbps(bytes, t), "GB/s", ">= 45 GB/s",
-                   std::to_string(t).substr(0, 7) + " us for " +
-                       std::to_string(static_cast<long long>(bytes)) + " B"});
-    }
-  }
-
-  // --- in-place read of a 2051-token selection, bf16, 1 row, host bank (zero-copy)
-  {
-    const PageLayout one = PageLayout::make(1, 64, 2, 256, false);
-    const PageId pages = 16384;  // 1M tokens
-    HostBank bank(one, pages);
-    const std::int64_t ctx = std::int64_t{pages} * 64;
-    std::vector<PageId> table(static_cast<std::size_t>(pages));
-    std::iota(table.begin(), table.end(), 0);
-    std::shuffle(table.begin(), table.end(), rng);
-    const int variants = 8;  // rotate selections so that nothing is served from a cache
-    std::vector<std::int64_t> positions;
-    for (int v = 0; v < variants; ++v) {
-      const auto blocks = random_blocks(rng, ctx);
-      for (auto b : blocks)
-        for (int i = 0; i < 4; ++i)
-          positions.push_back(std::int64_t{b} * 4 + i);
-      for (int i = 0; i < 3; ++i)
-        positions.push_back(ctx - 3 + i);
-    }
-    auto d_pos = upload(positions);
-    auto d_table = upload(table);
-    auto d_len = upload(std::vector<std::int64_t>{pages});
-    DeviceArray<int> missing(1);
-    DeviceArray<unsigned long long> sum(1);
-    int it = 0;
-    const double t = median_us(o.repeats, s, [&] {
-      ReadParams rp{d_pos.get() + std::int64_t{2051} * (it++ % variants),
-                    d_table.get(),
-                    d_len.get(),
-                    bank.device_bank_table(),
-                    nullptr,
-                    missing.get(),
-                    sum.get(),
-                    one,
-                    0,
-                    1,
-                    2051,
-                    pages,
-                    pages,
-                    pages};
-      launch_read(rp, s);
-    });
-    const double bytes = 2051.0 * double(one.token_bytes(BankKind::k) * 2);
-    f.push_back({"in-place read, 2051-token selection, bf16, 1 row, 1 layer", gbps(bytes, t),
-                 "GB/s", ">= 46 GB/s (<= 90 us)",
+// --- multi-bank miss copy: 64 KiB pieces, host bank -> pool, copy kernel alone
+void bench_miss_copy(const BenchOptions& o, cudaStream_t s, std::mt19937_64& rng,
+                     const PageLayout& ref, std::vector<BenchFigure>& f) {
+  const PageId pages = o.bank_pages;
+  for (int unit_all = 0; unit_all < 2; ++unit_all) {
+    const int misses = unit_all ? 64 : 256;
+    MirrorConfig cfg{ref,    unit_all ? ResidencyUnit::all_layers_page : ResidencyUnit::layer_page,
+                     pages,  misses,
+                     misses, EnsureForm::block};
+    MirrorEngine e(cfg);
+    std::vector<PageId> q(static_cast<std::size_t>(pages));
+    std::iota(q.begin(), q.end(), 0);
+    std::shuffle(q.begin(), q.end(), rng);
+    q.resize(static_cast<std::size_t>(misses));
+    std::vector<CopyOp> copies;
+    e.ensure(0, q, 1, copies);
+    const int layers = unit_all ? 12 : 1;
+    CopyParams cp{
+        e.copies(), e.copy_count(), e.host().device_bank_table(), e.pool().device_bank_table(), ref,
+        0,          layers};
+    const double t = median_us(o.repeats, s, [&] { launch_copy(cp, s); });
+    const double bytes = double(misses) * layers * double(ref.layer_page_bytes());
+    f.push_back({std::string("multi-bank miss copy, 64 KiB pieces, ") + std::to_string(misses) +
+                     " misses x " + std::to_string(layers * 2) + " banks",
+                 gbps(bytes, t), "GB/s", ">= 45 GB/s",
                  std::to_string(t).substr(0, 7) + " us for " +
                      std::to_string(static_cast<long long>(bytes)) + " B"});
-    // The same reads from device memory: the launch and latency floor of this kernel, so
-    // that t - floor is the part PCIe adds.
-    DevicePool dpool(one, pages);
-    int it2 = 0;
-    const double t_hbm = median_us(o.repeats, s, [&] {
-      ReadParams rp{d_pos.get() + std::int64_t{2051} * (it2++ % variants),
-                    d_table.get(),
-                    d_len.get(),
-                    dpool.device_bank_table(),
-                    nullptr,
-                    missing.get(),
-                    sum.get(),
-                    one,
-                    0,
-                    1,
-                    2051,
-                    pages,
-                    pages,
-                    pages};
-      launch_read(rp, s);
-    });
-    f.push_back({"  same read from device memory (kernel floor: launch + latency)", t_hbm, "us", "",
-                 "PCIe share: " + std::to_string(t - t_hbm).substr(0, 6) +
-                     " us = " + std::to_string(gbps(bytes, t - t_hbm)).substr(0, 6) + " GB/s"});
   }
+}
 
-  // --- compaction + ensure + translate, batch 1, 100k slots: all hits, and 72 misses; as
-  // separate launches of each form, and as the one-launch residency step (which copies its
-  // misses too: the copy cannot be left out of that launch)
+// --- in-place read of a 2051-token selection, bf16, 1 row, host bank (zero-copy)
+void bench_in_place_read(const BenchOptions& o, cudaStream_t s, std::mt19937_64& rng,
+                         std::vector<BenchFigure>& f) {
+  const PageLayout one = PageLayout::make(1, 64, 2, 256, false);
+  const PageId pages = 16384;  // 1M tokens
+  HostBank bank(one, pages);
+  const std::int64_t ctx = std::int64_t{pages} * 64;
+  std::vector<PageId> table(static_cast<std::size_t>(pages));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+  const int variants = 8;  // rotate selections so that nothing is served from a cache
+  std::vector<std::int64_t> positions;
+  for (int v = 0; v < variants; ++v) {
+    const auto blocks = random_blocks(rng, ctx);
+    for (auto b : blocks)
+      for (int i = 0; i < 4; ++i)
+        positions.push_back(std::int64_t{b} * 4 + i);
+    for (int i = 0; i < 3; ++i)
+      positions.push_back(ctx - 3 + i);
+  }
+  auto d_pos = upload(positions);
+  auto d_table = upload(table);
+  auto d_len = upload(std::vector<std::int64_t>{pages});
+  DeviceArray<int> missing(1);
+  DeviceArray<unsigned long long> sum(1);
+  int it = 0;
+  const double t = median_us(o.repeats, s, [&] {
+    ReadParams rp{d_pos.get() + std::int64_t{2051} * (it++ % variants),
+                  d_table.get(),
+                  d_len.get(),
+                  bank.device_bank_table(),
+                  nullptr,
+                  missing.get(),
+                  sum.get(),
+                  one,
+                  0,
+                  1,
+                  2051,
+                  pages,
+                  pages,
+                  pages};
+    launch_read(rp, s);
+  });
+  const double bytes = 2051.0 * double(one.token_bytes(BankKind::k) * 2);
+  f.push_back({"in-place read, 2051-token selection, bf16, 1 row, 1 layer", gbps(bytes, t), "GB/s",
+               ">= 46 GB/s (<= 90 us)",
+               std::to_string(t).substr(0, 7) + " us for " +
+                   std::to_string(static_cast<long long>(bytes)) + " B"});
+  // The same reads from device memory: the launch and latency floor of this kernel, so
+  // that t - floor is the part PCIe adds.
+  DevicePool dpool(one, pages);
+  int it2 = 0;
+  const double t_hbm = median_us(o.repeats, s, [&] {
+    ReadParams rp{d_pos.get() + std::int64_t{2051} * (it2++ % variants),
+                  d_table.get(),
+                  d_len.get(),
+                  dpool.device_bank_table(),
+                  nullptr,
+                  missing.get(),
+                  sum.get(),
+                  one,
+                  0,
+                  1,
+                  2051,
+                  pages,
+                  pages,
+                  pages};
+    launch_read(rp, s);
+  });
+  f.push_back({"  same read from device memory (kernel floor: launch + latency)", t_hbm, "us", "",
+               "PCIe share: " + std::to_string(t - t_hbm).substr(0, 6) +
+                   " us = " + std::to_string(gbps(bytes, t - t_hbm)).substr(0, 6) + " GB/s"});
+}
+
+// --- compaction + ensure + translate, batch 1, 100k slots: all hits, and 72 misses; as
+// separate launches of each form, and as the one-launch residency step (which copies its
+// misses too: the copy cannot be left out of that launch)
+void bench_residency_step(cudaStream_t s, std::vector<BenchFigure>& f) {
   struct Variant {
     EnsureForm form;
     bool one_launch;
@@ -317,15 +298,13 @@ std::vector<BenchFigure> run_residency_bench(const BenchOptions& o) {
           enqueue(0);  // warm-up: the hot selection becomes resident, kernels load
       }
       KVT_CUDA_CHECK(cudaStreamSynchronize(s));
-      cudaGraphExec_t g = capture(s, [&] {
+      const GraphExec g = capture(s, [&] {
         for (int i = 0; i < iters; ++i)
           enqueue(i);
       });
       // One replay: a second would find the fresh pages resident. The kernels are warm
       // (the hits graph ran first).
-      cudaEvent_t a, b;
-      KVT_CUDA_CHECK(cudaEventCreate(&a));
-      KVT_CUDA_CHECK(cudaEventCreate(&b));
+      const Event a = make_event(), b = make_event();
       KVT_CUDA_CHECK(cudaGraphUpload(g, s));
       KVT_CUDA_CHECK(cudaStreamSynchronize(s));
       KVT_CUDA_CHECK(cudaEventRecord(a, s));
@@ -335,9 +314,6 @@ std::vector<BenchFigure> run_residency_bench(const BenchOptions& o) {
       float ms = 0;
       KVT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
       const double t = ms * 1000.0;
-      KVT_CUDA_CHECK(cudaEventDestroy(a));
-      KVT_CUDA_CHECK(cudaEventDestroy(b));
-      KVT_CUDA_CHECK(cudaGraphExecDestroy(g));
       EnsureResult r;
       KVT_CUDA_CHECK(cudaMemcpy(&r, e.result(), sizeof r, cudaMemcpyDeviceToHost));
       f.push_back(
@@ -353,74 +329,88 @@ std::vector<BenchFigure> run_residency_bench(const BenchOptions& o) {
                std::to_string(r.hits) + " hits, " + std::to_string(r.misses) + " misses"});
     }
   }
-  // --- mirror store overhead: a decode step of 12 layers, each storing one token per row
-  // and reading each row's 2051 selected tokens from the pool; the store goes to the pool
-  // only (device placement) or to pool and host bank (mirror write-through).
-  {
-    const int rows = 4;
-    const PageId row_pages = 512;  // 32k-token contexts
-    const PageId pages = rows * row_pages;
-    HostBank bank(ref, pages);
-    DevicePool pool(ref, pages);
-    std::vector<PageId> tables(static_cast<std::size_t>(pages));
-    std::iota(tables.begin(), tables.end(), 0);
-    std::vector<std::int64_t> positions, lens(rows, row_pages);
-    std::vector<PageId> st_pages;
-    std::vector<std::int32_t> st_tokens;
-    const std::int64_t ctx = std::int64_t{row_pages} * 64;
-    for (int r = 0; r < rows; ++r) {
-      for (auto b : random_blocks(rng, ctx))
-        for (int i = 0; i < 4; ++i)
-          positions.push_back(std::int64_t{b} * 4 + i);
-      for (int i = 0; i < 3; ++i)
-        positions.push_back(ctx - 3 + i);
-      st_pages.push_back(r * row_pages + row_pages - 1);
-      st_tokens.push_back(63);
-    }
-    auto d_pos = upload(positions);
-    auto d_tables = upload(tables);
-    auto d_len = upload(lens);
-    auto d_sp = upload(st_pages);
-    auto d_st = upload(st_tokens);
-    DeviceArray<std::byte> src(static_cast<std::size_t>(rows * ref.token_bytes(BankKind::k)));
-    KVT_CUDA_CHECK(cudaMemset(src.get(), 3, src.bytes()));
-    DeviceArray<int> bad(2);
-    DeviceArray<unsigned long long> sum(1);
-    KVT_CUDA_CHECK(cudaMemset(bad.get(), 0, 8));
-    double t[2];
-    for (int mirror = 0; mirror < 2; ++mirror) {
-      cudaGraphExec_t g = capture(s, [&] {
-        for (int l = 0; l < 12; ++l) {
-          StoreParams sp{};
-          sp.pages = d_sp.get();
-          sp.tokens = d_st.get();
-          for (int k = 0; k < 2; ++k) {
-            sp.src[k] = src.get();
-            sp.host[k] = mirror ? bank.device(l * 2 + k) : nullptr;
-            sp.pool[k] = pool.bank(l * 2 + k);
-          }
-          sp.bad = bad.get();
-          sp.layout = ref;
-          sp.num_pages = pages;
-          sp.n = rows;
-          launch_store(sp, s);
-          ReadParams rp{d_pos.get(), d_tables.get(), d_len.get(), pool.device_bank_table(),
-                        nullptr,     bad.get() + 1,  sum.get(),   ref,
-                        l,           rows,           2051,        row_pages,
-                        pages,       pages};
-          launch_read(rp, s);
-        }
-      });
-      t[mirror] = median_us(o.repeats, s, [&] { KVT_CUDA_CHECK(cudaGraphLaunch(g, s)); });
-      KVT_CUDA_CHECK(cudaGraphExecDestroy(g));
-    }
-    f.push_back({"decode step (12 layers x (store + read 2051 tokens), 4 rows), device placement",
-                 t[0], "us", "", "graph replay, median"});
-    f.push_back({"  same step, mirror write-through store", t[1], "us", "", ""});
-    f.push_back({"mirror store overhead vs device placement", 100.0 * (t[1] - t[0]) / t[0], "%",
-                 "<= 2 %", "synthetic decode step, not a replayed trace"});
+}
+
+// --- mirror store overhead: a decode step of 12 layers, each storing one token per row
+// and reading each row's 2051 selected tokens from the pool; the store goes to the pool
+// only (device placement) or to pool and host bank (mirror write-through).
+void bench_store_overhead(const BenchOptions& o, cudaStream_t s, std::mt19937_64& rng,
+                          const PageLayout& ref, std::vector<BenchFigure>& f) {
+  const int rows = 4;
+  const PageId row_pages = 512;  // 32k-token contexts
+  const PageId pages = rows * row_pages;
+  HostBank bank(ref, pages);
+  DevicePool pool(ref, pages);
+  std::vector<PageId> tables(static_cast<std::size_t>(pages));
+  std::iota(tables.begin(), tables.end(), 0);
+  std::vector<std::int64_t> positions, lens(rows, row_pages);
+  std::vector<PageId> st_pages;
+  std::vector<std::int32_t> st_tokens;
+  const std::int64_t ctx = std::int64_t{row_pages} * 64;
+  for (int r = 0; r < rows; ++r) {
+    for (auto b : random_blocks(rng, ctx))
+      for (int i = 0; i < 4; ++i)
+        positions.push_back(std::int64_t{b} * 4 + i);
+    for (int i = 0; i < 3; ++i)
+      positions.push_back(ctx - 3 + i);
+    st_pages.push_back(r * row_pages + row_pages - 1);
+    st_tokens.push_back(63);
   }
-  KVT_CUDA_CHECK(cudaStreamDestroy(s));
+  auto d_pos = upload(positions);
+  auto d_tables = upload(tables);
+  auto d_len = upload(lens);
+  auto d_sp = upload(st_pages);
+  auto d_st = upload(st_tokens);
+  DeviceArray<std::byte> src(static_cast<std::size_t>(rows * ref.token_bytes(BankKind::k)));
+  KVT_CUDA_CHECK(cudaMemset(src.get(), 3, src.bytes()));
+  DeviceArray<int> bad(2);
+  DeviceArray<unsigned long long> sum(1);
+  KVT_CUDA_CHECK(cudaMemset(bad.get(), 0, 8));
+  double t[2];
+  for (int mirror = 0; mirror < 2; ++mirror) {
+    const GraphExec g = capture(s, [&] {
+      for (int l = 0; l < 12; ++l) {
+        StoreParams sp{};
+        sp.pages = d_sp.get();
+        sp.tokens = d_st.get();
+        for (int k = 0; k < 2; ++k) {
+          sp.src[k] = src.get();
+          sp.host[k] = mirror ? bank.device(l * 2 + k) : nullptr;
+          sp.pool[k] = pool.bank(l * 2 + k);
+        }
+        sp.bad = bad.get();
+        sp.layout = ref;
+        sp.num_pages = pages;
+        sp.n = rows;
+        launch_store(sp, s);
+        ReadParams rp{d_pos.get(), d_tables.get(), d_len.get(), pool.device_bank_table(),
+                      nullptr,     bad.get() + 1,  sum.get(),   ref,
+                      l,           rows,           2051,        row_pages,
+                      pages,       pages};
+        launch_read(rp, s);
+      }
+    });
+    t[mirror] = median_us(o.repeats, s, [&] { KVT_CUDA_CHECK(cudaGraphLaunch(g, s)); });
+  }
+  f.push_back({"decode step (12 layers x (store + read 2051 tokens), 4 rows), device placement",
+               t[0], "us", "", "graph replay, median"});
+  f.push_back({"  same step, mirror write-through store", t[1], "us", "", ""});
+  f.push_back({"mirror store overhead vs device placement", 100.0 * (t[1] - t[0]) / t[0], "%",
+               "<= 2 %", "synthetic decode step, not a replayed trace"});
+}
+
+}  // namespace
+
+std::vector<BenchFigure> run_residency_bench(const BenchOptions& o) {
+  std::vector<BenchFigure> f;
+  const Stream s = make_stream();
+  std::mt19937_64 rng(20261129);
+  const PageLayout ref = PageLayout::make(12, 64, 2, 256, false);  // Flash-Next, bf16
+  bench_ceilings(o, s, f);
+  bench_miss_copy(o, s, rng, ref, f);
+  bench_in_place_read(o, s, rng, f);
+  bench_residency_step(s, f);
+  bench_store_overhead(o, s, rng, ref, f);
   return f;
 }
 
