@@ -18,7 +18,8 @@ using ProgressFn = std::function<void(std::uint64_t done, std::uint64_t total)>;
 // (num_pages + 1) * page_bytes bytes (no power-of-two rounding); the last page is the zero
 // dummy page. Memory is mapped anonymously, zeroed by several threads (reporting progress)
 // and then registered with CUDA as mapped, which is several times faster than
-// cudaHostAlloc for banks of tens of GiB (DESIGN.md section 4). Throws CapacityError saying
+// cudaHostAlloc for banks of tens of GiB (H200 host: 8 GiB took 3.4 s through cudaHostAlloc,
+// 0.27 s to register once allocated and touched). Throws CapacityError saying
 // how many bytes were asked and how many the system has available when it cannot allocate.
 class HostBank {
  public:

@@ -105,12 +105,12 @@ void AttendReplay::stage(const StagedForward& sf, cudaStream_t s) {
   max_tokens_ = sf.max_tokens;
   stride_ = sf.stride;
   tokens32_.assign(static_cast<std::size_t>(L) * rows_ * max_tokens_, -1);
-  for (std::size_t k = 0; k < sf.per.size(); ++k)
-    std::transform(sf.per[k].begin(), sf.per[k].end(),
+  for (std::size_t k = 0; k < sf.read_positions.size(); ++k)
+    std::transform(sf.read_positions[k].begin(), sf.read_positions[k].end(),
                    tokens32_.begin() + static_cast<std::int64_t>(k) * max_tokens_,
                    [](std::int64_t p) { return static_cast<std::int32_t>(p); });
   store_pos32_.assign(sf.store_pos.begin(), sf.store_pos.end());
-  rowpos32_.assign(sf.rowpos.begin(), sf.rowpos.end());
+  rowpos32_.assign(sf.row_last_pos.begin(), sf.row_last_pos.end());
   row_req_.resize(static_cast<std::size_t>(rows_));
   for (int r = 0; r < rows_; ++r)
     row_req_[r] = r;
@@ -122,7 +122,7 @@ void AttendReplay::stage(const StagedForward& sf, cudaStream_t s) {
           pattern_row(sf.store_pos[i], l, 0, kKvPatternTokens), l * n_store_ + i, kNoPage};
     for (int r = 0; r < rows_; ++r)
       gen_q_[static_cast<std::size_t>(l) * rows_ + r] = {
-          pattern_row(sf.rowpos[r], l, 1, kQueryPatternRows), 2 * (l * rows_ + r), kNoPage};
+          pattern_row(sf.row_last_pos[r], l, 1, kQueryPatternRows), 2 * (l * rows_ + r), kNoPage};
   }
   const int n_out = L * rows_;
   digest_pos_.resize(static_cast<std::size_t>(n_out));

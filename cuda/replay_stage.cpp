@@ -15,14 +15,14 @@ void stage_forward(const Geometry& g, const frontend::FrontEnd& fe, const traces
   sf.stride = 1;
   for (const auto& row : f.rows)
     sf.stride = std::max(sf.stride, static_cast<int>(fe.table(row.request).size()));
-  sf.nb = 0;
+  sf.blocks_per_row = 0;
   for (int l = 0; l < L; ++l)
     for (int r = 0; r < rows; ++r)
-      sf.nb = std::max(sf.nb, static_cast<int>(f.selection(l, r).size()));
-  const int stride = sf.stride, nb = sf.nb;
+      sf.blocks_per_row = std::max(sf.blocks_per_row, static_cast<int>(f.selection(l, r).size()));
+  const int stride = sf.stride, nb = sf.blocks_per_row;
   sf.tables.assign(static_cast<std::size_t>(rows) * stride, kNoPage);
-  sf.tablelen.assign(static_cast<std::size_t>(rows), 0);
-  sf.rowpos.assign(static_cast<std::size_t>(rows), 0);
+  sf.table_len.assign(static_cast<std::size_t>(rows), 0);
+  sf.row_last_pos.assign(static_cast<std::size_t>(rows), 0);
   sf.blocks.assign(static_cast<std::size_t>(L) * rows * nb, -1);
   sf.store_pos.clear();
   sf.store_pages.clear();
@@ -32,8 +32,8 @@ void stage_forward(const Geometry& g, const frontend::FrontEnd& fe, const traces
     const auto& row = f.rows[static_cast<std::size_t>(r)];
     const auto t = fe.table(row.request);
     std::copy(t.begin(), t.end(), sf.tables.begin() + std::int64_t{r} * stride);
-    sf.tablelen[static_cast<std::size_t>(r)] = static_cast<std::int64_t>(t.size());
-    sf.rowpos[static_cast<std::size_t>(r)] = row.position + row.count - 1;
+    sf.table_len[static_cast<std::size_t>(r)] = static_cast<std::int64_t>(t.size());
+    sf.row_last_pos[static_cast<std::size_t>(r)] = row.position + row.count - 1;
     for (std::int64_t p = row.position; p < row.position + row.count; ++p) {
       sf.store_pos.push_back(p);
       sf.store_pages.push_back(t[static_cast<std::size_t>(p / g.page_size)]);
@@ -49,12 +49,12 @@ void stage_forward(const Geometry& g, const frontend::FrontEnd& fe, const traces
   // at its width-th distinct page (the pages past it are the drops).
   sf.max_tokens = 1;
   sf.selected_tokens = 0;
-  sf.per.resize(static_cast<std::size_t>(L) * rows);
+  sf.read_positions.resize(static_cast<std::size_t>(L) * rows);
   for (int l = 0; l < L; ++l) {
     for (int r = 0; r < rows; ++r) {
-      auto& v = sf.per[static_cast<std::size_t>(l) * rows + r];
+      auto& v = sf.read_positions[static_cast<std::size_t>(l) * rows + r];
       v.clear();
-      const std::int64_t last = sf.rowpos[static_cast<std::size_t>(r)];
+      const std::int64_t last = sf.row_last_pos[static_cast<std::size_t>(r)];
       const TokenRange tail = causal_tail(last, g.compress_ratio);
       std::int64_t prev_page = -1;
       int pages_kept = 0;
@@ -83,12 +83,12 @@ void stage_forward(const Geometry& g, const frontend::FrontEnd& fe, const traces
     }
   }
   sf.writes = fe.write_pages();
-  sf.qlen = sf.writes + rows * width;
+  sf.query_len = sf.writes + rows * width;
   // the write pages head every layer's query (as FrontEnd::build puts them)
   const auto wp = fe.writes();
-  sf.qinit.assign(static_cast<std::size_t>(L) * sf.qlen, kNoPage);
+  sf.layer_queries.assign(static_cast<std::size_t>(L) * sf.query_len, kNoPage);
   for (int l = 0; l < L; ++l)
-    std::copy(wp.begin(), wp.end(), sf.qinit.begin() + std::int64_t{l} * sf.qlen);
+    std::copy(wp.begin(), wp.end(), sf.layer_queries.begin() + std::int64_t{l} * sf.query_len);
 }
 
 }  // namespace kvtier::cuda

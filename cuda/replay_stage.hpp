@@ -14,16 +14,16 @@ namespace kvtier::cuda {
 
 struct StagedForward {
   int rows = 0;
-  int width = 0;                       // pages a row keeps (the simulator's select width)
-  int stride = 1;                      // entries per table row: the longest table of the forward
-  int nb = 0;                          // blocks per (layer, row) entry: the widest selection
-  int max_tokens = 1;                  // the most positions one (layer, row) reads
-  int writes = 0;                      // distinct pages the forward writes
-  int qlen = 0;                        // residency query entries per layer: writes + rows * width
-  std::vector<PageId> tables;          // [rows][stride], kNoPage padded
-  std::vector<std::int64_t> tablelen;  // [rows]
-  std::vector<std::int64_t> rowpos;    // [rows]: the row's last position
-  std::vector<std::int32_t> blocks;    // [layers][rows][nb], -1 padded
+  int width = 0;                        // pages a row keeps (the simulator's select width)
+  int stride = 1;                       // entries per table row: the longest table of the forward
+  int blocks_per_row = 0;               // blocks per (layer, row) entry: the widest selection
+  int max_tokens = 1;                   // the most positions one (layer, row) reads
+  int writes = 0;                       // distinct pages the forward writes
+  int query_len = 0;                    // residency query entries per layer: writes + rows * width
+  std::vector<PageId> tables;           // [rows][stride], kNoPage padded
+  std::vector<std::int64_t> table_len;  // [rows]
+  std::vector<std::int64_t> row_last_pos;  // [rows]: the row's last position
+  std::vector<std::int32_t> blocks;        // [layers][rows][blocks_per_row], -1 padded
   // one entry per stored token: position, page, token in the page, row
   std::vector<std::int64_t> store_pos;
   std::vector<PageId> store_pages;
@@ -31,8 +31,8 @@ struct StagedForward {
   std::vector<std::int32_t> store_req;
   // [layers * rows]: the tokens of the chosen blocks and the causal tail of the row's last
   // token, on the first `width` distinct pages (what compaction keeps), ascending
-  std::vector<std::vector<std::int64_t>> per;
-  std::vector<PageId> qinit;  // [layers][qlen]: the write pages first, kNoPage after
+  std::vector<std::vector<std::int64_t>> read_positions;
+  std::vector<PageId> layer_queries;  // [layers][query_len]: the write pages first, kNoPage after
   std::int64_t selected_tokens = 0;
 
   int n_store() const { return static_cast<int>(store_pos.size()); }

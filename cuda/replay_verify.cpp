@@ -82,7 +82,7 @@ void MirrorVerifier::check_layer(frontend::FrontEnd& fe, const traces::Forward& 
   if (!std::equal(gpu_query_.begin(), gpu_query_.end(), cq.pages.begin(), cq.pages.end())) {
     if (res.query_mismatches++ == 0) res.first_mismatch = where + ": compacted query differs";
   }
-  Pool& pool = pools_[static_cast<std::size_t>(layer)];
+  LayerState& pool = pools_[static_cast<std::size_t>(layer)];
   const auto n = cq.pages.size();
   cpu_miss_.resize(n + 1);
   cpu_victims_.resize(n + 1);
@@ -121,7 +121,7 @@ unsigned long long SlotContents::expected(const PageLayout& layout, int layer,
   const auto ps = static_cast<std::int64_t>(page_size_);
   for (int r = 0; r < sf.rows; ++r) {
     const PageId* table = sf.tables.data() + std::int64_t{r} * sf.stride;
-    for (std::int64_t p : sf.per[static_cast<std::size_t>(layer) * sf.rows + r]) {
+    for (std::int64_t p : sf.read_positions[static_cast<std::size_t>(layer) * sf.rows + r]) {
       const std::size_t at =
           static_cast<std::size_t>(table[p / ps]) * page_size_ + static_cast<std::size_t>(p % ps);
       sum += token_checksum(layout, layer, content_[at], p);

@@ -34,12 +34,12 @@ class MirrorVerifier {
                    const MirrorEngine& engine, ReplayResult& res, std::ostream* decisions);
 
  private:
-  struct Pool {
+  struct LayerState {  // the core's residency of one layer's pool
     ResidencyState state;
     HeapVictims victims;
-    Pool(PageId pages, SlotId slots) : state(pages, slots), victims(slots) {}
+    LayerState(PageId pages, SlotId slots) : state(pages, slots), victims(slots) {}
   };
-  std::vector<Pool> pools_;
+  std::vector<LayerState> pools_;
   std::vector<CopyOp> gpu_copies_, cpu_copies_;
   std::vector<PageId> cpu_miss_, gpu_query_;
   std::vector<SlotId> cpu_victims_;

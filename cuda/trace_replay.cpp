@@ -200,24 +200,24 @@ class TraceReplay {
     st.selected_tokens = sf_.selected_tokens;
     if (!attend_) {
       read_pos_.assign(static_cast<std::size_t>(L_) * rows * sf_.max_tokens, -1);
-      for (std::size_t k = 0; k < sf_.per.size(); ++k)
-        std::copy(sf_.per[k].begin(), sf_.per[k].end(),
+      for (std::size_t k = 0; k < sf_.read_positions.size(); ++k)
+        std::copy(sf_.read_positions[k].begin(), sf_.read_positions[k].end(),
                   read_pos_.begin() + static_cast<std::int64_t>(k) * sf_.max_tokens);
     }
     upload(d_tables_, sf_.tables, s_);
-    upload(d_tablelen_, sf_.tablelen, s_);
+    upload(d_tablelen_, sf_.table_len, s_);
     if (mirror_) {
       // every layer's step stamp (the simulator's), read by that layer's ensure
       for (int l = 0; l < L_; ++l)
         steps_[static_cast<std::size_t>(l)] = demand_stamp(layer_step(fi_, L_, l));
       upload(d_steps_, steps_, s_);
     }
-    upload(d_rowpos_, sf_.rowpos, s_);
+    upload(d_rowpos_, sf_.row_last_pos, s_);
     upload(d_blocks_, sf_.blocks, s_);
-    upload(d_query_, sf_.qinit, s_);
+    upload(d_query_, sf_.layer_queries, s_);
     upload(d_store_pages_, sf_.store_pages, s_);
     upload(d_store_tokens_, sf_.store_tokens, s_);
-    fit(d_physical_, static_cast<std::size_t>(std::max(sf_.qlen, rows * width)));
+    fit(d_physical_, static_cast<std::size_t>(std::max(sf_.query_len, rows * width)));
     if (attend_) {
       att_->stage(sf_, s_);
     } else {
@@ -237,11 +237,11 @@ class TraceReplay {
     return st;
   }
 
-  PageId* query(int l) const { return d_query_.get() + std::int64_t{l} * sf_.qlen; }
+  PageId* query(int l) const { return d_query_.get() + std::int64_t{l} * sf_.query_len; }
 
   CompactParams compact_params(int l) const {
     DeviceCounters* dc = d_counters_.get();
-    return CompactParams{d_blocks_.get() + std::int64_t{l} * sf_.rows * sf_.nb,
+    return CompactParams{d_blocks_.get() + std::int64_t{l} * sf_.rows * sf_.blocks_per_row,
                          d_rowpos_.get(),
                          d_tables_.get(),
                          d_tablelen_.get(),
@@ -249,7 +249,7 @@ class TraceReplay {
                          &dc->dropped,
                          &dc->bad_rows,
                          sf_.rows,
-                         sf_.nb,
+                         sf_.blocks_per_row,
                          sf_.stride,
                          sf_.width,
                          g_.compress_ratio,
@@ -305,7 +305,7 @@ class TraceReplay {
       // counts the pages the layer needed but did not hold.
       if (mirror_) {
         for (int l = 0; l < L_; ++l)
-          engine_->translate_async(l, query(l), sf_.qlen, d_physical_.get(), s_);
+          engine_->translate_async(l, query(l), sf_.query_len, d_physical_.get(), s_);
       }
       att_->digest(s_);
     }
@@ -326,7 +326,7 @@ class TraceReplay {
     att_->store(l, at_, d_tables_.get(), s_);
     KVT_CUDA_CHECK(cudaEventRecord(ev_fork_, s_));
     KVT_CUDA_CHECK(cudaStreamWaitEvent(side_, ev_fork_));
-    engine_->residency_beside_async(l, compact_params(l), query(l), sf_.qlen, side_, hooks(l));
+    engine_->residency_beside_async(l, compact_params(l), query(l), sf_.query_len, side_, hooks(l));
     KVT_CUDA_CHECK(cudaEventRecord(ev_join_[l % 2], side_));
     att_->attend(l, at_, d_tables_.get(), s_);
     if (l > 0) KVT_CUDA_CHECK(cudaStreamWaitEvent(s_, ev_join_[(l - 1) % 2]));
@@ -336,11 +336,12 @@ class TraceReplay {
   // Mirror: compaction, ensure, miss copy and translate in one launch, into `target`; with
   // --verify the core checks the layer's query and copies as soon as they are done.
   void mirror_residency(const traces::Forward& f, int l, const TranslateTarget& target) {
-    engine_->residency_step_async(l, compact_params(l), query(l), sf_.qlen, target, s_, hooks(l));
+    engine_->residency_step_async(l, compact_params(l), query(l), sf_.query_len, target, s_,
+                                  hooks(l));
     if (verifier_) {
       KVT_CUDA_CHECK(cudaStreamSynchronize(s_));
       verifier_->check_layer(fe_, f, l, sf_.width, fi_, demand_stamp(layer_step(fi_, L_, l)),
-                             query(l), sf_.qlen, *engine_, res_, cfg_.decisions);
+                             query(l), sf_.query_len, *engine_, res_, cfg_.decisions);
     }
   }
 

@@ -44,7 +44,7 @@ struct EnsureScratch {
 // The LRU residency engine, one step (or one chunk of a step) at a time.
 //
 // `query` holds the pages of every row of the step, write pages first, padded with kNoPage,
-// duplicates allowed. Rules (DESIGN.md section 2):
+// duplicates allowed. Rules (the same on every backend):
 //  - every queried page ends the call resident (or bypassed by admission);
 //  - victims are the evictable slots of smallest last-use step, ties by slot index; a slot
 //    is evictable iff its last_use < step, so nothing queried in this step -- including by

@@ -33,7 +33,8 @@ struct HardwareProfile {
   double ensure_ns_per_miss = 0;        // per installed page
   double attention_fixed_us = 0;        // attend + fold fixed part (bytes priced by hbm_gbps)
 
-  // The layers without KV pages (DESIGN.md section 5): per forward and per token.
+  // The layers without KV pages (36 of the reference model's 48, and its MoE): they take
+  // most of a decode step's time and nothing here runs them. Per forward and per token.
   double non_qsa_forward_us = 0;
   double non_qsa_token_us = 0;
 

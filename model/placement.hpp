@@ -5,7 +5,7 @@
 
 namespace kvtier {
 
-// Where a request's KV pages live (DESIGN.md section 2).
+// Where a request's KV pages live (docs/architecture.md, "Placements").
 enum class Placement : std::uint8_t {
   device,  // every page in GPU memory
   mirror,  // pages in a pinned host bank; the GPU caches N of them, write-through

@@ -9,8 +9,8 @@
 #include "cuda/replay_stage.hpp"
 #include "cuda/replay_verify.hpp"
 #include "cuda/trace_replay.hpp"
-#include "model/page_layout.hpp"
 #include "frontend/front_end.hpp"
+#include "model/page_layout.hpp"
 #include "tests/cuda/replay_test_util.hpp"
 #include "traces/generator.hpp"
 
@@ -60,13 +60,13 @@ TEST(ReplayStage, ReadPositionsLieOnTheCompactedPages) {
       ASSERT_EQ(sf.n_store(), static_cast<int>(fe.tokens()));
       for (int l = 0; l < g.qsa_layers(); ++l) {
         const frontend::LayerQuery q = fe.build(f, l, width);
-        ASSERT_EQ(static_cast<int>(q.pages.size()), sf.qlen);
+        ASSERT_EQ(static_cast<int>(q.pages.size()), sf.query_len);
         for (int i = 0; i < sf.writes; ++i)
           EXPECT_EQ(q.pages[static_cast<std::size_t>(i)],
-                    sf.qinit[static_cast<std::size_t>(l) * sf.qlen + i]);
+                    sf.layer_queries[static_cast<std::size_t>(l) * sf.query_len + i]);
         for (int r = 0; r < rows; ++r) {
           std::vector<PageId> pages;
-          for (std::int64_t p : sf.per[static_cast<std::size_t>(l) * rows + r]) {
+          for (std::int64_t p : sf.read_positions[static_cast<std::size_t>(l) * rows + r]) {
             const PageId page = sf.tables[static_cast<std::size_t>(r) * sf.stride +
                                           static_cast<std::size_t>(p / g.page_size)];
             if (pages.empty() || pages.back() != page) pages.push_back(page);
@@ -99,7 +99,7 @@ TEST(ReplayStage, SlotContentsFollowTheStores) {
   sf.rows = 1;
   sf.stride = 2;
   sf.tables = {2, 3};
-  sf.per = {{0, 1, 17}, {0, 1, 17}};  // two layers, one row
+  sf.read_positions = {{0, 1, 17}, {0, 1, 17}};  // two layers, one row
   const auto sum_of = [&](int layer, std::int64_t c0, std::int64_t c1, std::int64_t c17) {
     return token_checksum(layout, layer, c0, 0) + token_checksum(layout, layer, c1, 1) +
            token_checksum(layout, layer, c17, 17);

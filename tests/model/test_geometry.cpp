@@ -13,7 +13,8 @@ TEST(Geometry, FlashNextDerivedFigures) {
   EXPECT_EQ(g.gqa_group(), 12);
   EXPECT_EQ(g.block_topk(), 512);
   EXPECT_EQ(g.select_width_tokens(), 2051);
-  // DESIGN.md section 1: 2048 B per token and layer in bf16, 1040 B in fp8.
+  // K+V of 2 heads x 256 dims: 2048 B per token and layer in bf16; fp8 codes (1024 B) plus one
+  // fp32 scale per (token, KV head, K|V) make 1040 B.
   EXPECT_EQ(g.kv_bytes_per_token(KvDtype::bf16), 2048);
   EXPECT_EQ(g.kv_bytes_per_token(KvDtype::fp8), 1040);
   EXPECT_EQ(g.kv_bytes_per_token(KvDtype::bf16) * g.qsa_layers(), 24576);

@@ -1,5 +1,5 @@
 #pragma once
-// CPU reference of one QSA attention layer (DESIGN.md section 1), in fp64 with Eigen, written
+// CPU reference of one QSA attention layer (docs/architecture.md, "The QSA model"), in fp64 with Eigen, written
 // for clarity and small geometries. The GPU kernels in cuda/qsa are checked against it.
 //
 // Conventions shared with the kernels:
