@@ -1,9 +1,9 @@
 #pragma once
-// Where the model runner keeps the K/V pages of every QSA layer, per placement (DESIGN.md
-// section 2): device = a pool indexed by logical page; host = the pinned, device-mapped host
-// bank read in place; mirror = the host bank as backing store plus a pool of slots managed by
-// the residency core (cuda::MirrorEngine). Host and mirror also own the device staging
-// window that prefill reads the host bank through. This class only hands out bank pointers
+// Where the model runner keeps the K/V pages of every QSA layer, per placement
+// (docs/runner.md, Placements): device = a pool indexed by logical page; host = the pinned,
+// device-mapped host bank read in place; mirror = the host bank as backing store plus a pool
+// of slots managed by the residency core (cuda::MirrorEngine). Host and mirror also own the device
+// staging window that prefill reads the host bank through. This class only hands out bank pointers
 // in the QSA kernels' form; every residency decision stays in the core.
 #include <cstdint>
 #include <memory>

@@ -18,15 +18,15 @@
 // from the host bank (host) or from device memory. Prefill forwards on host and mirror read
 // the host bank in place, or, when a request's rows would read more than it holds
 // (rows x select width > cached tokens), through device staging windows whose passes fold by
-// log-sum-exp (DESIGN.md section 2).
+// log-sum-exp (docs/runner.md, Placements).
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cuda/host_bank.hpp"
+#include "cuda/runner/runner_stats.hpp"
 #include "cuda/weights/safetensors.hpp"
 #include "model/geometry.hpp"
 #include "model/kv_dtype.hpp"
@@ -61,35 +61,6 @@ struct RunnerConfig {
   // runs eagerly (no graphs).
   bool profile_phases = false;
 };
-
-// Counters since construction (or reset_stats). Byte counts are the K/V traffic of the
-// placement: misses copied to the pool, pages staged for prefill, tokens read in place over
-// the link, and tokens written through to the host bank.
-struct RunnerStats {
-  std::int64_t forwards = 0;
-  std::int64_t prefill_tokens = 0;
-  std::int64_t decode_tokens = 0;
-  double prefill_ms = 0;  // wall time of prefill forwards (each ends with a synchronise)
-  double decode_ms = 0;
-  std::int64_t hits = 0;  // mirror ensure, summed over QSA layers
-  std::int64_t misses = 0;
-  std::int64_t evictions = 0;
-  std::int64_t drops = 0;  // pages past the select width (mirror)
-  std::int64_t miss_copy_bytes = 0;
-  std::int64_t staged_bytes = 0;
-  std::int64_t staged_windows = 0;
-  std::int64_t in_place_bytes = 0;
-  std::int64_t write_through_bytes = 0;
-  std::int64_t filled_tokens = 0;   // positions written by fill() instead of prefill
-  std::int64_t graph_forwards = 0;  // decode forwards replayed from a CUDA graph
-  double decode_gpu_ms = 0;         // CUDA events around the decode forwards' GPU work
-  // With profile_phases: GPU milliseconds per phase, decode and prefill forwards apart
-  // ("decode/attend", "prefill/index", ...), summed over layers and forwards.
-  std::map<std::string, double> phases;
-};
-
-// Sums b into a (every counter, the phases by name): the figures of several runners as one.
-RunnerStats& operator+=(RunnerStats& a, const RunnerStats& b);
 
 // Query rows of one request in one forward.
 struct RequestRows {

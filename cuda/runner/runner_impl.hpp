@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda/cuda_check.hpp"
+#include "cuda/device_counters.hpp"
 #include "cuda/qsa/qsa_kernels.hpp"
 #include "cuda/runner/gemm.hpp"
 #include "cuda/runner/paged_kv.hpp"
@@ -19,6 +20,7 @@
 namespace kvtier::runner {
 
 using cuda::DeviceArray;
+using cuda::DeviceCounters;
 
 // Host vector -> the head of a preallocated device array, on stream s.
 template <class T>
@@ -56,14 +58,6 @@ struct ForwardPlan {
 struct QsaRunner::PendingStep {
   ForwardPlan plan;  // its trace rows say which requests advance by how many tokens
   std::chrono::steady_clock::time_point t0;  // launch_step's start (the forward's wall time)
-};
-
-struct DeviceCounters {
-  long long ensure[3];  // hits, misses, evictions
-  int dropped;
-  int bad_rows;
-  int unselected;  // translate of whole request tables: pages not resident (expected, unread)
-  int pad;
 };
 
 struct QsaRunner::Impl {

@@ -93,9 +93,8 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
   mark("index");
   join_residency();  // the previous layer's step reads the selection the top-k rewrites
   // Prefill rows of contexts up to 128k: one CTA per row. Otherwise the workspace entry,
-  // which takes the one-launch cluster kernel for up to 16 rows (decode; 1 row x 32k blocks
-  // 13.7 us in a graph on the H200, bench/results/qsa-decode-select-h200.md) and the
-  // multi-CTA chain beyond. The same selection either way.
+  // which takes the one-launch cluster kernel for up to 16 rows (decode) and the multi-CTA
+  // chain beyond. The same selection either way.
   if (rows >= 64 && p.max_blocks <= kOneCtaTopkBlocks)
     qsa::topk(logits_idx.get(), slab_stride, nullptr, r, g.compress_ratio, k, blocks.get(), s);
   else
@@ -167,7 +166,7 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
     const cuda::EnsureHooks hooks{stamps.get() + li, dc->ensure};
     std::int32_t* layer_tbl = pool_tbl.get() + li * R * stride;
     const cuda::TranslateTarget pool_target{tables.get(), layer_tbl, static_cast<int>(R * stride),
-                                            kNoSlot, &dc->unselected};
+                                            kNoSlot, &dc->missing};
     qsa::PageTable pool_table{layer_tbl, stride, store.pool_dummy()};
     if (in_place(p)) {
       // The rows' tables were located before the forward's ensures (forward_work: resident

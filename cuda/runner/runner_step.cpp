@@ -10,6 +10,7 @@
 #include "cuda/runner/runner_impl.hpp"
 #include "cuda/runner/tier_ops.hpp"
 #include "model/config_error.hpp"
+#include "model/step_stamp.hpp"
 
 namespace kvtier::runner {
 
@@ -62,7 +63,7 @@ void QsaRunner::launch_step(const std::vector<RequestRows>& batch) {
   p.rows = rows;
   p.trows = static_cast<int>(batch.size());
   p.decode = true;
-  p.step_base = m.forwards * m.L;
+  p.step_base = layer_step(m.forwards, m.L, 0);
   std::vector<std::int32_t> tokens, fwd(static_cast<std::size_t>(3 * m.R), 0), group, last_idx;
   for (int t = 0; t < p.trows; ++t) {
     const auto& rr = batch[static_cast<std::size_t>(t)];
@@ -122,7 +123,7 @@ void QsaRunner::launch_step(const std::vector<RequestRows>& batch) {
   }
   std::vector<std::int64_t> stamps(static_cast<std::size_t>(m.L));
   for (int l = 0; l < m.L; ++l)
-    stamps[static_cast<std::size_t>(l)] = (p.step_base + l) * 2 + 1;  // sim/replay.cpp's stamps
+    stamps[static_cast<std::size_t>(l)] = demand_stamp(p.step_base + l);  // the simulator's
   upload(m.stamps, stamps, m.s);
   if (p.decode) p.max_blocks = m.slab_stride;  // one shape per batch size (graphs)
   upload(m.tokens, tokens, m.s);

@@ -1,0 +1,48 @@
+#pragma once
+// The shape of a session before anything is allocated (plain C++, tested on the CPU): the
+// requests each micro-batch holds, the configuration of its runner, and what memory_budget
+// prices for it.
+#include <cstdint>
+#include <vector>
+
+#include "cuda/runner/qsa_runner.hpp"
+#include "cuda/runner/session.hpp"
+#include "model/geometry.hpp"
+#include "model/memory_budget.hpp"
+
+namespace kvtier::runner {
+
+// Micro-batch k of a session: requests [first, first + requests), with a runner of its own.
+struct MicroBatch {
+  int first = 0;
+  int requests = 0;
+  // The session's configuration with max_requests, max_rows, max_context and decode_splits
+  // set for this micro-batch.
+  RunnerConfig config;
+};
+
+struct SessionPlan {
+  int rows_per_request = 0;  // prefill rows of a request per forward: min(chunk, longest prompt)
+  std::vector<MicroBatch> batches;
+};
+
+// Micro-batch k of K holds requests [k n / K, (k + 1) n / K): sizes differ by one at most.
+// Requires 1 <= K <= n.
+std::vector<MicroBatch> split_requests(int requests, int micro_batches);
+
+// Decode splits of a micro-batch of `requests` on placement host when none were asked: enough
+// CTAs for half the SMs, at least one. An attention over the link keeps its CTAs waiting; on
+// half the SMs it leaves the other half to the other micro-batches' work (index, top-k,
+// projections) in the meantime.
+int half_sm_decode_splits(int sms, int requests, int kv_heads);
+
+// Throws ConfigError for no prompt, micro-batches outside 1..requests, chunk or decode below
+// 1, and for the needle protocol or a recorded trace with more than one micro-batch.
+SessionPlan plan_session(const SessionOptions& o, const Geometry& g, int sms);
+
+// What memory_budget prices for a micro-batch's runner, against the device memory free now
+// and the host memory available.
+BudgetRequest budget_request(const Geometry& g, const MicroBatch& b, int rows_per_request,
+                             std::int64_t free_device_bytes, std::int64_t host_capacity_bytes);
+
+}  // namespace kvtier::runner

@@ -1,0 +1,155 @@
+// The plan of a session (cuda/runner/session_plan.hpp) on the CPU: the split of the requests
+// into micro-batches, each micro-batch's runner configuration (rows, context, decode splits)
+// and what memory_budget prices for it.
+#include "cuda/runner/session_plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include "model/config_error.hpp"
+#include "model/memory_budget.hpp"
+
+namespace kvtier::runner_test {
+namespace {
+
+using runner::MicroBatch;
+using runner::SessionOptions;
+
+SessionOptions options_of(const std::vector<std::int64_t>& lengths) {
+  SessionOptions o;
+  for (std::int64_t n : lengths)
+    o.prompts.emplace_back(static_cast<std::size_t>(n), 7);
+  return o;
+}
+
+TEST(SessionPlan, MicroBatchesCoverEveryRequestOnceInNearlyEqualParts) {
+  for (int n : {1, 2, 3, 5, 8, 17}) {
+    for (int k = 1; k <= n; ++k) {
+      const std::vector<MicroBatch> b = runner::split_requests(n, k);
+      ASSERT_EQ(b.size(), static_cast<std::size_t>(k));
+      int next = 0;
+      for (std::size_t i = 0; i < b.size(); ++i) {
+        EXPECT_EQ(b[i].first, next) << n << " in " << k;
+        EXPECT_GE(b[i].requests, n / k);
+        EXPECT_LE(b[i].requests, n / k + 1);
+        next += b[i].requests;
+      }
+      EXPECT_EQ(next, n);
+    }
+  }
+  const auto five = runner::split_requests(5, 2);
+  EXPECT_EQ(five[0].requests, 2);
+  EXPECT_EQ(five[1].first, 2);
+  EXPECT_EQ(five[1].requests, 3);
+  EXPECT_THROW(runner::split_requests(2, 3), ConfigError);
+  EXPECT_THROW(runner::split_requests(2, 0), ConfigError);
+}
+
+TEST(SessionPlan, HalfTheSmsForAHostMicroBatch) {
+  EXPECT_EQ(runner::half_sm_decode_splits(132, 4, 2), 8);  // 66 SMs / 8 (request, KV head)
+  EXPECT_EQ(runner::half_sm_decode_splits(132, 1, 1), 66);
+  EXPECT_EQ(runner::half_sm_decode_splits(132, 64, 2), 1);  // at least one split
+}
+
+TEST(SessionPlan, EveryRunnerHoldsItsRequestsAtTheLongestContext) {
+  SessionOptions o = options_of({8000, 2000, 500});
+  o.chunk = 2048;
+  o.decode = 16;
+  o.fill_depth = 100;
+  o.runner.placement = Placement::mirror;
+  o.runner.pool_pages = 999;
+  o.runner.copy_first = true;
+  const Geometry g;
+  const runner::SessionPlan one = runner::plan_session(o, g, 132);
+  EXPECT_EQ(one.rows_per_request, 2048);
+  ASSERT_EQ(one.batches.size(), 1u);
+  const runner::RunnerConfig& c = one.batches[0].config;
+  EXPECT_EQ(c.max_requests, 3);
+  EXPECT_EQ(c.max_rows, 3 * 2048);
+  EXPECT_EQ(c.max_context, 100 + 8000 + 16 - 1);  // the last decoded token is not stored
+  EXPECT_EQ(c.pool_pages, 999);                   // the rest as given
+  EXPECT_TRUE(c.copy_first);
+  EXPECT_EQ(c.decode_splits, 0);
+
+  o.chunk = 9000;  // a chunk longer than every prompt takes the longest prompt's rows
+  EXPECT_EQ(runner::plan_session(o, g, 132).rows_per_request, 8000);
+}
+
+TEST(SessionPlan, HostMicroBatchesShareTheSmsUnlessSplitsAreGiven) {
+  SessionOptions o = options_of({1, 1, 1, 1, 1});
+  o.micro_batches = 2;
+  o.runner.placement = Placement::host;
+  const Geometry g;
+  const runner::SessionPlan p = runner::plan_session(o, g, 132);
+  ASSERT_EQ(p.batches.size(), 2u);
+  EXPECT_EQ(p.batches[0].config.max_requests, 2);
+  EXPECT_EQ(p.batches[1].config.max_requests, 3);
+  EXPECT_EQ(p.batches[1].config.max_rows, 3);
+  for (const MicroBatch& b : p.batches)
+    EXPECT_EQ(b.config.decode_splits, runner::half_sm_decode_splits(132, b.requests, g.kv_heads));
+  o.runner.decode_splits = 7;
+  for (const MicroBatch& b : runner::plan_session(o, g, 132).batches)
+    EXPECT_EQ(b.config.decode_splits, 7);
+  o.runner.decode_splits = 0;
+  o.runner.placement = Placement::device;  // no link to wait on: the kernels' default
+  for (const MicroBatch& b : runner::plan_session(o, g, 132).batches)
+    EXPECT_EQ(b.config.decode_splits, 0);
+  o.micro_batches = 1;
+  o.runner.placement = Placement::host;
+  EXPECT_EQ(runner::plan_session(o, g, 132).batches[0].config.decode_splits, 0);
+}
+
+TEST(SessionPlan, RefusesWhatTheSessionCannotRun) {
+  const Geometry g;
+  EXPECT_THROW(runner::plan_session(SessionOptions{}, g, 132), ConfigError);
+  SessionOptions o = options_of({4, 4});
+  o.micro_batches = 3;
+  EXPECT_THROW(runner::plan_session(o, g, 132), ConfigError);
+  o.micro_batches = 2;
+  o.record_path = "x.ktr";
+  EXPECT_THROW(runner::plan_session(o, g, 132), ConfigError);
+  o.record_path.clear();
+  o.needle_at = 1;
+  EXPECT_THROW(runner::plan_session(o, g, 132), ConfigError);
+  o.micro_batches = 1;
+  EXPECT_THROW(runner::plan_session(o, g, 132), ConfigError);  // two requests
+  o = options_of({4});
+  o.decode = 0;
+  EXPECT_THROW(runner::plan_session(o, g, 132), ConfigError);
+  o.decode = 1;
+  o.chunk = 0;
+  EXPECT_THROW(runner::plan_session(o, g, 132), ConfigError);
+}
+
+TEST(SessionPlan, BudgetPricesAMicroBatchAtItsContext) {
+  const Geometry g;
+  MicroBatch b;
+  b.requests = 3;
+  b.config.max_requests = 3;
+  b.config.max_context = 1000;  // 16 pages of 64
+  b.config.placement = Placement::mirror;
+  b.config.dtype = KvDtype::fp8;
+  b.config.pool_pages = 4096;
+  b.config.staging_window_tokens = 8192;
+  const BudgetRequest br = runner::budget_request(g, b, 100, 5'000'000'000, 7'000'000'000);
+  EXPECT_EQ(br.placement, Placement::mirror);
+  EXPECT_EQ(br.dtype, KvDtype::fp8);
+  EXPECT_EQ(br.host_pages, 16 * 3);
+  EXPECT_EQ(br.pool_slots, 4096);
+  EXPECT_EQ(br.batch_rows, 3);
+  EXPECT_EQ(br.write_pages, 3 * (2 + 1));  // 100 rows fill two pages and may start inside one
+  EXPECT_EQ(br.context_tokens, 1000);
+  EXPECT_EQ(br.staging_window_tokens, 8192);
+  EXPECT_EQ(br.device_capacity_bytes, 5'000'000'000);
+  EXPECT_EQ(br.host_capacity_bytes, 7'000'000'000);
+  const MemoryBudget m = memory_budget(br);
+  EXPECT_GT(m.device_bytes, 0);
+  EXPECT_GT(m.host_bytes, 0);
+
+  b.config.host_pages = 12345;  // a page space given is priced as given
+  EXPECT_EQ(runner::budget_request(g, b, 100, 0, 0).host_pages, 12345);
+  b.config.pool_pages = 1;  // a pool that cannot hold one forward's selection
+  EXPECT_THROW(memory_budget(runner::budget_request(g, b, 100, 0, 0)), ConfigError);
+}
+
+}  // namespace
+}  // namespace kvtier::runner_test
