@@ -49,9 +49,7 @@ boost::json::object step_json(const cuda::ReplayStep& s) {
 }
 #endif
 
-}  // namespace
-
-int run_trace(const std::vector<std::string>& args) {
+po::options_description run_trace_options() {
   po::options_description desc("options");
   desc.add_options()("help,h", "show this help")("trace", po::value<std::string>(),
                                                  "selection trace (binary or JSON lines)")(
@@ -79,6 +77,170 @@ int run_trace(const std::vector<std::string>& args) {
       "forwards", po::value<long long>()->default_value(-1), "replay at most N forwards")(
       "steps", po::value<int>()->default_value(20), "forwards listed in the table (first N)")(
       "json", "print JSON (totals and every forward) instead of a table");
+  return desc;
+}
+
+#if defined(KVTIER_WITH_CUDA)
+cuda::EnsureForm parse_ensure_form(const std::string& form) {
+  if (form == "block") return cuda::EnsureForm::block;
+  if (form == "multi-block") return cuda::EnsureForm::multi_block;
+  if (form == "core-thread") return cuda::EnsureForm::core_thread;
+  throw ConfigError("--ensure-form: expected block, multi-block or core-thread, got '" + form +
+                    "'");
+}
+
+// The replay's configuration from the options; `decisions` is opened when asked for.
+cuda::ReplayConfig replay_config(const po::variables_map& vm, std::ofstream& decisions) {
+  cuda::ReplayConfig c;
+  c.placement = parse_placement(vm["placement"].as<std::string>(), "--placement");
+  c.dtype = parse_kv_dtype(vm["kv-dtype"].as<std::string>(), "--kv-dtype");
+  c.pool_pages = vm["pool-pages"].as<long long>();
+  c.form = parse_ensure_form(vm["ensure-form"].as<std::string>());
+  c.write_through = vm.count("write-through") > 0;
+  c.copy_first = vm.count("copy-first") > 0;
+  if (c.copy_first && c.placement != kvtier::Placement::mirror)
+    throw ConfigError("--copy-first: only the mirror placement copies");
+  c.verify = vm.count("verify") > 0;
+  c.read = vm.count("read") ? cuda::parse_read_mode(vm["read"].as<std::string>(), "--read")
+           : c.verify       ? cuda::ReadMode::checksum
+                            : cuda::ReadMode::attend;
+  c.max_forwards = vm["forwards"].as<long long>();
+  if (vm.count("decisions")) {
+    if (!c.verify) throw ConfigError("--decisions needs --verify");
+    decisions.open(vm["decisions"].as<std::string>());
+    if (!decisions) throw ConfigError("cannot write '" + vm["decisions"].as<std::string>() + "'");
+    c.decisions = &decisions;
+  }
+  return c;
+}
+
+double replay_hit_rate(const cuda::ReplayStep& t) {
+  return t.hits + t.misses > 0
+             ? static_cast<double>(t.hits) / static_cast<double>(t.hits + t.misses)
+             : 1.0;
+}
+
+double us_per_forward(const cuda::ReplayStep& t) {
+  return t.forward > 0 ? t.gpu_us / static_cast<double>(t.forward) : 0.0;
+}
+
+void print_replay_json(const traces::TraceInput& input, const cuda::ReplayConfig& c,
+                       const cuda::ReplayResult& r) {
+  const cuda::ReplayStep& t = r.total;
+  boost::json::array steps;
+  for (const auto& s : r.steps)
+    steps.push_back(step_json(s));
+  boost::json::object o{{"trace", input.name},
+                        {"placement", r.placement},
+                        {"kv_dtype", r.dtype},
+                        {"read", r.read},
+                        {"pool_pages", r.pool_pages},
+                        {"num_pages", r.num_pages},
+                        {"qsa_layers", r.layers},
+                        {"device_bytes", r.device_bytes},
+                        {"host_bytes", r.host_bytes},
+                        {"checksum", hex64(r.checksum)},
+                        {"gpu_us_per_forward", us_per_forward(t)},
+                        {"hit_rate", replay_hit_rate(t)},
+                        {"total", step_json(t)},
+                        {"steps", steps}};
+  if (c.read == cuda::ReadMode::attend) {
+    o["attend_kernel"] = r.attend_kernel;
+    o["q_heads"] = r.q_heads;
+    if (!r.mirror_reads.empty()) o["mirror_reads"] = r.mirror_reads;
+    o["gpu_us_measures"] =
+        "the QSA layers back to back: store (mirror: table lookup or compaction) .. "
+        "attention, the mirror's residency steps included; K/V and query generation "
+        "excluded";
+  } else {
+    o["gpu_us_measures"] = "the forward, K/V byte generation included";
+  }
+  if (r.verified) {
+    if (c.read == cuda::ReadMode::checksum) o["expected_checksum"] = hex64(r.expected_checksum);
+    if (!r.first_checksum_mismatch.empty())
+      o["first_checksum_mismatch"] = r.first_checksum_mismatch;
+    o["query_mismatches"] = r.query_mismatches;
+    o["decision_mismatches"] = r.decision_mismatches;
+    o["first_mismatch"] = r.first_mismatch;
+  }
+  std::cout << boost::json::serialize(o) << "\n";
+}
+
+void print_replay_table(const traces::TraceInput& input, const cuda::ReplayConfig& c,
+                        const cuda::ReplayResult& r, int show) {
+  const cuda::ReplayStep& t = r.total;
+  Table st({"forward", "rows", "tokens", "width", "gpu us", "hits", "misses", "drops", "H2D bytes",
+            "D2H bytes"});
+  for (std::size_t i = 0; i < r.steps.size() && static_cast<int>(i) < show; ++i) {
+    const auto& s = r.steps[i];
+    st.add({fmt_int(s.forward), fmt_int(s.rows), fmt_int(s.tokens), fmt_int(s.width),
+            fmt_fixed(s.gpu_us, 1), fmt_int(s.hits), fmt_int(s.misses), fmt_int(s.drops),
+            fmt_int(s.h2d_bytes), fmt_int(s.d2h_bytes)});
+  }
+  st.print();
+  std::printf("\n");
+  Table tt({"figure", "value"});
+  tt.add({"trace", input.name});
+  tt.add({"placement", r.placement + (c.write_through ? " (+ write-through store)" : "")});
+  tt.add({"kv dtype", r.dtype});
+  tt.add({"read mode",
+          c.read == cuda::ReadMode::attend
+              ? "attend (QSA attention, " + std::to_string(r.q_heads) + " query heads per row)"
+              : "checksum (read every selected token into a checksum)"});
+  if (c.read == cuda::ReadMode::attend) tt.add({"attention kernel", r.attend_kernel});
+  if (!r.mirror_reads.empty()) tt.add({"mirror reads", r.mirror_reads});
+  tt.add({"pool pages per layer", r.pool_pages > 0 ? fmt_int(r.pool_pages) : "-"});
+  tt.add({"logical pages", fmt_int(r.num_pages)});
+  tt.add({"forwards", fmt_int(t.forward)});
+  tt.add({"GPU time, total", fmt_fixed(t.gpu_us / 1000.0, 3) + " ms"});
+  tt.add({"GPU time per forward",
+          fmt_fixed(us_per_forward(t), 2) + " us" +
+              (c.read == cuda::ReadMode::attend ? " (layers' store .. attention, summed)"
+                                                : " (whole forward)")});
+  tt.add({"hits / misses / evictions",
+          fmt_int(t.hits) + " / " + fmt_int(t.misses) + " / " + fmt_int(t.evictions)});
+  tt.add({"hit rate", fmt_fixed(100.0 * replay_hit_rate(t), 2) + " %"});
+  tt.add({"drops (pages past the width)", fmt_int(t.drops)});
+  tt.add({"selected tokens read", fmt_int(t.selected_tokens)});
+  tt.add({c.read == cuda::ReadMode::attend ? "selected pages not resident" : "non-resident reads",
+          fmt_int(t.missing)});
+  tt.add({"host -> device", fmt_bytes(static_cast<double>(t.h2d_bytes))});
+  tt.add({"device -> host", fmt_bytes(static_cast<double>(t.d2h_bytes))});
+  tt.add({c.read == cuda::ReadMode::attend ? "attention output digest" : "checksum",
+          hex64(r.checksum)});
+  if (r.verified) {
+    if (c.read == cuda::ReadMode::checksum)
+      tt.add({"expected checksum (CPU)", hex64(r.expected_checksum)});
+    tt.add({"query / decision mismatches",
+            fmt_int(r.query_mismatches) + " / " + fmt_int(r.decision_mismatches)});
+    if (!r.first_mismatch.empty()) tt.add({"first mismatch", r.first_mismatch});
+    if (!r.first_checksum_mismatch.empty())
+      tt.add({"first checksum mismatch", r.first_checksum_mismatch});
+  }
+  tt.print();
+}
+
+// Exit status 2 with the first difference when --verify found one.
+int verification_status(const cuda::ReplayConfig& c, const cuda::ReplayResult& r) {
+  const cuda::ReplayStep& t = r.total;
+  const bool checksum_differs =
+      c.read == cuda::ReadMode::checksum && t.missing == 0 && r.checksum != r.expected_checksum;
+  if (r.verified && (r.query_mismatches != 0 || r.decision_mismatches != 0 || checksum_differs)) {
+    const std::string where = !r.first_mismatch.empty() ? r.first_mismatch
+                              : !r.first_checksum_mismatch.empty()
+                                  ? "checksum differs at " + r.first_checksum_mismatch
+                                  : std::string("checksum differs");
+    std::fprintf(stderr, "kvtier run: verification failed: %s\n", where.c_str());
+    return 2;
+  }
+  return 0;
+}
+#endif
+
+}  // namespace
+
+int run_trace(const std::vector<std::string>& args) {
+  po::options_description desc = run_trace_options();
   po::variables_map vm;
   if (!parse_options(
           args, desc, vm,
@@ -93,37 +255,8 @@ int run_trace(const std::vector<std::string>& args) {
     return 0;
   if (!vm.count("trace")) throw ConfigError("run: --trace FILE is required");
 #if defined(KVTIER_WITH_CUDA)
-  cuda::ReplayConfig c;
-  c.placement = parse_placement(vm["placement"].as<std::string>(), "--placement");
-  c.dtype = parse_kv_dtype(vm["kv-dtype"].as<std::string>(), "--kv-dtype");
-  c.pool_pages = vm["pool-pages"].as<long long>();
-  const std::string form = vm["ensure-form"].as<std::string>();
-  if (form == "block") {
-    c.form = cuda::EnsureForm::block;
-  } else if (form == "multi-block") {
-    c.form = cuda::EnsureForm::multi_block;
-  } else if (form == "core-thread") {
-    c.form = cuda::EnsureForm::core_thread;
-  } else {
-    throw ConfigError("--ensure-form: expected block, multi-block or core-thread, got '" + form +
-                      "'");
-  }
-  c.write_through = vm.count("write-through") > 0;
-  c.copy_first = vm.count("copy-first") > 0;
-  if (c.copy_first && c.placement != kvtier::Placement::mirror)
-    throw ConfigError("--copy-first: only the mirror placement copies");
-  c.verify = vm.count("verify") > 0;
-  c.read = vm.count("read") ? cuda::parse_read_mode(vm["read"].as<std::string>(), "--read")
-           : c.verify       ? cuda::ReadMode::checksum
-                            : cuda::ReadMode::attend;
-  c.max_forwards = vm["forwards"].as<long long>();
   std::ofstream decisions;
-  if (vm.count("decisions")) {
-    if (!c.verify) throw ConfigError("--decisions needs --verify");
-    decisions.open(vm["decisions"].as<std::string>());
-    if (!decisions) throw ConfigError("cannot write '" + vm["decisions"].as<std::string>() + "'");
-    c.decisions = &decisions;
-  }
+  cuda::ReplayConfig c = replay_config(vm, decisions);
   if (cuda::device_count() == 0)
     throw ConfigError("run: no CUDA device (cudaGetDeviceCount found none)");
   const traces::TraceInput input = traces::file_trace(vm["trace"].as<std::string>());
@@ -135,112 +268,12 @@ int run_trace(const std::vector<std::string>& args) {
   };
   const cuda::ReplayResult r = cuda::replay_trace(input, c);
   if (progress) progress->finish();
-  const cuda::ReplayStep& t = r.total;
-  const double us_per_forward = t.forward > 0 ? t.gpu_us / static_cast<double>(t.forward) : 0.0;
-  const double hit_rate = t.hits + t.misses > 0
-                              ? static_cast<double>(t.hits) / static_cast<double>(t.hits + t.misses)
-                              : 1.0;
   if (vm.count("json")) {
-    boost::json::array steps;
-    for (const auto& s : r.steps)
-      steps.push_back(step_json(s));
-    boost::json::object o{{"trace", input.name},
-                          {"placement", r.placement},
-                          {"kv_dtype", r.dtype},
-                          {"read", r.read},
-                          {"pool_pages", r.pool_pages},
-                          {"num_pages", r.num_pages},
-                          {"qsa_layers", r.layers},
-                          {"device_bytes", r.device_bytes},
-                          {"host_bytes", r.host_bytes},
-                          {"checksum", hex64(r.checksum)},
-                          {"gpu_us_per_forward", us_per_forward},
-                          {"hit_rate", hit_rate},
-                          {"total", step_json(t)},
-                          {"steps", steps}};
-    if (c.read == cuda::ReadMode::attend) {
-      o["attend_kernel"] = r.attend_kernel;
-      o["q_heads"] = r.q_heads;
-      if (!r.mirror_reads.empty()) o["mirror_reads"] = r.mirror_reads;
-      o["gpu_us_measures"] =
-          "the QSA layers back to back: store (mirror: table lookup or compaction) .. "
-          "attention, the mirror's residency steps included; K/V and query generation "
-          "excluded";
-    } else {
-      o["gpu_us_measures"] = "the forward, K/V byte generation included";
-    }
-    if (r.verified) {
-      if (c.read == cuda::ReadMode::checksum) o["expected_checksum"] = hex64(r.expected_checksum);
-      if (!r.first_checksum_mismatch.empty())
-        o["first_checksum_mismatch"] = r.first_checksum_mismatch;
-      o["query_mismatches"] = r.query_mismatches;
-      o["decision_mismatches"] = r.decision_mismatches;
-      o["first_mismatch"] = r.first_mismatch;
-    }
-    std::cout << boost::json::serialize(o) << "\n";
+    print_replay_json(input, c, r);
   } else {
-    Table st({"forward", "rows", "tokens", "width", "gpu us", "hits", "misses", "drops",
-              "H2D bytes", "D2H bytes"});
-    const int show = vm["steps"].as<int>();
-    for (std::size_t i = 0; i < r.steps.size() && static_cast<int>(i) < show; ++i) {
-      const auto& s = r.steps[i];
-      st.add({fmt_int(s.forward), fmt_int(s.rows), fmt_int(s.tokens), fmt_int(s.width),
-              fmt_fixed(s.gpu_us, 1), fmt_int(s.hits), fmt_int(s.misses), fmt_int(s.drops),
-              fmt_int(s.h2d_bytes), fmt_int(s.d2h_bytes)});
-    }
-    st.print();
-    std::printf("\n");
-    Table tt({"figure", "value"});
-    tt.add({"trace", input.name});
-    tt.add({"placement", r.placement + (c.write_through ? " (+ write-through store)" : "")});
-    tt.add({"kv dtype", r.dtype});
-    tt.add({"read mode",
-            c.read == cuda::ReadMode::attend
-                ? "attend (QSA attention, " + std::to_string(r.q_heads) + " query heads per row)"
-                : "checksum (read every selected token into a checksum)"});
-    if (c.read == cuda::ReadMode::attend) tt.add({"attention kernel", r.attend_kernel});
-    if (!r.mirror_reads.empty()) tt.add({"mirror reads", r.mirror_reads});
-    tt.add({"pool pages per layer", r.pool_pages > 0 ? fmt_int(r.pool_pages) : "-"});
-    tt.add({"logical pages", fmt_int(r.num_pages)});
-    tt.add({"forwards", fmt_int(t.forward)});
-    tt.add({"GPU time, total", fmt_fixed(t.gpu_us / 1000.0, 3) + " ms"});
-    tt.add({"GPU time per forward",
-            fmt_fixed(us_per_forward, 2) + " us" +
-                (c.read == cuda::ReadMode::attend ? " (layers' store .. attention, summed)"
-                                                  : " (whole forward)")});
-    tt.add({"hits / misses / evictions",
-            fmt_int(t.hits) + " / " + fmt_int(t.misses) + " / " + fmt_int(t.evictions)});
-    tt.add({"hit rate", fmt_fixed(100.0 * hit_rate, 2) + " %"});
-    tt.add({"drops (pages past the width)", fmt_int(t.drops)});
-    tt.add({"selected tokens read", fmt_int(t.selected_tokens)});
-    tt.add({c.read == cuda::ReadMode::attend ? "selected pages not resident" : "non-resident reads",
-            fmt_int(t.missing)});
-    tt.add({"host -> device", fmt_bytes(static_cast<double>(t.h2d_bytes))});
-    tt.add({"device -> host", fmt_bytes(static_cast<double>(t.d2h_bytes))});
-    tt.add({c.read == cuda::ReadMode::attend ? "attention output digest" : "checksum",
-            hex64(r.checksum)});
-    if (r.verified) {
-      if (c.read == cuda::ReadMode::checksum)
-        tt.add({"expected checksum (CPU)", hex64(r.expected_checksum)});
-      tt.add({"query / decision mismatches",
-              fmt_int(r.query_mismatches) + " / " + fmt_int(r.decision_mismatches)});
-      if (!r.first_mismatch.empty()) tt.add({"first mismatch", r.first_mismatch});
-      if (!r.first_checksum_mismatch.empty())
-        tt.add({"first checksum mismatch", r.first_checksum_mismatch});
-    }
-    tt.print();
+    print_replay_table(input, c, r, vm["steps"].as<int>());
   }
-  const bool checksum_differs =
-      c.read == cuda::ReadMode::checksum && t.missing == 0 && r.checksum != r.expected_checksum;
-  if (r.verified && (r.query_mismatches != 0 || r.decision_mismatches != 0 || checksum_differs)) {
-    const std::string where = !r.first_mismatch.empty() ? r.first_mismatch
-                              : !r.first_checksum_mismatch.empty()
-                                  ? "checksum differs at " + r.first_checksum_mismatch
-                                  : std::string("checksum differs");
-    std::fprintf(stderr, "kvtier run: verification failed: %s\n", where.c_str());
-    return 2;
-  }
-  return 0;
+  return verification_status(c, r);
 #else
   throw ConfigError("run: this kvtier was built without the CUDA backend");
 #endif
