@@ -20,13 +20,14 @@
 #include "tests/cuda/gpu_test_util.hpp"
 #include "tests/cuda/replay_test_util.hpp"
 #include "traces/generator.hpp"
+#include "traces/trace_io.hpp"
 
 namespace kvtier::cuda {
 namespace {
 
 // The first `forwards` forwards of a bundled sample (and the request records before them).
 sim::TraceInput cut_sample(const std::string& file, std::int64_t forwards) {
-  const sim::TraceInput in = sim::file_trace(std::string(KVTIER_SAMPLES_DIR) + "/" + file);
+  const sim::TraceInput in = sim::file_trace(traces::samples_dir() + "/" + file);
   auto stream = in.open();
   std::vector<traces::Record> recs;
   traces::Record r;
