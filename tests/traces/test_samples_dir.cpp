@@ -3,6 +3,7 @@
 // name when it is not a directory; without it the repository layout around the working
 // directory; and an error that lists where it looked and names the variable.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -54,13 +55,26 @@ class ScopedCwd {
   fs::path old_;
 };
 
-// A fresh empty directory under the test's temporary directory.
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::path(::testing::TempDir()) / ("kvtier-samples-dir-" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+// A fresh empty directory under the test's temporary directory, removed on destruction.
+class TempDirectory {
+ public:
+  explicit TempDirectory(const std::string& name)
+      : path_(fs::path(::testing::TempDir()) /
+              ("kvtier-samples-dir-" + name + "-" + std::to_string(::getpid()))) {
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDirectory() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDirectory(const TempDirectory&) = delete;
+  TempDirectory& operator=(const TempDirectory&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
 
 std::string error_of(void (*f)()) {
   try {
@@ -83,14 +97,16 @@ TEST(SamplesDir, CtestPointsTheVariableAtTheBundledSamples) {
 }
 
 TEST(SamplesDir, FollowsTheEnvironmentVariable) {
-  const fs::path d = fresh_dir("follows");
+  const TempDirectory tmp("follows");
+  const fs::path& d = tmp.path();
   const ScopedEnv env(kSamplesDirVariable, d.string());
   EXPECT_EQ(samples_dir(), d.lexically_normal().string());
   EXPECT_EQ(default_sample_path(), d.lexically_normal().string() + "/concurrent8-16k-128k.ktr");
 }
 
 TEST(SamplesDir, AWrongVariableIsRefusedByName) {
-  const fs::path missing = fresh_dir("wrong") / "no-such-dir";
+  const TempDirectory tmp("wrong");
+  const fs::path missing = tmp.path() / "no-such-dir";
   {
     const ScopedEnv env(kSamplesDirVariable, missing.string());
     const std::string e = error_of([] { samples_dir(); });
@@ -121,7 +137,8 @@ TEST(SamplesDir, WithoutTheVariableTheRepositoryLayoutIsFound) {
 }
 
 TEST(SamplesDir, NotFoundSaysWhereItLookedAndNamesTheVariable) {
-  const fs::path nowhere = fresh_dir("nowhere") / "a" / "b";
+  const TempDirectory tmp("nowhere");
+  const fs::path nowhere = tmp.path() / "a" / "b";
   fs::create_directories(nowhere);
   const ScopedEnv env(kSamplesDirVariable, std::nullopt);
   const ScopedCwd cwd(nowhere);
