@@ -5,4 +5,6 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh"
+# The bundled default trace, wherever KVTIER_BUILD_DIR puts the build and whatever the directory.
+export KVTIER_SAMPLES_DIR="${KVTIER_SAMPLES_DIR:-$root/traces/samples}"
 exec "${KVTIER_BUILD_DIR:-$root/build}/kvtier" plan "$@"

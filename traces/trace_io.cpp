@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -126,23 +127,39 @@ std::filesystem::path exe_dir() {
 }  // namespace
 
 std::string samples_dir() {
+  // An explicit choice is taken or refused, never passed over for a guess.
+  if (const char* env = std::getenv(kSamplesDirVariable); env != nullptr && *env != '\0') {
+    std::error_code ec;
+    if (std::filesystem::is_directory(env, ec)) {
+      return std::filesystem::path(env).lexically_normal().string();
+    }
+    throw TraceError(std::string(kSamplesDirVariable) + "='" + env +
+                     "' is not a directory: point it at the bundled sample traces "
+                     "(traces/samples in the repository)");
+  }
   std::vector<std::filesystem::path> tried;
-#ifdef KVTIER_SAMPLES_DIR
-  tried.emplace_back(KVTIER_SAMPLES_DIR);
-#endif
-  const auto exe = exe_dir();
-  if (!exe.empty()) {
-    tried.push_back(exe / ".." / "share" / "kvtier" / "samples");
-    tried.push_back(exe / "traces" / "samples");
-    tried.push_back(exe / ".." / "traces" / "samples");
+  const auto add = [&tried](const std::filesystem::path& d) {
+    const auto n = d.lexically_normal();
+    if (std::find(tried.begin(), tried.end(), n) == tried.end()) tried.push_back(n);
+  };
+  if (const auto exe = exe_dir(); !exe.empty()) {
+    add(exe / ".." / "share" / "kvtier" / "samples");  // an installed tree
+    add(exe / "traces" / "samples");
+    add(exe / ".." / "traces" / "samples");  // build/kvtier in the repository
+  }
+  std::error_code ec;
+  if (const auto cwd = std::filesystem::current_path(ec); !ec) {
+    add(cwd / "traces" / "samples");         // run from the repository root
+    add(cwd / ".." / "traces" / "samples");  // run from a build directory
   }
   std::string list;
   for (const auto& d : tried) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(d, ec)) return d.lexically_normal().string();
+    if (std::filesystem::is_directory(d, ec)) return d.string();
     list += (list.empty() ? "" : ", ") + d.string();
   }
-  throw TraceError("the bundled sample traces are not found (tried " + list + ")");
+  throw TraceError("the bundled sample traces are not found: " + std::string(kSamplesDirVariable) +
+                   " is not set and none of " + list + " exists; set " + kSamplesDirVariable +
+                   " to the repository's traces/samples");
 }
 
 std::string default_sample_path() {

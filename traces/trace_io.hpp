@@ -65,9 +65,12 @@ class TraceWriter {
   virtual void close() = 0;
 };
 
-// The bundled samples (traces/samples). The directory comes from the compile definition
-// KVTIER_SAMPLES_DIR when it exists at run time, else from "<exe dir>/../share/kvtier/samples"
-// or "<exe dir>/traces/samples"; throws TraceError listing the places tried when none has it.
+// The environment variable that names the bundled samples' directory at run time.
+inline constexpr const char* kSamplesDirVariable = "KVTIER_SAMPLES_DIR";
+// The bundled samples (traces/samples). The directory is $KVTIER_SAMPLES_DIR when set (a value
+// that is not a directory throws TraceError naming it); else the first that exists of
+// "<exe dir>/../share/kvtier/samples", "<exe dir>/traces/samples", "<exe dir>/../traces/samples",
+// "./traces/samples" and "../traces/samples"; throws TraceError listing them when none does.
 std::string samples_dir();
 // The sample that `kvtier plan` replays by default (8 concurrent requests of 16k-128k).
 std::string default_sample_path();

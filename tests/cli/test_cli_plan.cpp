@@ -1,24 +1,29 @@
 // `kvtier plan` and `kvtier sim` end to end on the small bundled shared-prefix sample.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
+#include <string>
 
+#include "sim/profiles.hpp"
 #include "tests/cli/cli_runner.hpp"
+#include "traces/trace_io.hpp"
 
 namespace kvtier {
 namespace {
 
 using testing::run_kvtier;
 
-const std::string kTrace = std::string(KVTIER_SAMPLES_DIR) + "/prefill-shared-prefix.ktr";
+// A function, not a constant: the path is looked up when a test runs, with ctest's environment.
+std::string sample_trace() {
+  return traces::samples_dir() + "/prefill-shared-prefix.ktr";
+}
 
 TEST(CliPlan, JsonIsDeterministicAndThresholdsHold) {
-  const auto a = run_kvtier("plan --trace " + kTrace + " --json --threads 2");
+  const auto a = run_kvtier("plan --trace " + sample_trace() + " --json --threads 2");
   ASSERT_EQ(a.exit_code, 0) << a.out;
-  EXPECT_EQ(run_kvtier("plan --trace " + kTrace + " --json --threads 1").out, a.out);
+  EXPECT_EQ(run_kvtier("plan --trace " + sample_trace() + " --json --threads 1").out, a.out);
   const auto d = boost::json::parse(a.out).as_object();
   const double within = d.at("within").to_number<double>();
   for (const auto& uv : d.at("mirror").as_array()) {
@@ -63,10 +68,11 @@ TEST(CliPlan, JsonIsDeterministicAndThresholdsHold) {
 // no mirror size that does not fit qualifies.
 TEST(CliPlan, ConfigurationsThatDoNotFitTheCardAreMarked) {
   // The H200 profile with 1 GiB of device memory: less than the sample's KV pages need.
-  std::ifstream in(std::string(KVTIER_PROFILES_DIR) + "/h200-pcie5.json");
-  ASSERT_TRUE(in.good());
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto o = boost::json::parse(text).as_object();
+  const auto& profiles = sim::builtin_profiles();
+  const auto h200 = std::find_if(profiles.begin(), profiles.end(),
+                                 [](const auto& p) { return std::string(p.name) == "h200-pcie5"; });
+  ASSERT_NE(h200, profiles.end());
+  auto o = boost::json::parse(h200->json).as_object();
   const std::string profile = ::testing::TempDir() + "/tiny-card.json";
   std::FILE* f = std::fopen(profile.c_str(), "w");
   ASSERT_NE(f, nullptr);
@@ -75,7 +81,7 @@ TEST(CliPlan, ConfigurationsThatDoNotFitTheCardAreMarked) {
   const std::string out = boost::json::serialize(o);
   std::fwrite(out.data(), 1, out.size(), f);
   std::fclose(f);
-  const auto r = run_kvtier("plan --trace " + kTrace + " --json --profile " + profile);
+  const auto r = run_kvtier("plan --trace " + sample_trace() + " --json --profile " + profile);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const auto d = boost::json::parse(r.out).as_object();
   EXPECT_FALSE(d.at("device").as_object().at("fits_device").as_bool());
@@ -94,16 +100,16 @@ TEST(CliPlan, ConfigurationsThatDoNotFitTheCardAreMarked) {
 }
 
 TEST(CliPlan, BadInputIsAClearError) {
-  const auto small = run_kvtier("plan --trace " + kTrace + " --sizes 3");
+  const auto small = run_kvtier("plan --trace " + sample_trace() + " --sizes 3");
   EXPECT_EQ(small.exit_code, 1);
   EXPECT_NE(small.out.find("the planner's minimum is 379 slots"), std::string::npos) << small.out;
-  const auto profile = run_kvtier("plan --trace " + kTrace + " --profile no-such-card");
+  const auto profile = run_kvtier("plan --trace " + sample_trace() + " --profile no-such-card");
   EXPECT_EQ(profile.exit_code, 1);
   EXPECT_NE(profile.out.find("unknown hardware profile 'no-such-card'"), std::string::npos);
-  const auto pct = run_kvtier("plan --trace " + kTrace + " --within 150");
+  const auto pct = run_kvtier("plan --trace " + sample_trace() + " --within 150");
   EXPECT_EQ(pct.exit_code, 1);
   EXPECT_NE(pct.out.find("between 0 and 100"), std::string::npos) << pct.out;
-  const auto slots = run_kvtier("sim --trace " + kTrace + " --slots -5");
+  const auto slots = run_kvtier("sim --trace " + sample_trace() + " --slots -5");
   EXPECT_EQ(slots.exit_code, 1);
   EXPECT_NE(slots.out.find("pool size must be positive, got -5"), std::string::npos) << slots.out;
   const auto missing = run_kvtier("plan --trace /nonexistent/trace.ktr");
@@ -112,7 +118,8 @@ TEST(CliPlan, BadInputIsAClearError) {
 }
 
 TEST(CliSim, OneConfigurationAsJson) {
-  const auto r = run_kvtier("sim --trace " + kTrace + " --placement mirror --slots 816 --json");
+  const auto r =
+      run_kvtier("sim --trace " + sample_trace() + " --placement mirror --slots 816 --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const auto d = boost::json::parse(r.out).as_object();
   EXPECT_EQ(d.at("drops").as_int64(), 0);

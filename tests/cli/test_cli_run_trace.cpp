@@ -5,20 +5,24 @@
 #include <string>
 
 #include "tests/cli/cli_runner.hpp"
+#include "traces/trace_io.hpp"
 
 namespace kvtier {
 namespace {
 
 using testing::run_kvtier;
 
-const std::string kTrace = std::string(KVTIER_SAMPLES_DIR) + "/prefill-shared-prefix.ktr";
+// A function, not a constant: the path is looked up when a test runs, with ctest's environment.
+std::string sample_trace() {
+  return traces::samples_dir() + "/prefill-shared-prefix.ktr";
+}
 
 bool has(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
 }
 
 TEST(CliRunTrace, HelpTellsTheReadModes) {
-  const auto r = run_kvtier("run --trace " + kTrace + " --help");
+  const auto r = run_kvtier("run --trace " + sample_trace() + " --help");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(has(r.out, "--read attend|checksum")) << r.out;
   EXPECT_TRUE(has(r.out, "attend (default")) << r.out;
@@ -29,13 +33,13 @@ TEST(CliRunTrace, HelpTellsTheReadModes) {
 }
 
 TEST(CliRunTrace, BadReadModeOrNoDeviceIsAnError) {
-  const auto bad = run_kvtier("run --trace " + kTrace + " --read both");
+  const auto bad = run_kvtier("run --trace " + sample_trace() + " --read both");
   EXPECT_EQ(bad.exit_code, 1) << bad.out;
   // A CUDA build names the bad value; a build without CUDA says it has no backend.
   EXPECT_TRUE(has(bad.out, "--read: expected attend or checksum, got 'both'") ||
               has(bad.out, "without the CUDA backend"))
       << bad.out;
-  const auto dec = run_kvtier("run --trace " + kTrace + " --decisions /dev/null");
+  const auto dec = run_kvtier("run --trace " + sample_trace() + " --decisions /dev/null");
   EXPECT_EQ(dec.exit_code, 1) << dec.out;
   EXPECT_TRUE(has(dec.out, "--decisions needs --verify") ||
               has(dec.out, "without the CUDA backend"))

@@ -12,21 +12,22 @@
 #include <vector>
 
 #include "cuda/trace_replay.hpp"
+#include "frontend/front_end.hpp"
 #include "model/config_error.hpp"
 #include "model/cost_model.hpp"
-#include "frontend/front_end.hpp"
 #include "sim/profiles.hpp"
 #include "sim/replay.hpp"
 #include "tests/cuda/gpu_test_util.hpp"
 #include "tests/cuda/replay_test_util.hpp"
 #include "traces/generator.hpp"
+#include "traces/trace_io.hpp"
 
 namespace kvtier::cuda {
 namespace {
 
 // The first `forwards` forwards of a bundled sample (and the request records before them).
 traces::TraceInput cut_sample(const std::string& file, std::int64_t forwards) {
-  const traces::TraceInput in = traces::file_trace(std::string(KVTIER_SAMPLES_DIR) + "/" + file);
+  const traces::TraceInput in = traces::file_trace(traces::samples_dir() + "/" + file);
   auto stream = in.open();
   std::vector<traces::Record> recs;
   traces::Record r;
@@ -35,8 +36,8 @@ traces::TraceInput cut_sample(const std::string& file, std::int64_t forwards) {
     if (std::holds_alternative<traces::Forward>(r)) ++n;
     recs.push_back(r);
   }
-  return traces::memory_trace(file + " (first " + std::to_string(forwards) + " forwards)", in.header,
-                           std::move(recs));
+  return traces::memory_trace(file + " (first " + std::to_string(forwards) + " forwards)",
+                              in.header, std::move(recs));
 }
 
 // The shared-prefix sample's first 40 forwards: 3 requests at a time sharing 192 pages, 771

@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Everything kvtier runs on the lent GPU machine, in one script.
+#
+# Here:  scripts/gpu.sh build
+#   builds build-gpu/ (Release, sm_90, static libstdc++/libgcc/Boost/cudart; cuBLAS stays
+#   dynamic): kvtier, bench_qsa, bench_qsa_decode and every test target labelled gpu in
+#   tests/*/CMakeLists.txt; fills gpu-carry/ (git-ignored) with them stripped, libzstd and a
+#   build note as one archive (raw they outgrow a device call's 64 MiB), and this script.
+#   KVTIER_JOBS: build jobs (default 2); KVTIER_GPU_BUILD_DIR: another build directory.
+# There (device run with carry ["gpu-carry"], in the repository root):
+#   bash gpu-carry/gpu.sh MODE [OUT]
+#   tests     every gpu test binary
+#   sanitize  compute-sanitizer memcheck + racecheck over the residency step and the attend
+#             variants, memcheck over the in-place attend
+#   trace     `kvtier run --trace` of every traces/samples/*.ktr on device, host and mirror, the
+#             mirror at the pool `kvtier plan --json` qualifies for that trace
+#   figures   the model runner's figures (`kvtier run --weights`; NEEDLE_1M=1 adds the 1M needle)
+#   bench     bench_qsa (default, b2b, link), bench_qsa_decode, kvtier bench residency
+#   all       all of these, in this order
+# OUT (default $OUT, else /tmp/kvtier-gpu) receives summary.txt (the table printed last: name,
+# rc, seconds; trace runs add digest and median GPU us per decode forward), all.log (every
+# run's output) and logs-MODE.tgz (a file per run, trace runs' JSON included). Without a GPU
+# all of it still runs: gpu tests skip, device runs fail with their reason.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)  # scripts/.. here, gpu-carry/.. there: the repository
+carry=$root/gpu-carry
+
+build() {
+  local build=${KVTIER_GPU_BUILD_DIR:-$root/build-gpu} stage tests gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  # the kvtier_add_test(<name> ... LABELS gpu ...) calls
+  mapfile -t tests < <(cat "$root"/tests/*/CMakeLists.txt | tr '\n' ' ' |
+    grep -o 'kvtier_add_test([^)]*LABELS gpu[^)]*)' | sed 's/kvtier_add_test(\([^ ]*\).*/\1/')
+  cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DKVTIER_STATIC_RUNTIME=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null || return
+  cmake --build "$build" -j "${KVTIER_JOBS:-2}" --target kvtier bench_qsa bench_qsa_decode \
+    "${tests[@]}" || return
+  stage=$(mktemp -d)
+  cp "$build"/{kvtier,bench/qsa/bench_qsa,bench/qsa_decode/bench_qsa_decode} "$stage/" || return
+  for t in "${tests[@]}"; do cp "$build"/tests/*/"$t" "$stage/" || return; done
+  strip "$stage"/*
+  cp -L "$(ldd "$build/kvtier" | awk '/libzstd/ {print $3}')" "$stage/" || return
+  printf '%s\n' "${tests[@]}" >"$stage/gpu-tests.txt"
+  echo "built $(date -u '+%F %T') UTC at $(git -C "$root" describe --always --dirty): Release," \
+    "sm_90, KVTIER_STATIC_RUNTIME=ON; gpu tests: ${tests[*]}" | tee "$stage/build-info.txt"
+  rm -rf "$carry" && mkdir -p "$carry"
+  tar czf "$carry/bins.tgz" -C "$stage" . && rm -rf "$stage"
+  cp "$0" "$carry/gpu.sh"
+  du -sh "$carry"
+}
+
+mode=${1:-}
+case $mode in
+  build) build; exit ;;
+  tests | sanitize | trace | figures | bench | all) ;;
+  *) echo "usage: scripts/gpu.sh build, then: bash gpu-carry/gpu.sh MODE [OUT]" \
+       "(MODE: tests, sanitize, trace, figures, bench or all)" >&2
+     exit 2 ;;
+esac
+
+# ---- on the GPU machine: the binaries unpacked outside the carry, which stays as built ----
+bin=${TMPDIR:-/tmp}/kvtier-gpu-bin
+[[ -f $carry/bins.tgz ]] || { echo "no $carry/bins.tgz: run scripts/gpu.sh build" >&2; exit 1; }
+rm -rf "$bin" && mkdir -p "$bin"
+tar xzf "$carry/bins.tgz" -C "$bin" || exit
+out=${2:-${OUT:-/tmp/kvtier-gpu}}
+logs=$(mktemp -d)
+mkdir -p "$out"
+: >"$out/all.log"
+export LD_LIBRARY_PATH=$bin:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export KVTIER_SAMPLES_DIR=${KVTIER_SAMPLES_DIR:-$root/traces/samples}
+K=$bin/kvtier
+CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+
+# run NAME TIMEOUT COMMAND...: stdout into $logs/NAME.log (a trace run's JSON), stderr into
+# NAME.err, both appended to all.log; a row (name, rc, seconds) of the summary.
+run() {
+  local name=$1 limit=$2 t0=$SECONDS rc
+  shift 2
+  echo "== $name"
+  timeout "$limit" "$@" >"$logs/$name.log" 2>"$logs/$name.err"
+  rc=$?
+  [[ -s $logs/$name.err ]] || rm -f "$logs/$name.err"
+  echo "=== $name rc=$rc: $*" >>"$out/all.log"
+  cat "$logs/$name.log" "$logs/$name.err" 2>/dev/null >>"$out/all.log"
+  ((rc == 0)) || tail -n 8 "$logs/$name.log" "$logs/$name.err" 2>/dev/null
+  printf '%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - t0))" >>"$logs/runs.tsv"
+}
+
+tests() {
+  local t
+  while read -r t; do run "$t" 300 "$bin/$t"; done <"$bin/gpu-tests.txt"
+}
+
+sanitize() {  # sanitizer-sized: fewer RapidCheck cases, KVTIER_QSA_TEST_SMALL
+  local few=(env RC_PARAMS="seed=20261129 max_success=12") small=(env KVTIER_QSA_TEST_SMALL=1)
+  local mem=("$CS" --tool memcheck --error-exitcode 9)
+  local race=("$CS" --tool racecheck --error-exitcode 9)
+  local step=("$bin/cuda_residency_test" --gtest_filter='ResidencyStep.*')
+  local attend=("$bin/qsa_gpu_test" --gtest_filter='*AttendVariantsAgree*:*PlacementsAreBitIdent*')
+  run memcheck-step 150 "${few[@]}" "${mem[@]}" "${step[@]}"
+  run racecheck-step 150 "${few[@]}" "${race[@]}" "${step[@]}"
+  run memcheck-in-place 90 "${mem[@]}" "$bin/qsa_gpu_test" --gtest_filter='*InPlaceRows*'
+  run memcheck-attend 90 "${small[@]}" "${mem[@]}" "${attend[@]}"
+  run racecheck-attend 150 "${small[@]}" "${race[@]}" "${attend[@]}"
+}
+
+# The mirror pool `kvtier plan` qualifies (residency unit layer, as `kvtier run --trace` has it):
+# the smallest within 5 % of all-resident speed with no dropped page, else within 10 %, else none.
+plan_pool() {
+  python3 -c 'import json, sys
+for u in json.load(open(sys.argv[1]))["mirror"]:
+    if u["unit"] == "layer": print(u["within_slots"] or u["chosen_slots"] or "")' "$1" 2>/dev/null
+}
+
+trace() {
+  local t name pool
+  for t in "$KVTIER_SAMPLES_DIR"/*.ktr; do
+    name=$(basename "$t" .ktr)
+    run "plan-$name" 300 "$K" plan --trace "$t" --placement mirror --unit layer --json
+    pool=$(plan_pool "$logs/plan-$name.log")
+    run "trace-$name-device" 120 "$K" run --trace "$t" --placement device --json
+    run "trace-$name-host" 120 "$K" run --trace "$t" --placement host --json
+    if [[ -n $pool ]]; then
+      run "trace-$name-mirror-$pool" 120 "$K" run --trace "$t" --placement mirror \
+        --pool-pages "$pool" --json
+    else
+      echo "== $name: kvtier plan qualified no mirror pool (plan-$name in all.log)"
+    fi
+  done
+}
+
+figures() {
+  local w=/tmp/kvtier-gpu-weights.safetensors p
+  [[ -f $w ]] || run weights-gen 120 "$K" weights gen --vocab 1024 --needle --out "$w"
+  local k=("$K" run --weights "$w" --json) at128k=(--prompt-tokens 1 --fill-depth 131071)
+  local eight=(--prompt-tokens "1,1,1,1,1,1,1,1") mirror=(--placement mirror --pool-pages)
+  for p in host device; do
+    run "decode-128k-$p" 120 "${k[@]}" "${at128k[@]}" --decode 64 --placement "$p"
+    # 1,048,544 filled + 1 + 32 - 1 = 1,048,576 positions
+    run "decode-1m-$p" 180 "${k[@]}" --yarn --prompt-tokens 1 --fill-depth 1048544 --decode 32 \
+      --placement "$p"
+    run "decode-8x128k-$p" 120 "${k[@]}" "${eight[@]}" --fill-depth 131071 --decode 32 \
+      --placement "$p"
+  done
+  run decode-128k-mirror-256 120 "${k[@]}" "${at128k[@]}" --decode 64 "${mirror[@]}" 256
+  run decode-128k-host-profile 120 "${k[@]}" "${at128k[@]}" --decode 16 --placement host --profile
+  run decode-8x16k-mirror-2400 120 "${k[@]}" "${eight[@]}" --fill-depth 16383 --decode 64 \
+    "${mirror[@]}" 2400
+  run decode-8x16k-mirror-2400-copy-first 120 "${k[@]}" "${eight[@]}" --fill-depth 16383 \
+    --decode 64 "${mirror[@]}" 2400 --copy-first
+  run stand-in-host-profile 120 "${k[@]}" "${at128k[@]}" --decode 16 --placement host \
+    --stand-in-width 6912 --profile
+  run prefill-128k-device-profile 180 "${k[@]}" --prompt-tokens 131072 --decode 1 --chunk 4096 \
+    --placement device --profile
+  # CLI paths: a prompt file of two requests of 1,500 ids recorded, the recording replayed
+  seq 1 3000 | awk '{printf "%d%s", ($1 * 7919) % 1024, NR % 1500 ? " " : "\n"}' >/tmp/prompt.txt
+  run cli-prompt-file-record 60 "${k[@]}" --prompt /tmp/prompt.txt --decode 16 "${mirror[@]}" 64 \
+    --record /tmp/kvtier-gpu-rec.ktr
+  run cli-recorded-replay 60 "$K" run --trace /tmp/kvtier-gpu-rec.ktr "${mirror[@]}" 64 \
+    --read checksum --verify --json
+  if [[ ${NEEDLE_1M:-0} == 1 ]]; then
+    run needle-1m-yarn-device 420 "${k[@]}" --yarn --prompt-tokens 1048575 --needle-at 314159 \
+      --decode 2 --chunk 4096 --placement device
+  fi
+}
+
+bench() {
+  run bench-qsa 120 "$bin/bench_qsa"
+  run bench-qsa-b2b 90 "$bin/bench_qsa" b2b
+  run bench-qsa-link 90 "$bin/bench_qsa" link
+  run bench-qsa-decode 90 "$bin/bench_qsa_decode"
+  run bench-residency 120 "$K" bench residency
+}
+
+{
+  cat "$bin/build-info.txt"
+  echo "run $(date -u '+%F %T') UTC, mode $mode, KVTIER_SAMPLES_DIR=$KVTIER_SAMPLES_DIR"
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+  else
+    echo "no nvidia-smi: no GPU here"
+  fi
+  echo "compute-sanitizer: $CS"
+} >"$logs/gpu.txt"
+tee -a "$out/all.log" <"$logs/gpu.txt"
+if [[ $mode == all ]]; then
+  tests; sanitize; trace; figures; bench
+else
+  "$mode"
+fi
+
+# The summary: a row per run; trace runs add the digest (the device's on the same trace and
+# dtype when the attention read the same bytes) and the median GPU us per decode forward (every
+# row a decode token) of the most rows, as the write-ups give it; the others' against device's.
+python3 - "$logs" <<'PY' | tee "$out/summary.txt"
+import json, statistics, sys
+device = {}  # (trace, dtype) -> (digest, median us)
+print(f"{'run':46s} {'rc':>3s} {'s':>4s}  {'digest':16s} {'us/decode fwd':>13s}  note")
+for line in open(f"{sys.argv[1]}/runs.tsv"):
+    name, rc, secs = line.rstrip("\n").split("\t")
+    digest, us, note = "", "", ""
+    try:
+        r = json.load(open(f"{sys.argv[1]}/{name}.log")) if name.startswith("trace-") else None
+    except (OSError, ValueError):
+        r, note = None, "no JSON"
+    if r:
+        dec = [s for s in r["steps"] if 0 < s["tokens"] == s["decode_tokens"]]
+        rows = max((s["rows"] for s in dec), default=0)
+        dec = [s["gpu_us"] for s in dec if s["rows"] == rows]
+        digest, med = r["checksum"], statistics.median(dec) if dec else 0
+        us, key = f"{med:.1f}" if dec else "-", (r["trace"], r["kv_dtype"])
+        note = f"{len(dec)} decode fwds of {rows} rows, drops {r['total']['drops']}"
+        if r["placement"] == "device":
+            device[key] = (digest, med)
+        elif key in device:
+            note += ", digest " + ("= device" if device[key][0] == digest else "DIFFERS")
+            if med and device[key][1]:
+                note += f", {med / device[key][1]:.3f} x device"
+    print(f"{name:46s} {rc:>3s} {secs:>4s}  {digest:16s} {us:>13s}  {note}")
+PY
+tar czf "$out/logs-$mode.tgz" -C "$logs" . && rm -rf "$logs"
+echo "logs: $out/all.log, $out/logs-$mode.tgz"
