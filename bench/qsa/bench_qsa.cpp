@@ -337,7 +337,12 @@ void bench_small(int rows) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool profile = argc > 1 && std::string(argv[1]) == "profile";
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode != "" && mode != "profile" && mode != "link" && mode != "b2b") {
+    std::fprintf(stderr, "bench_qsa: unknown mode '%s' (modes: none, b2b, link, profile)\n",
+                 mode.c_str());
+    return 2;
+  }
   if (!kvtier::qsa::testing::have_device()) {
     std::printf("bench_qsa: no CUDA device, nothing measured\n");
     return 0;
@@ -345,7 +350,7 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   QSA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
-  if (profile) {  // the kernels that miss their targets, a few launches each
+  if (mode == "profile") {  // the kernels that miss their targets, a few launches each
     g_max_reps = 2;
     bench_attend({.rows = 16});
     bench_attend({.rows = 16, .splits = 4});
@@ -355,11 +360,11 @@ int main(int argc, char** argv) {
     print_table();
     return 0;
   }
-  if (argc > 1 && std::string(argv[1]) == "link") {
+  if (mode == "link") {
     kvtier::qsa::bench::bench_link_reads();
     return 0;
   }
-  if (argc > 1 && std::string(argv[1]) == "b2b") {
+  if (mode == "b2b") {
     for (const int calls : {1, 10}) {
       bench_attend({.rows = 16, .eager_calls = calls, .repeats = 2});
       bench_attend({.rows = 1, .host = true, .eager_calls = calls, .repeats = 2});
