@@ -6,7 +6,7 @@
 // them (17 rows, or rows too long for the clusters).
 //
 // KVTIER_QSA_TEST_SMALL=1 (set by the compute-sanitizer runs, which are too slow at full size):
-// DecodeTopkSmall.EveryForm runs its tied rows only, at two cluster sizes.
+// DecodeTopkSmall.EveryForm runs its tied rows only (one CTA a row and clusters of 6).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -110,10 +110,15 @@ std::vector<std::int32_t> topk_with_work(const Buf<float>& x, std::int64_t strid
   return out.download();
 }
 
-// Row r's picks in `got` equal the reference's top-k of its first n[r] logits of `x`.
+// The k picks of every row from one entry point, and what to call them in a failure.
+struct Picks {
+  std::string what;
+  std::vector<std::int32_t> got;
+};
+
+// Row r's picks in every `outs` equal the reference's top-k of its first n[r] logits of `x`.
 void expect_reference(const std::vector<float>& x, std::int64_t stride,
-                      const std::vector<std::int64_t>& n, int k,
-                      const std::vector<std::int32_t>& got, const std::string& what) {
+                      const std::vector<std::int64_t>& n, int k, const std::vector<Picks>& outs) {
   for (std::size_t r = 0; r < n.size(); ++r) {
     std::vector<float> row(x.begin() + std::int64_t(r) * stride,
                            x.begin() + std::int64_t(r) * stride + n[r]);
@@ -122,9 +127,12 @@ void expect_reference(const std::vector<float>& x, std::int64_t stride,
     // negative float (-denorm_min) gives the reference the kernels' order and changes no other.
     for (float& v : row)
       if (v == 0.0f && std::signbit(v)) v = -std::numeric_limits<float>::denorm_min();
-    const std::vector<std::int32_t> mine(got.begin() + std::int64_t(r) * k,
-                                         got.begin() + std::int64_t(r + 1) * k);
-    EXPECT_EQ(mine, qsa_ref::topk_blocks(row, n[r], k)) << what << " row " << r << " n " << n[r];
+    const std::vector<std::int32_t> want = qsa_ref::topk_blocks(row, n[r], k);
+    for (const Picks& o : outs) {
+      const std::vector<std::int32_t> mine(o.got.begin() + std::int64_t(r) * k,
+                                           o.got.begin() + std::int64_t(r + 1) * k);
+      EXPECT_EQ(mine, want) << o.what << " row " << r << " n " << n[r];
+    }
   }
 }
 
@@ -166,8 +174,9 @@ TEST_P(DecodeTopk, MatchesReference) {
     Buf<float> dx(x.size());
     dx.upload(x);
     const std::vector<std::int64_t> n = clamped(nv, c.n);
-    expect_reference(x, stride, n, k, topk_no_work(dx, stride, dn, c.rows, k), "no workspace");
-    expect_reference(x, stride, n, k, topk_with_work(dx, stride, dn, c.rows, c.n, k), "workspace");
+    expect_reference(x, stride, n, k,
+                     {{"no workspace", topk_no_work(dx, stride, dn, c.rows, k)},
+                      {"workspace", topk_with_work(dx, stride, dn, c.rows, c.n, k)}});
   }
 }
 
@@ -200,10 +209,11 @@ TEST(DecodeTopkCluster, ShortRowsLargeMaxN) {
     Buf<float> dx(x.size());
     dx.upload(x);
     const std::vector<std::int64_t> n = clamped(nv, max_n);
-    expect_reference(x, stride, n, k, topk_with_work(dx, stride, dn, rows, max_n, k),
-                     std::string(kind_name(kind)) + " workspace");
-    expect_reference(x, stride, n, k, topk_no_work(dx, stride, dn, rows, k),
-                     std::string(kind_name(kind)) + " no workspace");
+    expect_reference(
+        x, stride, n, k,
+        {{std::string(kind_name(kind)) + " workspace",
+          topk_with_work(dx, stride, dn, rows, max_n, k)},
+         {std::string(kind_name(kind)) + " no workspace", topk_no_work(dx, stride, dn, rows, k)}});
   }
 }
 
@@ -232,11 +242,12 @@ TEST(DecodeTopkSmall, EveryForm) {
     dx.upload(x);
     for (const std::int64_t max_n : max_ns)
       expect_reference(x, stride, clamped(nv, max_n), k,
-                       topk_with_work(dx, stride, dn, rows, max_n, k),
-                       std::string(kind_name(kind)) + " max_n " + std::to_string(max_n));
+                       {{std::string(kind_name(kind)) + " max_n " + std::to_string(max_n),
+                         topk_with_work(dx, stride, dn, rows, max_n, k)}});
     if (!small)
-      expect_reference(x, stride, clamped(nv, stride), k, topk_no_work(dx, stride, dn, rows, k),
-                       std::string(kind_name(kind)) + " no workspace");
+      expect_reference(x, stride, clamped(nv, stride), k,
+                       {{std::string(kind_name(kind)) + " no workspace",
+                         topk_no_work(dx, stride, dn, rows, k)}});
   }
 }
 
@@ -273,8 +284,9 @@ TEST(DecodeTopkClamp, PositionsAndMaxN) {
         n[i] = (std::int64_t{pos[i]} + 1) / 4;
         if (max_n > 0) n[i] = std::min(n[i], max_n);
       }
-      expect_reference(x, stride, n, k, out.download(),
-                       std::to_string(rows) + " rows, max_n " + std::to_string(max_n));
+      expect_reference(
+          x, stride, n, k,
+          {{std::to_string(rows) + " rows, max_n " + std::to_string(max_n), out.download()}});
     }
 }
 
