@@ -37,20 +37,9 @@ ReadMode parse_read_mode(std::string_view text, std::string_view what) {
 
 std::string attend_kernel_name(bool fp8, bool host_banks) {
   if (fp8) return "simt (fp8 codes + scales, SIMT fp32)";
-  const bool forced = qsa::attend_variant() != qsa::AttendVariant::automatic;
-  std::string name;
-  switch (qsa::attend_bf16_kernel(host_banks)) {
-    case qsa::AttendVariant::mma_load:
-      name = "mma_load (tensor cores, register gather)";
-      break;
-    case qsa::AttendVariant::simt:
-      name = "simt (SIMT fp32)";
-      break;
-    default:
-      name = "mma_async (tensor cores, cp.async gather)";
-      break;
-  }
-  return forced ? name + ", forced by KVTIER_QSA_ATTEND" : name;
+  return qsa::attend_bf16_kernel(host_banks) == qsa::AttendVariant::mma_load
+             ? "mma_load (tensor cores, register gather)"
+             : "mma_async (tensor cores, cp.async gather)";
 }
 
 namespace {

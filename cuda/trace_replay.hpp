@@ -126,8 +126,8 @@ struct ReplayResult {
 // configurations that cannot run, std::runtime_error when an ensure fails on the device.
 ReplayResult replay_trace(const traces::TraceInput& input, const ReplayConfig& cfg);
 
-// The attention kernel qsa::attend runs for these banks ("mma_async", "mma_load", "simt";
-// KVTIER_QSA_ATTEND forces a bf16 one), with what it does in words.
+// The attention kernel qsa::attend runs for these banks ("mma_async", "mma_load", "simt"),
+// with what it does in words.
 std::string attend_kernel_name(bool fp8, bool host_banks);
 
 // The checksum term sum of one token as launch_read folds it (for CPU references): the bytes

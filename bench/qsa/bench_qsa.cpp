@@ -1,6 +1,11 @@
 // QSA kernel figures on the GPU: time (median of CUDA-event timings after warm-up) and bytes or
 // FLOPs over time against the ceilings (HBM 4.3 TB/s, bf16 tensor ~790 TFLOP/s, zero-copy
-// 51 GB/s). Prints a table; never fails on speed. Random data (never zeros).
+// 51 GB/s). Prints a table; never fails on speed. Random data (never zeros). Each call runs the
+// kernels the entry points pick (bench/results/kernel-choices.md says why those).
+//
+// Modes: none (attend bf16 and fp8, index, the small kernels), `b2b` (the two attend targets
+// timed eager, back to back and in a graph), `link` (SM reads over PCIe by grid shape),
+// `profile` (a few launches of the kernels that miss their targets, for ncu).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,7 +16,6 @@
 #include <numeric>
 #include <random>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "bench/qsa/graph_timing.hpp"
@@ -25,9 +29,6 @@ using kvtier::qsa::testing::Buf;
 namespace q = kvtier::qsa;
 
 int g_max_reps = 1000;  // "profile" mode: a few launches per figure (for ncu)
-// Eager attend timings: calls launched back to back between the two events (the figure is per
-// call). 1: one call from an idle GPU, so its launch latency is in the figure.
-int g_eager_calls = 1;
 
 double median_us(const std::function<void()>& f, int reps = 30) {
   reps = std::min(reps, g_max_reps);
@@ -89,29 +90,6 @@ std::string gbs(double bytes, double us, double ceiling_gbs) {
   return buf;
 }
 
-// A variant of a measured call: a label and the environment knobs set around it (the kernels
-// read KVTIER_QSA_* per call); `splits` > 0 overrides the attend default.
-struct Variant {
-  std::string label;
-  std::vector<std::pair<std::string, std::string>> env;
-  int splits = 0;
-};
-template <class F>
-double with_env(const Variant& v, F&& f) {
-  for (const auto& [k, val] : v.env)
-    setenv(k.c_str(), val.c_str(), 1);
-  const double r = f();
-  for (const auto& [k, val] : v.env)
-    unsetenv(k.c_str());
-  return r;
-}
-std::vector<Variant> attend_kernels(const std::vector<const char*>& names) {
-  std::vector<Variant> out;
-  for (const char* n : names)
-    out.push_back({n, {{"KVTIER_QSA_ATTEND", n}}});
-  return out;
-}
-
 // Bytes r() % 0x70 would give, 8 at a time (splitmix64; 1 GiB in well under a second).
 void fill_bank_bytes(Buf<std::uint8_t>& b, std::uint64_t seed) {
   std::vector<std::uint8_t> v(b.size());
@@ -127,19 +105,49 @@ void fill_bank_bytes(Buf<std::uint8_t>& b, std::uint64_t seed) {
   b.upload(v);
 }
 
-// Decode attend: `rows` rows, each 2051 random distinct tokens of a 64k-token context whose
-// pages sit in a pool of `context` tokens per row (device or mapped host memory). `grouped`:
-// the tokens come in groups of 4 as QSA selects them (512 random blocks x 4 + the 3-token causal
-// tail), so a KV bank read is 4 KiB contiguous per block instead of 1 KiB per token. Every
-// variant is measured `repeats` times (interleaved: the spread between repeats is the noise).
-// `graph`: 10 calls captured in one CUDA graph on a stream, the GPU time of a replay / 10 (as a
-// decode step's graph runs them; graph_timing.hpp). Until round f (bench/results/qsa-h200.md)
-// the replay was timed from the legacy stream around the host's launch and wait, which put
-// about 1 us per call of host time into these figures.
-void bench_attend(int rows, bool fp8, bool host,
-                  const std::vector<Variant>& variants = attend_kernels({"mma"}),
-                  bool grouped = false, int repeats = 1, bool graph = false) {
-  const int width = 2051, heads = 24, kv_heads = 2, ps = 64, context = 65536;
+// One decode attend figure: `rows` rows, each 2051 random distinct tokens of a 64k-token
+// context whose pages sit in a pool of `context` tokens per row (device or mapped host memory).
+struct AttendRun {
+  int rows = 1;
+  bool fp8 = false;
+  bool host = false;  // the banks in mapped host memory, read in place over the link
+  int splits = 0;     // 0: attend_default_splits
+  // Eager timing: calls launched back to back between the two events (the figure is per call);
+  // 1: one call from an idle GPU, so its launch latency is in the figure.
+  int eager_calls = 1;
+  // 10 calls captured in one CUDA graph on a stream, the GPU time of a replay / 10 (as a decode
+  // step's graph runs them; graph_timing.hpp), instead of eager calls.
+  bool graph = false;
+  int repeats = 1;  // figures of the same inputs (the spread between them is the noise)
+};
+
+// Each row's page table (its pages shuffled over the pool) and its sorted token list.
+struct Selection {
+  std::vector<std::int32_t> table, tokens;
+};
+Selection random_selection(int rows, int pages, int context, int width) {
+  Selection sel;
+  sel.table.resize(static_cast<std::size_t>(rows) * pages);
+  std::mt19937 rng(7);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<std::int32_t> perm(pages);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int p = 0; p < pages; ++p)
+      sel.table[std::size_t(r) * pages + p] = r * pages + perm[p];
+    std::vector<std::int32_t> all(context);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng);
+    all.resize(width);
+    std::sort(all.begin(), all.end());
+    sel.tokens.insert(sel.tokens.end(), all.begin(), all.end());
+  }
+  return sel;
+}
+
+void bench_attend(const AttendRun& run) {
+  const int rows = run.rows, width = 2051, heads = 24, kv_heads = 2, ps = 64, context = 65536;
+  const bool fp8 = run.fp8, host = run.host;
   const int pages = context / ps;
   const std::int64_t phys = std::int64_t{rows} * pages + 1;
   const std::int64_t elems = phys * ps * kv_heads * q::kHeadDim;
@@ -155,92 +163,52 @@ void bench_attend(int rows, bool fp8, bool host,
     fill_random<float>(ks, 3, [](std::mt19937&) { return 0.01f; });
     fill_random<float>(vs, 4, [](std::mt19937&) { return 0.01f; });
   }
-  std::vector<std::int32_t> table(static_cast<std::size_t>(rows) * pages), toks, req(rows),
-      pos(rows);
-  std::mt19937 rng(7);
-  for (int r = 0; r < rows; ++r) {
-    std::vector<std::int32_t> perm(pages);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng);
-    for (int p = 0; p < pages; ++p)
-      table[std::size_t(r) * pages + p] = r * pages + perm[p];
-    std::vector<std::int32_t> all;
-    if (grouped) {
-      std::vector<std::int32_t> blocks(context / 4 - 1);  // the last group is the open tail
-      std::iota(blocks.begin(), blocks.end(), 0);
-      std::shuffle(blocks.begin(), blocks.end(), rng);
-      blocks.resize((width - 3) / 4);
-      std::sort(blocks.begin(), blocks.end());
-      for (std::int32_t b : blocks)
-        for (int i = 0; i < 4; ++i)
-          all.push_back(4 * b + i);
-      for (int i = 3; i >= 1; --i)
-        all.push_back(context - i);
-    } else {
-      all.resize(context);
-      std::iota(all.begin(), all.end(), 0);
-      std::shuffle(all.begin(), all.end(), rng);
-      all.resize(width);
-      std::sort(all.begin(), all.end());
-    }
-    toks.insert(toks.end(), all.begin(), all.end());
-    req[r] = r;
-    pos[r] = context - 1;
-  }
-  Buf<std::int32_t> dt(table.size()), dtok(toks.size()), dreq(rows), dpos(rows);
-  dt.upload(table);
-  dtok.upload(toks);
+  const Selection sel = random_selection(rows, pages, context, width);
+  std::vector<std::int32_t> req(rows), pos(rows, context - 1);
+  std::iota(req.begin(), req.end(), 0);
+  Buf<std::int32_t> dt(sel.table.size()), dtok(sel.tokens.size()), dreq(rows), dpos(rows);
+  dt.upload(sel.table);
+  dtok.upload(sel.tokens);
   dreq.upload(req);
   dpos.upload(pos);
   Buf<std::uint16_t> dq(std::size_t(rows) * heads * q::kHeadDim);
   fill_random<std::uint16_t>(dq, 5, rand_bf16);
-  const int default_splits = q::attend_default_splits(rows, kv_heads, width);
-  int max_splits = default_splits;
-  for (const Variant& var : variants)
-    max_splits = std::max(max_splits, var.splits);
-  Buf<float> work(static_cast<std::size_t>(q::attend_workspace_floats(rows, heads, max_splits)));
+  const int splits = run.splits > 0 ? run.splits : q::attend_default_splits(rows, kv_heads, width);
+  Buf<float> work(static_cast<std::size_t>(q::attend_workspace_floats(rows, heads, splits)));
   Buf<float> o(std::size_t(rows) * heads * q::kHeadDim), lse(std::size_t(rows) * heads);
   const q::KvBanks kv{k.get(), v.get(), ks.get(), vs.get(), fp8, ps, kv_heads, host};
   const q::PageTable pt{dt.get(), pages, static_cast<std::int32_t>(phys - 1)};
   const q::Rows rr{dreq.get(), dpos.get(), rows};
-  for (int rep = 0; rep < repeats; ++rep)
-    for (const Variant& variant : variants) {
-      const int splits = variant.splits > 0 ? variant.splits : default_splits;
-      const double us = with_env(variant, [&] {
-        if (!graph)
-          return median_us(
-                     [&] {
-                       for (int i = 0; i < g_eager_calls; ++i)
-                         q::attend(dq.get(), heads, rr, dtok.get(), width, kv, pt, splits,
-                                   work.get(), o.get(), lse.get(), nullptr);
-                     },
-                     100) /
-                 g_eager_calls;
-        return kvtier::qsa::bench::graph_us_per_call(
-            [&](int, cudaStream_t st) {
-              q::attend(dq.get(), heads, rr, dtok.get(), width, kv, pt, splits, work.get(), o.get(),
-                        lse.get(), st);
-            },
-            10, std::min(30, g_max_reps));
-      });
-      const double token_bytes = kv_heads * q::kHeadDim * (fp8 ? 1.0 : 2.0) * 2 + (fp8 ? 16 : 0);
-      const double bytes = double(rows) * width * token_bytes;
-      char size[64];
-      std::snprintf(size, sizeof size, "%d row%s x 2051 %s, %s, %d sp", rows, rows > 1 ? "s" : "",
-                    grouped ? "grp" : "tok", fp8 ? "fp8" : "bf16", splits);
-      const std::string kernel = fp8 ? "simt" : variant.label;
-      const char* timing = graph ? "graph " : g_eager_calls > 1 ? "b2b " : "";
-      g_rows.push_back({std::string("attend ") + (host ? "host " : "HBM ") + timing + kernel, size,
-                        us, gbs(bytes, us, host ? 51.0 : 4300.0),
-                        host ? (fp8 ? "" : "<= 90 us") : (rows >= 16 && !fp8 ? ">= 50% HBM" : "")});
-    }
+  auto call = [&](cudaStream_t st) {
+    q::attend(dq.get(), heads, rr, dtok.get(), width, kv, pt, splits, work.get(), o.get(),
+              lse.get(), st);
+  };
+  for (int rep = 0; rep < run.repeats; ++rep) {
+    const double us =
+        run.graph ? kvtier::qsa::bench::graph_us_per_call([&](int, cudaStream_t st) { call(st); },
+                                                          10, std::min(30, g_max_reps))
+                  : median_us(
+                        [&] {
+                          for (int i = 0; i < run.eager_calls; ++i)
+                            call(nullptr);
+                        },
+                        100) /
+                        run.eager_calls;
+    const double token_bytes = kv_heads * q::kHeadDim * (fp8 ? 1.0 : 2.0) * 2 + (fp8 ? 16 : 0);
+    const double bytes = double(rows) * width * token_bytes;
+    char size[64];
+    std::snprintf(size, sizeof size, "%d row%s x 2051 tok, %s, %d sp", rows, rows > 1 ? "s" : "",
+                  fp8 ? "fp8" : "bf16", splits);
+    const char* kernel = fp8 ? "simt" : host ? "mma_load" : "mma_async";
+    const char* timing = run.graph ? "graph " : run.eager_calls > 1 ? "b2b " : "";
+    g_rows.push_back({std::string("attend ") + (host ? "host " : "HBM ") + timing + kernel, size,
+                      us, gbs(bytes, us, host ? 51.0 : 4300.0),
+                      host ? (fp8 ? "" : "<= 90 us") : (rows >= 16 && !fp8 ? ">= 50% HBM" : "")});
+  }
 }
 
 // Index scoring of the last `rows` rows of a prefill of `context` tokens (one request).
-std::vector<Variant> index_default() {
-  return {{"mma (default)", {}}};
-}
-void bench_index(int context, int rows, const std::vector<Variant>& variants = index_default()) {
+void bench_index(int context, int rows) {
   const int heads = 4;
   const std::int64_t blocks = context / 4;
   Buf<std::uint16_t> iq(std::size_t(rows) * heads * q::kIndexDim),
@@ -257,21 +225,17 @@ void bench_index(int context, int rows, const std::vector<Variant>& variants = i
   double flops = 0;
   for (int p : pos)
     flops += double((p + 1) / 4) * heads * q::kIndexDim * 2;
-  for (const Variant& variant : variants) {
-    const double us = with_env(variant, [&] {
-      return median_us(
-          [&] {
-            q::index_scores(iq.get(), heads, rr, slab.get(), blocks, logits.get(), blocks, blocks,
-                            nullptr);
-          },
-          20);
-    });
-    char rate[96], size[64];
-    std::snprintf(rate, sizeof rate, "%.1f TFLOP/s (%.0f%% of 790)", flops / us / 1e6,
-                  100 * flops / us / 1e6 / 790);
-    std::snprintf(size, sizeof size, "%d rows at %dk ctx", rows, context / 1024);
-    g_rows.push_back({"index " + variant.label, size, us, rate, ">= 40% of bf16 peak"});
-  }
+  const double us = median_us(
+      [&] {
+        q::index_scores(iq.get(), heads, rr, slab.get(), blocks, logits.get(), blocks, blocks,
+                        nullptr);
+      },
+      20);
+  char rate[96], size[64];
+  std::snprintf(rate, sizeof rate, "%.1f TFLOP/s (%.0f%% of 790)", flops / us / 1e6,
+                100 * flops / us / 1e6 / 790);
+  std::snprintf(size, sizeof size, "%d rows at %dk ctx", rows, context / 1024);
+  g_rows.push_back({"index", size, us, rate, ">= 40% of bf16 peak"});
 }
 
 void bench_topk(int rows, int n, int k, bool multi) {
@@ -373,7 +337,12 @@ void bench_small(int rows) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool profile = argc > 1 && std::string(argv[1]) == "profile";
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode != "" && mode != "profile" && mode != "link" && mode != "b2b") {
+    std::fprintf(stderr, "bench_qsa: unknown mode '%s' (modes: none, b2b, link, profile)\n",
+                 mode.c_str());
+    return 2;
+  }
   if (!kvtier::qsa::testing::have_device()) {
     std::printf("bench_qsa: no CUDA device, nothing measured\n");
     return 0;
@@ -381,50 +350,35 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   QSA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
-  if (profile) {  // the kernels that miss their targets, a few launches each
+  if (mode == "profile") {  // the kernels that miss their targets, a few launches each
     g_max_reps = 2;
-    bench_attend(16, false, false, {{"default", {}}});
-    bench_attend(16, false, false, {{"4 splits", {}, 4}});
-    bench_attend(1, false, true, {{"default", {}}});
+    bench_attend({.rows = 16});
+    bench_attend({.rows = 16, .splits = 4});
+    bench_attend({.rows = 1, .host = true});
     bench_topk(1, 262144, 512, true);
     bench_index(131072, 4096);
     print_table();
     return 0;
   }
-  // Modes "d" and "targets" (rounds c and d, bench/results/qsa-h200.md) are in git history.
-  // Modes g and h (round e: bulk gather, 3 CTAs per SM, cluster merge; all removed since) are in
-  // commit 57ba46b; modes e, f and quick (rounds d and e: the knobs removed in round f) in
-  // commit f587fda.
-  if (argc > 1 && std::string(argv[1]) == "link") {  // SM reads over PCIe by grid shape
+  if (mode == "link") {
     kvtier::qsa::bench::bench_link_reads();
     return 0;
   }
-  if (argc > 1 && std::string(argv[1]) == "early") {  // the attend launched early, graph timing
-    const std::vector<Variant> v = {{"default", {}},
-                                    {"early", {{"KVTIER_QSA_ATTEND_EARLY", "1"}}},
-                                    {"not early", {{"KVTIER_QSA_ATTEND_EARLY", "0"}}}};
-    bench_attend(1, false, true, v, false, 2, true);
-    for (int rows : {16, 8, 64, 1})
-      bench_attend(rows, false, false, v, false, 2, true);
-    print_table();
-    return 0;
-  }
-  if (argc > 1 && std::string(argv[1]) == "b2b") {  // the attend targets, three timings each
-    const std::vector<Variant> v = {{"default", {}}};
-    for (int calls : {1, 10}) {
-      g_eager_calls = calls;
-      bench_attend(16, false, false, v, false, 2);
-      bench_attend(1, false, true, v, false, 2);
+  if (mode == "b2b") {
+    for (const int calls : {1, 10}) {
+      bench_attend({.rows = 16, .eager_calls = calls, .repeats = 2});
+      bench_attend({.rows = 1, .host = true, .eager_calls = calls, .repeats = 2});
     }
-    g_eager_calls = 1;
-    bench_attend(16, false, false, v, false, 2, true);
-    bench_attend(1, false, true, v, false, 2, true);
+    bench_attend({.rows = 16, .graph = true, .repeats = 2});
+    bench_attend({.rows = 1, .host = true, .graph = true, .repeats = 2});
     print_table();
     return 0;
   }
-  for (int rows : {1, 16, 64})
-    bench_attend(rows, false, false, attend_kernels({"mma", "mma_ld", "simt"}));
-  bench_attend(1, false, true, attend_kernels({"mma_ld", "mma", "simt"}));
+  for (const int rows : {1, 16, 64})
+    bench_attend({.rows = rows});
+  bench_attend({.rows = 1, .host = true});
+  bench_attend({.rows = 16, .fp8 = true});
+  bench_attend({.rows = 1, .fp8 = true, .host = true});
   bench_index(131072, 4096);
   bench_index(32768, 4096);
   bench_small(16);

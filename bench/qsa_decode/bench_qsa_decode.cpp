@@ -1,17 +1,16 @@
 // Decode-sized QSA indexer figures: index scoring and top-k (512) for 1 row x {32k, 262k}
-// blocks and 16 rows x 32k blocks (16 requests, and one request), the previous kernels against
-// the decode paths, chosen through the kernels' own knobs (KVTIER_QSA_INDEX, KVTIER_QSA_TOPK).
-// Each figure: the median of CUDA-event timings of single eager calls after warm-up, and the
-// per-call time of a CUDA graph of 20 calls (no launch gaps). The index reads rotate over
-// several slab copies (> 150 MB together), so the slab comes from HBM as in a decode step over
-// 12 layers; top-k reads the logits the index wrote (L2-warm, as in the runner). Random bf16
-// data (never zeros). Prints a table; never fails on speed.
+// blocks and 16 rows x 32k blocks (16 requests, and one request), by the kernels the entry
+// points pick for these shapes (the decode index kernel; the top-k in clusters of CTAs, with and
+// without a workspace). Each figure: the median of CUDA-event timings of single eager calls after
+// warm-up, and the per-call time of a CUDA graph of 20 calls (no launch gaps). The index reads
+// rotate over several slab copies (> 150 MB together), so the slab comes from HBM as in a decode
+// step over 12 layers; top-k reads the logits the index wrote (L2-warm, as in the runner).
+// Random bf16 data (never zeros). Prints a table; never fails on speed. `quick`: the first shape.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -25,7 +24,9 @@ namespace {
 using kvtier::qsa::testing::Buf;
 namespace q = kvtier::qsa;
 
-constexpr double kHbmGBs = 4300.0;  // measured device copy ceiling (DESIGN.md section 4)
+// The HBM ceiling the targets count against (a device-to-device copy reads and writes
+// 4.2 TB/s on the H200: bench/results/h200-residency-2026-11-29.md).
+constexpr double kHbmGBs = 4300.0;
 
 // Median microseconds of one eager call (f(i) for i = 0, 1, ...), and of one call inside a
 // graph of `per_graph` calls.
@@ -69,13 +70,6 @@ std::uint16_t hashed_bf16(std::uint64_t i, std::uint64_t seed) {
   return kvtier::qsa::testing::hashed_bf16(i, seed, 1e-3f);
 }
 
-void set_env(const char* name, const char* value) {
-  if (value == nullptr)
-    unsetenv(name);
-  else
-    setenv(name, value, 1);
-}
-
 struct Config {
   int rows, requests;
   std::int64_t blocks;
@@ -117,22 +111,17 @@ void run(const Config& c) {
   const std::string shape = std::to_string(c.rows) + " row" + (c.rows > 1 ? "s" : "") + " (" +
                             std::to_string(c.requests) + " req) x " + std::to_string(c.blocks);
   const double read_mb = static_cast<double>(slab_bytes) / 1e6;
-  auto index = [&](const char* variant, const char* label) {
-    set_env("KVTIER_QSA_INDEX", variant);
+  {
     const Times t = time_calls([&](int i, cudaStream_t s) {
       q::index_scores(iq.get(), 4, rows, slab.get() + slab_elems * (i % sets), slab_stride,
                       logits.get(), logit_stride, c.blocks, s);
     });
-    set_env("KVTIER_QSA_INDEX", nullptr);
-    std::printf("%-30s %-26s %9.2f %9.2f %8.0f %5.0f%%\n", shape.c_str(), label, t.eager_us,
+    std::printf("%-30s %-26s %9.2f %9.2f %8.0f %5.0f%%\n", shape.c_str(), "index", t.eager_us,
                 t.graph_us, read_mb * 1e3 / t.graph_us,
                 100.0 * read_mb * 1e3 / t.graph_us / kHbmGBs);
-  };
-  auto topk = [&](const char* variant, bool with_work, const char* label,
-                  const char* hist = nullptr, const char* keys = nullptr) {
-    set_env("KVTIER_QSA_TOPK", variant);
-    set_env("KVTIER_QSA_TOPK_HIST", hist);
-    set_env("KVTIER_QSA_TOPK_KEYS", keys);
+  }
+  // Logits of the last call (realistic: relu sums, many exact zeros) stay for the top-k.
+  for (const bool with_work : {true, false}) {
     const Times t = time_calls([&](int, cudaStream_t s) {
       if (with_work)
         q::topk(logits.get(), logit_stride, nullptr, rows, 4, k, out.get(), work.get(), c.blocks,
@@ -140,25 +129,9 @@ void run(const Config& c) {
       else
         q::topk(logits.get(), logit_stride, nullptr, rows, 4, k, out.get(), s);
     });
-    set_env("KVTIER_QSA_TOPK", nullptr);
-    set_env("KVTIER_QSA_TOPK_HIST", nullptr);
-    set_env("KVTIER_QSA_TOPK_KEYS", nullptr);
-    std::printf("%-30s %-26s %9.2f %9.2f\n", shape.c_str(), label, t.eager_us, t.graph_us);
-  };
-  index("mma32", "index old (mma32)");
-  index(nullptr, "index new (auto)");
-  // Logits of the last call (realistic: relu sums, many exact zeros) stay for the top-k.
-  topk("old", true, "topk old multi-CTA");
-  topk("old", false, "topk old one-CTA");
-  topk(nullptr, true, "topk new (auto, work)");
-  topk(nullptr, false, "topk new (auto, no work)");
-  for (const char* hist : {"match", "plain", "uniform"})
-    topk("cluster", true, (std::string("topk cluster ") + hist).c_str(), hist);
-  for (const char* keys : {"2048", "8192", "16384", "32768"})
-    for (const char* hist : {"plain", "uniform"})
-      topk("cluster", true, (std::string("topk keys/CTA ") + keys + " " + hist).c_str(), hist,
-           keys);
-  topk("smem", true, "topk one CTA (smem)");
+    std::printf("%-30s %-26s %9.2f %9.2f\n", shape.c_str(),
+                with_work ? "topk (workspace)" : "topk (no workspace)", t.eager_us, t.graph_us);
+  }
 }
 
 }  // namespace

@@ -1,8 +1,6 @@
 // attend: sparse paged GQA attention split over the selected tokens, merged by fp32 LSE;
 // fold: merge passes over disjoint token windows by their LSE.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "cuda/qsa/attend_internal.cuh"
 
@@ -17,38 +15,30 @@ constexpr int kWarps = detail::kAttWarps;
 constexpr int kThreads = detail::kAttThreads;
 constexpr int kPerLane = kHeadDim / 32;  // 8 dims of a head per lane
 
-template <bool kFp8>
+// The 8 dims of `lane` of one K or V row of fp8 codes, scaled.
 __device__ __forceinline__ void load_row(const KvBanks& kv, const void* base, const float* scales,
                                          std::int64_t token, int kvh, int lane, float* out) {
   const std::int64_t elem = (token * kv.kv_heads + kvh) * kHeadDim + lane * kPerLane;
-  if constexpr (kFp8) {
-    const uint2 raw =
-        *reinterpret_cast<const uint2*>(static_cast<const std::uint8_t*>(base) + elem);
-    const float scale = scales[token * kv.kv_heads + kvh];
-    const __nv_fp8x2_storage_t* pairs = reinterpret_cast<const __nv_fp8x2_storage_t*>(&raw);
+  const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const std::uint8_t*>(base) + elem);
+  const float scale = scales[token * kv.kv_heads + kvh];
+  const __nv_fp8x2_storage_t* pairs = reinterpret_cast<const __nv_fp8x2_storage_t*>(&raw);
 #pragma unroll
-    for (int j = 0; j < kPerLane / 2; ++j) {
-      const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pairs[j], __NV_E4M3)));
-      out[2 * j] = f.x * scale;
-      out[2 * j + 1] = f.y * scale;
-    }
-  } else {
-    const uint4 raw =
-        *reinterpret_cast<const uint4*>(static_cast<const std::uint16_t*>(base) + elem);
-    const std::uint16_t* h = reinterpret_cast<const std::uint16_t*>(&raw);
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j)
-      out[j] = detail::bf16_to_float(h[j]);
+  for (int j = 0; j < kPerLane / 2; ++j) {
+    const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pairs[j], __NV_E4M3)));
+    out[2 * j] = f.x * scale;
+    out[2 * j + 1] = f.y * scale;
   }
 }
 
+// The fp8 attend on the CUDA cores (bf16 banks run on tensor cores: attend_mma.cu).
 // grid: (kv_heads, splits, rows); block: 4 warps. The CTA owns the kGroup query heads of one KV
 // head and a contiguous slice of the row's token list; warp w takes tokens w, w + 4, ... of the
 // slice, two at a time, keeping an online softmax per head (every lane holds the same m and l,
 // and 8 dims of each head's accumulator). The warps merge in shared memory in warp order
 // (deterministic), and the CTA writes its partial (acc, m, l) for the merge kernel.
-template <int kGroup, bool kFp8>
-__global__ void __launch_bounds__(kThreads) attend_kernel(const __grid_constant__ AttendParams p) {
+template <int kGroup>
+__global__ void __launch_bounds__(kThreads)
+    attend_fp8_kernel(const __grid_constant__ AttendParams p) {
   __shared__ __align__(16) float qs[kGroup][kHeadDim];
   __shared__ __align__(16) float acc_s[kGroup][kHeadDim];
   __shared__ float ml_s[kWarps][kGroup][2];
@@ -91,8 +81,8 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const __grid_constant_
         std::int32_t page = pages[tok / p.kv.page_size];
         if (page < 0) page = p.table.dummy;
         const std::int64_t token = std::int64_t{page} * p.kv.page_size + tok % p.kv.page_size;
-        load_row<kFp8>(p.kv, kbase, p.kv.k_scale, token, kvh, lane, kf[u]);
-        load_row<kFp8>(p.kv, vbase, p.kv.v_scale, token, kvh, lane, vf[u]);
+        load_row(p.kv, kbase, p.kv.k_scale, token, kvh, lane, kf[u]);
+        load_row(p.kv, vbase, p.kv.v_scale, token, kvh, lane, vf[u]);
       }
     }
 #pragma unroll
@@ -305,26 +295,10 @@ int attend_default_splits(int rows, int kv_heads, int width) {
 
 namespace {
 
-// Launch knobs read per call (benchmarks, diagnosis; unset = the measured defaults): the kernel
-// (KVTIER_QSA_ATTEND, attend_variant) and KVTIER_QSA_ATTEND_EARLY = 0 | 1, the tensor-core
-// kernel launched as a programmatic dependent of the kernel before it (AttendParams::early;
-// default: early_launch_pays). Neither changes the output bits of the tensor-core kernel. The
-// knobs of earlier rounds (grid order, KV heads per CTA, stages, merge and load forms, q.k
-// chains) were removed with the variants that lost (bench/results/qsa-h200.md, round f).
-const char* env_str(const char* name) {
-  const char* e = std::getenv(name);
-  return e == nullptr || *e == 0 ? nullptr : e;
-}
-bool env_flag(const char* name, const char* on_value, bool fallback) {
-  const char* e = env_str(name);
-  return e == nullptr ? fallback : std::strcmp(e, on_value) == 0;
-}
-
-// Whether the tensor-core attend launches early by default. H200 (bench/results/qsa-h200.md,
-// round f, graph replay): 16 rows from HBM, 256 CTAs: 31.4 - 31.6 -> 30.7 - 30.9 us; but 1 row
-// (130 CTAs, one per SM) 9.8 -> 11.0 us from HBM and 92.1 -> 93.0 us from the host bank. So:
-// device banks (the mirror's pool, in-place rows or not), and a grid that takes more than one
-// CTA slot per SM.
+// Whether the tensor-core attend launches early (AttendParams::early): for device banks (the
+// mirror's pool, in-place rows or not) when the grid takes more than one CTA slot per SM. Early
+// measured faster for such grids and slower for one CTA per SM and for host banks
+// (bench/results/kernel-choices.md); it never changes the output bits.
 bool early_launch_pays(bool host_banks, std::int64_t ctas) {
   return !host_banks && ctas > sm_count();
 }
@@ -339,18 +313,7 @@ void launch_merge(const MergeParams& mp, int n_blocks, cudaStream_t s) {
 
 }  // namespace
 
-AttendVariant attend_variant() {
-  const char* e = std::getenv("KVTIER_QSA_ATTEND");
-  if (e == nullptr) return AttendVariant::automatic;
-  if (std::strcmp(e, "simt") == 0) return AttendVariant::simt;
-  if (std::strcmp(e, "mma") == 0) return AttendVariant::mma_async;
-  if (std::strcmp(e, "mma_ld") == 0) return AttendVariant::mma_load;
-  return AttendVariant::automatic;
-}
-
 AttendVariant attend_bf16_kernel(bool host_banks) {
-  const AttendVariant forced = attend_variant();
-  if (forced != AttendVariant::automatic) return forced;
   return host_banks ? AttendVariant::mma_load : AttendVariant::mma_async;
 }
 
@@ -367,9 +330,8 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
   float* work_acc = work;
   float* work_ml = work + std::int64_t{rows.count} * q_heads * splits * kHeadDim;
   AttendParams p{q, q_heads, rows, tokens, width, kv, table, splits, work_acc, work_ml};
-  const AttendVariant variant = attend_bf16_kernel(kv.host);
   const std::int64_t ctas = std::int64_t{rows.count} * splits * kv.kv_heads;
-  p.early = env_flag("KVTIER_QSA_ATTEND_EARLY", "1", early_launch_pays(kv.host, ctas));
+  p.early = early_launch_pays(kv.host, ctas);
   if (table.in_place.k != nullptr) {
     // pool rows and in-place rows in one kernel: the tensor-core kernel's cp.async form
     detail::require(!kv.fp8 && !table.in_place.fp8, "in-place rows: bf16 banks only (fp8)", 1);
@@ -377,15 +339,12 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
         table.in_place.page_size == kv.page_size && table.in_place.kv_heads == kv.kv_heads,
         "in-place banks' page size / KV heads", table.in_place.page_size);
     detail::launch_attend_tc(p, true, s);
-  } else if (kv.fp8 || variant == AttendVariant::simt) {
+  } else if (kv.fp8) {
     const dim3 grid(static_cast<unsigned>(kv.kv_heads), static_cast<unsigned>(splits),
                     static_cast<unsigned>(rows.count));
-    if (kv.fp8)
-      attend_kernel<12, true><<<grid, kThreads, 0, s>>>(p);
-    else
-      attend_kernel<12, false><<<grid, kThreads, 0, s>>>(p);
+    attend_fp8_kernel<12><<<grid, kThreads, 0, s>>>(p);
   } else {
-    detail::launch_attend_tc(p, variant == AttendVariant::mma_async, s);
+    detail::launch_attend_tc(p, attend_bf16_kernel(kv.host) == AttendVariant::mma_async, s);
   }
   detail::check_launch("attend");
   launch_merge(MergeParams{work_acc, work_ml, splits, o, lse}, rows.count * q_heads, s);

@@ -1,5 +1,5 @@
 #pragma once
-// Shared between the attend translation units (attend_fold.cu: entry points, SIMT kernel,
+// Shared between the attend translation units (attend_fold.cu: entry points, fp8 SIMT kernel,
 // merge, fold; attend_mma.cu: the tensor-core kernel). Not a public header.
 #include <cstddef>
 #include <cstdint>
@@ -28,9 +28,8 @@ struct AttendParams {
   float* work_acc;  // [rows][q_heads][splits][256]
   float* work_ml;   // [rows][q_heads][splits][2]
   // Tensor-core kernel only: launched as a programmatic dependent of the kernel before it
-  // (attend_fold.cu: early_launch_pays, KVTIER_QSA_ATTEND_EARLY); its CTAs start while that
-  // kernel finishes and wait (griddepcontrol.wait) before their first read of anything it may
-  // have written.
+  // (attend_fold.cu: early_launch_pays); its CTAs start while that kernel finishes and wait
+  // (griddepcontrol.wait) before their first read of anything it may have written.
   bool early = false;
 };
 

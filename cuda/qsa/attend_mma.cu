@@ -27,9 +27,9 @@ namespace {
 //        stays within fp32-path accuracy (tests: 2e-5 against fp64).
 // The gather: warp w takes rows w, w + 4, ... of the tile; per row its lanes copy the 512-byte K
 // row, then the V row. The arithmetic does not depend on the gather: both forms give the same
-// bits. Deterministic: no atomics; fixed order everywhere. (Variants measured and removed in
-// round f of bench/results/qsa-h200.md: 2 KV heads per CTA, 2 and 4 stages, lookups per tile
-// instead of per segment, L2 / L1 load hints, q.k as one chain; all in git history.)
+// bits. Deterministic: no atomics; fixed order everywhere. One KV head per CTA, 3 stages, bank
+// rows looked up per segment, plain loads and q.k in 4 chains are the forms measured fastest
+// (bench/results/kernel-choices.md).
 constexpr int kTile = 32;
 constexpr int kRowPad = kHeadDim + 8;  // bf16 per shared row: 528 B, conflict-free ldmatrix
 constexpr int kSPad = kTile + 4;

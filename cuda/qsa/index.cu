@@ -1,29 +1,26 @@
 // Index scoring: logits[r][b] = sum_h relu(q_h . k_b) / sqrt(128).
 //
-// Main kernel (`index_mma_kernel`, 4 index heads): a CTA owns 128 rows (8 warps x 16 rows) and a
-// chunk of blocks. Each warp keeps the A fragments of its 16 rows x 4 heads x 128 dims in
-// registers for the whole chunk (loaded once); the slab rows stream through shared memory in
-// tiles of 64 blocks (cp.async, 4 stages, XOR-swizzled 16-byte chunks: conflict-free ldmatrix).
-// Per 32 blocks a warp runs 8 k-steps x 4 heads x 4 n-tiles of mma.sync m16n8k16 (bf16 in, fp32
-// accumulate; 16 independent accumulators: 238 registers, no spill; 16 blocks per step,
-// KVTIER_QSA_INDEX=mma, ran 15 % slower on the H200), applies relu + the sum over heads (in head
-// order, from 0.0f, then the scale: the same operations and order as the WMMA kernel) and stores
-// the fp32 scores as 16-byte rows after one shuffle. Entries at or beyond a row's visible blocks
-// are never written; 16-block groups beyond the warp's rows' visibility are skipped (causal). CTAs
-// whose rows span several requests score on the CUDA cores.
+// Three kernels, chosen by shape in index_scores (why each: bench/results/kernel-choices.md):
 //
-// Decode kernel (`index_decode_kernel`, 4 index heads, the default for at most 16 rows): the same
-// mma.sync fragments and order (the same bits per row), shaped for few rows: see below.
+// Main kernel (`index_mma_kernel`, 4 index heads, more than 16 rows): a CTA owns 128 rows (8 warps
+// x 16 rows) and a chunk of blocks. Each warp keeps the A fragments of its 16 rows x 4 heads x 128
+// dims in registers for the whole chunk (loaded once); the slab rows stream through shared memory
+// in tiles of 64 blocks (cp.async, 4 stages, XOR-swizzled 16-byte chunks: conflict-free
+// ldmatrix). Per 32 blocks a warp runs 8 k-steps x 4 heads x 4 n-tiles of mma.sync m16n8k16 (bf16
+// in, fp32 accumulate; 16 independent accumulators: 238 registers, no spill), applies relu + the
+// sum over heads (in head order, from 0.0f, then the scale: the same operations and order as the
+// WMMA kernel) and stores the fp32 scores as 16-byte rows after one shuffle. Entries at or beyond
+// a row's visible blocks are never written; 16-block groups beyond the warp's rows' visibility
+// are skipped (causal). CTAs whose rows span several requests score on the CUDA cores.
 //
-// KVTIER_QSA_INDEX = mma32 (default above 16 rows) | mma | wmma | decode selects a kernel for
-// benchmarks and tests.
-// Older kernel (`index_wmma_kernel`, any head count; KVTIER_QSA_INDEX=wmma forces it): 64 x 64
-// tiles, WMMA 16x16x16 from padded shared memory, the Q tile reloaded per head.
+// Decode kernel (`index_decode_kernel`, 4 index heads, at most 16 rows): the same mma.sync
+// fragments and order (the same bits per row), shaped for few rows: see below.
+//
+// General kernel (`index_wmma_kernel`, any other head count, 1 .. 16): 64 x 64 tiles, WMMA
+// 16x16x16 from padded shared memory, the Q tile reloaded per head.
 #include <mma.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "cuda/qsa/qsa_common.cuh"
 
@@ -164,6 +161,7 @@ constexpr int kMmaWarps = 8;
 constexpr int kMmaThreads = kMmaWarps * 32;
 constexpr int kMmaRows = kMmaWarps * 16;  // rows of a CTA
 constexpr int kSlabTile = 64;             // blocks per pipeline stage
+constexpr int kMmaNt = 4;                 // n-tiles of 8 blocks per step: 32 blocks, 16 chains
 constexpr int kSlabStages = 4;
 constexpr int kRowChunks = kIndexDim / 8;  // 16-byte chunks of a slab row
 constexpr std::size_t kMmaSmemBytes =
@@ -183,10 +181,6 @@ __device__ __forceinline__ void store_scores(const IndexParams& p, int row, int 
   if (b + 3 < vis) dst[3] = v.w;
 }
 
-// Relu + sum over heads of n-tiles j0 and j0 + 1 (in head order from 0.0f, then the scale, as
-// the WMMA kernel), then the rows' stores. Lane t holds columns 2t, 2t+1 (n-tile j0) and 8+2t,
-// 9+2t (n-tile j0 + 1) of rows ra, rb; after one exchange with lane t ^ 1, even lanes hold
-// 2t .. 2t+3, odd lanes 6+2t .. 9+2t, the 4 scores from block b on.
 // The A fragments (m16n8k16 layout) of the index queries of rows ra and rb = ra + 8, every head
 // and k-step (zero for a row the CTA does not own): loaded once, kept in registers.
 __device__ __forceinline__ void load_query_fragments(const IndexParams& p, int ra, int rb,
@@ -206,6 +200,10 @@ __device__ __forceinline__ void load_query_fragments(const IndexParams& p, int r
   }
 }
 
+// Relu + sum over heads of n-tiles j0 and j0 + 1 (in head order from 0.0f, then the scale, as
+// the WMMA kernel), then the rows' stores. Lane t holds columns 2t, 2t+1 (n-tile j0) and 8+2t,
+// 9+2t (n-tile j0 + 1) of rows ra, rb; after one exchange with lane t ^ 1, even lanes hold
+// 2t .. 2t+3, odd lanes 6+2t .. 9+2t, the 4 scores from block b on.
 template <int kHeads, int kN>
 __device__ __forceinline__ void store_tile_pair(const IndexParams& p,
                                                 const float (&acc)[kHeads][kN][4], int j0,
@@ -238,8 +236,6 @@ __device__ __forceinline__ void store_tile_pair(const IndexParams& p,
 
 // grid: (block chunks, row tiles of 128); block: 8 warps; 64 KiB dynamic shared memory.
 // `chunk`: blocks per CTA, a multiple of kSlabTile. `vec`: 16-byte aligned logit rows.
-// kNt: n-tiles of 8 blocks per step (2: 16 blocks, 8 accumulator chains; 4: 32 blocks, 16).
-template <int kNt>
 __global__ void __launch_bounds__(kMmaThreads, 1)
     index_mma_kernel(const __grid_constant__ IndexParams p, std::int64_t chunk, bool vec) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -320,23 +316,23 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
     const std::uint16_t* st = slab_s + (tile % kSlabStages) * kSlabTile * kIndexDim;
     const std::int64_t b0 = c0 + std::int64_t{tile} * kSlabTile;
 #pragma unroll 1
-    for (int nn = 0; nn < kSlabTile / (8 * kNt); ++nn) {
-      const std::int64_t bn = b0 + 8 * kNt * nn;
+    for (int nn = 0; nn < kSlabTile / (8 * kMmaNt); ++nn) {
+      const std::int64_t bn = b0 + 8 * kMmaNt * nn;
       if (bn >= warp_vis) break;  // warp-uniform: no row of the warp sees these blocks
-      float acc[kMmaHeads][kNt][4];
+      float acc[kMmaHeads][kMmaNt][4];
 #pragma unroll
       for (int h = 0; h < kMmaHeads; ++h)
 #pragma unroll
-        for (int j = 0; j < kNt; ++j)
+        for (int j = 0; j < kMmaNt; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e)
             acc[h][j][e] = 0.0f;
 #pragma unroll
       for (int ks = 0; ks < kIndexDim / 16; ++ks) {
 #pragma unroll
-        for (int jp = 0; jp < kNt / 2; ++jp) {
+        for (int jp = 0; jp < kMmaNt / 2; ++jp) {
           // slab row this lane addresses for n-tiles 2 jp, 2 jp + 1
-          const int j = 8 * kNt * nn + 16 * jp + (lane / 16) * 8 + lane % 8;
+          const int j = 8 * kMmaNt * nn + 16 * jp + (lane / 16) * 8 + lane % 8;
           unsigned b[4];  // n-tile 2 jp: k 0-7, 8-15; n-tile 2 jp + 1: k 0-7, 8-15
           detail::ldmatrix_x4(b, st + j * kIndexDim + (((2 * ks + (lane / 8) % 2) ^ (j & 7)) * 8));
 #pragma unroll
@@ -347,7 +343,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
         }
       }
 #pragma unroll
-      for (int jp = 0; jp < kNt / 2; ++jp) {
+      for (int jp = 0; jp < kMmaNt / 2; ++jp) {
         const std::int64_t bg = bn + 16 * jp;
         store_tile_pair(p, acc, 2 * jp, inv_sqrt, odd, ra, vis_a, rb, vis_b, bg + col, vec);
       }
@@ -370,7 +366,7 @@ constexpr int kDecWarps = 4;
 constexpr int kDecThreads = kDecWarps * 32;
 constexpr int kDecStages = 4;
 constexpr int kDecTile = 16;     // blocks per warp step
-constexpr int kDecMaxRows = 16;  // automatic choice at or below this many rows
+constexpr int kDecMaxRows = 16;  // index_scores takes this kernel at or below this many rows
 constexpr int kDecGroup = 16;    // rows of one warp's A fragments
 constexpr std::size_t kDecSmemBytes =
     std::size_t{kDecWarps} * kDecStages * kDecTile * kIndexDim * sizeof(std::uint16_t);  // 64 KiB
@@ -495,40 +491,23 @@ void launch_decode(const IndexParams& p, std::int64_t max_blocks, bool vec, cuda
   index_decode_kernel<<<grid, kDecThreads, kDecSmemBytes, s>>>(p, chunk, vec);
 }
 
-enum class IndexVariant { automatic, wmma, mma, mma32, decode };
-IndexVariant index_variant() {
-  const char* e = std::getenv("KVTIER_QSA_INDEX");
-  if (e == nullptr) return IndexVariant::automatic;
-  if (std::strcmp(e, "wmma") == 0) return IndexVariant::wmma;
-  if (std::strcmp(e, "mma") == 0) return IndexVariant::mma;
-  if (std::strcmp(e, "mma32") == 0) return IndexVariant::mma32;
-  if (std::strcmp(e, "decode") == 0) return IndexVariant::decode;
-  return IndexVariant::automatic;
-}
-
 // Blocks per CTA of the tensor-core kernel: about one wave (one CTA fits an SM) over the whole
-// grid, in whole stages; KVTIER_QSA_INDEX_CHUNK (blocks) overrides it for benchmarks. (H200, 4096
-// rows at 128k: chunks of 8192 / 4096 / 2048 / 1024 blocks ran 411-415 / 418-420 / 504 / 528 us.)
+// grid, in whole stages (the fastest chunk measured: bench/results/kernel-choices.md).
 std::int64_t mma_chunk(int row_tiles, std::int64_t max_blocks) {
-  std::int64_t chunk = 0;
-  if (const char* e = std::getenv("KVTIER_QSA_INDEX_CHUNK")) chunk = std::atoll(e);
-  if (chunk <= 0) {
-    const int sms = sm_count();
-    const std::int64_t n_chunks = std::max<std::int64_t>(1, (sms + row_tiles / 2) / row_tiles);
-    chunk = (max_blocks + n_chunks - 1) / n_chunks;
-  }
+  const int sms = sm_count();
+  const std::int64_t n_chunks = std::max<std::int64_t>(1, (sms + row_tiles / 2) / row_tiles);
+  const std::int64_t chunk = (max_blocks + n_chunks - 1) / n_chunks;
   return std::max<std::int64_t>(kSlabTile, (chunk + kSlabTile - 1) / kSlabTile * kSlabTile);
 }
 
-template <int kNt>
 void launch_mma(const dim3& grid, const IndexParams& p, std::int64_t chunk, bool vec,
                 cudaStream_t s) {
   static const bool configured = [] {
-    return cudaFuncSetAttribute(index_mma_kernel<kNt>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    return cudaFuncSetAttribute(index_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(kMmaSmemBytes)) == cudaSuccess;
   }();
   if (!configured) detail::check_launch("index_scores (shared memory attribute)");
-  index_mma_kernel<kNt><<<grid, kMmaThreads, kMmaSmemBytes, s>>>(p, chunk, vec);
+  index_mma_kernel<<<grid, kMmaThreads, kMmaSmemBytes, s>>>(p, chunk, vec);
 }
 
 }  // namespace
@@ -541,28 +520,19 @@ void index_scores(const std::uint16_t* iq, int heads, Rows rows, const std::uint
   detail::require((rows.count + kTileRows - 1) / kTileRows <= 65535, "rows", rows.count);
   if (rows.count == 0 || max_blocks <= 0) return;
   const IndexParams p{iq, heads, rows, slab, slab_stride, logits, logit_stride};
-  IndexVariant variant = index_variant();
-  if (variant == IndexVariant::automatic || heads != kMmaHeads)
-    variant = heads != kMmaHeads          ? IndexVariant::wmma
-              : rows.count <= kDecMaxRows ? IndexVariant::decode
-                                          : IndexVariant::mma32;
   const bool vec = logit_stride % 4 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0;
-  if (variant == IndexVariant::decode) {
-    detail::require(rows.count <= 65535, "rows (decode index kernel)", rows.count);
+  if (heads != kMmaHeads) {
+    const dim3 grid(static_cast<unsigned>((max_blocks + kTileBlocks - 1) / kTileBlocks),
+                    static_cast<unsigned>((rows.count + kTileRows - 1) / kTileRows));
+    index_wmma_kernel<<<grid, kThreads, 0, s>>>(p);
+  } else if (rows.count <= kDecMaxRows) {
     launch_decode(p, max_blocks, vec, s);
-  } else if (variant == IndexVariant::mma || variant == IndexVariant::mma32) {
+  } else {
     const int row_tiles = (rows.count + kMmaRows - 1) / kMmaRows;
     const std::int64_t chunk = mma_chunk(row_tiles, max_blocks);
     const dim3 grid(static_cast<unsigned>((max_blocks + chunk - 1) / chunk),
                     static_cast<unsigned>(row_tiles));
-    if (variant == IndexVariant::mma32)
-      launch_mma<4>(grid, p, chunk, vec, s);
-    else
-      launch_mma<2>(grid, p, chunk, vec, s);
-  } else {
-    const dim3 grid(static_cast<unsigned>((max_blocks + kTileBlocks - 1) / kTileBlocks),
-                    static_cast<unsigned>((rows.count + kTileRows - 1) / kTileRows));
-    index_wmma_kernel<<<grid, kThreads, 0, s>>>(p);
+    launch_mma(grid, p, chunk, vec, s);
   }
   detail::check_launch("index_scores");
 }

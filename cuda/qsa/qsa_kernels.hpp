@@ -1,5 +1,5 @@
 #pragma once
-// The QSA attention kernels (DESIGN.md section 1, issue 6). Plain device pointers and strides
+// The QSA attention kernels (issue 6; docs/architecture.md). Plain device pointers and strides
 // only: no class of the residency backend. bf16 tensors travel as their 16-bit codes
 // (std::uint16_t), fp8 pages as e4m3 codes (std::uint8_t) plus fp32 scales.
 //
@@ -110,7 +110,8 @@ void compress(const std::uint16_t* raw_keys, Rows rows, const Forward& fwd,
 // Index logits of each row: logits[r][b] = sum_h relu(q_h . k_b) / sqrt(128) for blocks
 // b < (pos + 1) / 4, fp32, in a [rows][logit_stride] workspace (entries beyond are not
 // written). Tiles of rows of one request run on tensor cores (bf16 in, fp32 accumulate).
-// `max_blocks` bounds the visible blocks of every row (grid size).
+// `max_blocks` bounds the visible blocks of every row (grid size). With 4 heads, a row scored
+// in a batch of at most 16 rows gets the bits it gets in a prefill tile of its request's rows.
 void index_scores(const std::uint16_t* iq, int heads, Rows rows, const std::uint16_t* slab,
                   std::int64_t slab_stride, float* logits, std::int64_t logit_stride,
                   std::int64_t max_blocks, cudaStream_t s);
@@ -119,7 +120,7 @@ void index_scores(const std::uint16_t* iq, int heads, Rows rows, const std::uint
 // lower block id), ascending, padded with -1: out [rows][k]. n_valid per row from `n_valid`
 // or, when null, (pos + 1) / ratio. Radix select over the fp32 keys: up to 16 rows, one
 // launch of a cluster of CTAs per row with the keys in shared memory (topk_cluster.cu);
-// more rows, one CTA per row. KVTIER_QSA_TOPK=smem|cluster|old forces a path (tests, benches).
+// more rows, one CTA per row.
 void topk(const float* logits, std::int64_t logit_stride, const std::int32_t* n_valid, Rows rows,
           int ratio, int k, std::int32_t* out, cudaStream_t s);
 
@@ -146,14 +147,11 @@ void expand(const std::int32_t* blocks, int k, Rows rows, int ratio, std::int32_
 //
 // bf16 banks run on tensor cores (mma.sync bf16: exact bf16 products, fp32 accumulation, the
 // probabilities as a bf16 hi + lo pair), the tiles gathered by cp.async from device banks and
-// by 16-byte register loads from host banks (kv.host; measured faster over the link); fp8 banks
-// on the SIMT kernel. For benchmarks and diagnosis, KVTIER_QSA_ATTEND = mma | mma_ld | simt
-// forces a bf16 kernel; unset: automatic. KVTIER_QSA_ATTEND_EARLY = 0 | 1 forces whether the
-// tensor-core kernel launches early (attend_fold.cu).
-enum class AttendVariant { automatic, mma_async, mma_load, simt };
-AttendVariant attend_variant();
-// The bf16 kernel attend runs for banks in host (true) or device memory: the forced variant, or
-// the automatic pick.
+// by 16-byte register loads from host banks (kv.host: the register gather reads the link
+// faster, cp.async reads HBM faster); both gathers give the same bits. fp8 banks run on the
+// SIMT kernel (fp32).
+enum class AttendVariant { mma_async, mma_load };
+// The bf16 kernel attend runs for banks in host (true) or device memory.
 AttendVariant attend_bf16_kernel(bool host_banks);
 std::int64_t attend_workspace_floats(int rows, int q_heads, int splits);
 int attend_default_splits(int rows, int kv_heads, int width);

@@ -4,8 +4,6 @@
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -21,37 +19,29 @@ using Scan = cub::BlockScan<int, 1024>;
 using detail::kTopkClusterMaxCtaKeys;
 
 // ---- Top-k for few rows: a cluster of CTAs per row, the row's keys kept in shared memory ------
-// Decode has one to a few rows, so the previous kernels leave the GPU idle or pay six launches.
-// Here a row belongs to one cluster of C CTAs (C = 1 .. 16, from max_n and the rows: below);
-// CTA c of the cluster owns the slice [c seg, (c + 1) seg) of the row. Its logits are read from
-// global memory once (16-byte loads where aligned), turned into order keys and kept in dynamic
-// shared memory (the first `cap` keys of the slice; a longer slice reads the rest from global
-// memory in every pass). Up to three histogram passes of 11 / 11 / 10 bits: each CTA counts its
-// slice into its shared histogram, then CTA c sums bins [c B, (c + 1) B) of the C histograms
-// through distributed shared memory (integer sums: the same totals whatever the order) and every
-// CTA reads the totals and runs the same scan, so all find the same digit; the passes stop once
-// the digit found so far holds exactly the keys still needed. The ordered write: each warp
-// counts its picks (keys above the threshold prefix, keys equal to it) in a contiguous segment of
-// the slice, the bases of the CTAs and warps follow in id order, and each warp writes its picks
-// in id order with ballots. Same threshold and tie rule as topk_kernel: identical output. One
-// launch, no workspace.
+// Decode has one to a few rows: one CTA per row (topk_kernel) leaves most of the GPU idle, and
+// the multi-CTA chain pays a memset and five launches. Here a row belongs to one cluster of C
+// CTAs (C = 1 .. 16, from max_n and the rows: below); CTA c of the cluster owns the slice
+// [c seg, (c + 1) seg) of the row. Its logits are read from global memory once (16-byte loads
+// where aligned), turned into order keys and kept in dynamic shared memory (the first `cap` keys
+// of the slice; a longer slice reads the rest from global memory in every pass). Up to three
+// histogram passes of 11 / 11 / 10 bits: each CTA counts its slice into its shared histogram,
+// then CTA c sums bins [c B, (c + 1) B) of the C histograms through distributed shared memory
+// (integer sums: the same totals whatever the order) and every CTA reads the totals and runs the
+// same scan, so all find the same digit; the passes stop once the digit found so far holds
+// exactly the keys still needed. The ordered write: each warp counts its picks (keys above the
+// threshold prefix, keys equal to it) in a contiguous segment of the slice, the bases of the
+// CTAs and warps follow in id order, and each warp writes its picks in id order with ballots.
+// Same threshold and tie rule as topk_kernel: identical output. One launch, no workspace.
 constexpr int kSmThreads = 1024;
 constexpr int kSmWarps = kSmThreads / 32;
 // Cluster size C = ceil(max_n / kSmKeysPerCta), at most kSmMaxCluster (or what the device
 // co-schedules) and at most kSmLaunchCtas / rows: clusters of 1024-thread CTAs must find C free
-// SMs in one GPC. H200, 2026-11-29 (bench/results/qsa-decode-select-h200.md): 1 row x 32k keys
-// 13.7 / 14.0 / 15.7 / 19.3 / 24.4 us with C = 16 / 8 / 4 / 2 / 1; 16 rows x 32k 19.3 us with
-// C = 4, 27.6 with 8, 39.5 with 16 (graph replay).
+// SMs in one GPC, and for 16 rows clusters of 8 or 16 CTAs no longer fit one wave. These
+// constants are the fastest measured (bench/results/kernel-choices.md).
 constexpr std::int64_t kSmKeysPerCta = 2048;
 constexpr int kSmMaxCluster = 16;
 constexpr int kSmLaunchCtas = 64;
-
-// How a warp adds its keys to a shared histogram (KVTIER_QSA_TOPK_HIST, for benchmarks):
-// match: one atomic per distinct bin of the warp (__match_any_sync); plain: one atomic per key;
-// uniform: one atomic when the warp's keys share a bin, else one per key. H200, 1 row x 32k /
-// 262k keys (C = 8 / 16): match 16.2 / 28.6 us, plain 14.0 / 20.5, uniform 14.6 / 22.6: plain.
-enum class HistMode { match = 0, plain = 1, uniform = 2 };
-constexpr HistMode kDefaultHist = HistMode::plain;
 
 struct SmParams {
   const float* logits;
@@ -64,33 +54,13 @@ struct SmParams {
   std::int64_t cap;    // keys of its slice a CTA keeps in shared memory (a multiple of 4)
 };
 
-// Adds one to hist[bin] for every lane with `in`. All 32 lanes must call it.
-template <HistMode kMode>
-__device__ __forceinline__ void warp_hist_add(int* hist, bool in, unsigned bin) {
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  if constexpr (kMode == HistMode::plain) {
-    if (in) atomicAdd(&hist[bin], 1);
-  } else if constexpr (kMode == HistMode::match) {
-    const unsigned active = __ballot_sync(0xffffffffu, in);
-    if (in) {
-      const unsigned same = __match_any_sync(active, bin);
-      if (lane == __ffs(static_cast<int>(same)) - 1) atomicAdd(&hist[bin], __popc(same));
-    }
-  } else {
-    const unsigned active = __ballot_sync(0xffffffffu, in);
-    if (active == 0) return;
-    const int leader = __ffs(static_cast<int>(active)) - 1;
-    const unsigned lead_bin = __shfl_sync(0xffffffffu, bin, leader);
-    if (__all_sync(0xffffffffu, !in || bin == lead_bin)) {
-      if (lane == leader) atomicAdd(&hist[lead_bin], __popc(active));
-    } else if (in) {
-      atomicAdd(&hist[bin], 1);
-    }
-  }
+// Adds one to hist[bin] when `in`: one shared atomic per key, measured faster than aggregating
+// a warp's keys per bin first (bench/results/kernel-choices.md).
+__device__ __forceinline__ void hist_add(int* hist, bool in, unsigned bin) {
+  if (in) atomicAdd(&hist[bin], 1);
 }
 
 // grid: rows x C CTAs in clusters of C (launched with the cluster dimension, C >= 1).
-template <HistMode kMode>
 __global__ void __launch_bounds__(kSmThreads) topk_smem_kernel(const __grid_constant__ SmParams p) {
   extern __shared__ __align__(16) unsigned keys_s[];  // [cap] keys of the slice's first keys
   __shared__ int hist[kBins];                         // this CTA's counts
@@ -139,10 +109,10 @@ __global__ void __launch_bounds__(kSmThreads) topk_smem_kernel(const __grid_cons
       const unsigned k0 = order_key(v.x), k1 = order_key(v.y), k2 = order_key(v.z),
                      k3 = order_key(v.w);
       if (valid) reinterpret_cast<uint4*>(keys_s)[i] = make_uint4(k0, k1, k2, k3);
-      warp_hist_add<kMode>(hist, valid, k0 >> 21);
-      warp_hist_add<kMode>(hist, valid, k1 >> 21);
-      warp_hist_add<kMode>(hist, valid, k2 >> 21);
-      warp_hist_add<kMode>(hist, valid, k3 >> 21);
+      hist_add(hist, valid, k0 >> 21);
+      hist_add(hist, valid, k1 >> 21);
+      hist_add(hist, valid, k2 >> 21);
+      hist_add(hist, valid, k3 >> 21);
     }
     scalar_from = n4 * 4;
   }
@@ -151,7 +121,7 @@ __global__ void __launch_bounds__(kSmThreads) topk_smem_kernel(const __grid_cons
     const bool valid = i < len;
     const unsigned key = valid ? order_key(x[i]) : 0u;
     if (valid && i < cached) keys_s[i] = key;
-    warp_hist_add<kMode>(hist, valid, key >> 21);
+    hist_add(hist, valid, key >> 21);
   }
 
   unsigned prefix = 0, mask = 0;
@@ -168,7 +138,7 @@ __global__ void __launch_bounds__(kSmThreads) topk_smem_kernel(const __grid_cons
         const bool valid = i < len;
         const unsigned key = valid ? key_at(i) : 0u;
         const bool in = valid && (key & mask) == prefix;
-        warp_hist_add<kMode>(hist, in, (key >> shift) & digit_mask);
+        hist_add(hist, in, (key >> shift) & digit_mask);
       }
     }
     // Thread t holds bins 2047 - 2t and 2046 - 2t (descending digits), summed over the cluster;
@@ -275,20 +245,6 @@ __global__ void __launch_bounds__(kSmThreads) topk_smem_kernel(const __grid_cons
   }
 }
 
-HistMode hist_mode() {
-  const char* e = std::getenv("KVTIER_QSA_TOPK_HIST");
-  if (e == nullptr) return kDefaultHist;
-  if (std::strcmp(e, "match") == 0) return HistMode::match;
-  if (std::strcmp(e, "plain") == 0) return HistMode::plain;
-  if (std::strcmp(e, "uniform") == 0) return HistMode::uniform;
-  return kDefaultHist;
-}
-std::int64_t keys_per_cta() {
-  const char* e = std::getenv("KVTIER_QSA_TOPK_KEYS");
-  const long long v = e ? std::atoll(e) : 0;
-  return v > 0 ? v : kSmKeysPerCta;
-}
-
 // The one-time device queries below may run while a stream is being captured (the first call
 // can be inside a graph capture): relaxed capture mode for this thread meanwhile, so that no
 // query counts as an unsafe call of the capture.
@@ -311,7 +267,7 @@ bool smem_attributes(F* f, int bytes) {
 }
 
 // Keys a CTA of the shared-memory kernel can cache: the opt-in maximum less its static shared
-// memory (the attributes of the three forms are set once).
+// memory (the kernel's attributes are set once).
 std::int64_t smem_key_capacity() {
   static const std::int64_t cap = [] {
     const RelaxedCapture relaxed;
@@ -320,13 +276,10 @@ std::int64_t smem_key_capacity() {
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
             cudaSuccess ||
-        cudaFuncGetAttributes(&attr, topk_smem_kernel<HistMode::match>) != cudaSuccess)
+        cudaFuncGetAttributes(&attr, topk_smem_kernel) != cudaSuccess)
       return std::int64_t{-1};
     const std::int64_t bytes = optin - static_cast<std::int64_t>(attr.sharedSizeBytes);
-    const int b = static_cast<int>(bytes);
-    if (bytes < 16 || !smem_attributes(topk_smem_kernel<HistMode::match>, b) ||
-        !smem_attributes(topk_smem_kernel<HistMode::plain>, b) ||
-        !smem_attributes(topk_smem_kernel<HistMode::uniform>, b))
+    if (bytes < 16 || !smem_attributes(topk_smem_kernel, static_cast<int>(bytes)))
       return std::int64_t{-1};
     return bytes / 16 * 4;
   }();
@@ -360,8 +313,7 @@ int smem_max_cluster() {
       cudaLaunchAttribute attr[1];
       const cudaLaunchConfig_t cfg = smem_config(c, c, cap, nullptr, attr);
       int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, topk_smem_kernel<HistMode::match>, &cfg) ==
-              cudaSuccess &&
+      if (cudaOccupancyMaxActiveClusters(&clusters, topk_smem_kernel, &cfg) == cudaSuccess &&
           clusters >= 1)
         return c;
       (void)cudaGetLastError();  // a refused size: try a smaller one
@@ -373,8 +325,8 @@ int smem_max_cluster() {
 
 int cluster_size(int rows, std::int64_t max_n) {
   const int most = std::min(smem_max_cluster(), std::max(1, kSmLaunchCtas / rows));
-  const std::int64_t per = keys_per_cta();
-  return static_cast<int>(std::clamp<std::int64_t>(max_n / per + (max_n % per != 0), 1, most));
+  return static_cast<int>(
+      std::clamp<std::int64_t>(max_n / kSmKeysPerCta + (max_n % kSmKeysPerCta != 0), 1, most));
 }
 
 void launch(const float* logits, std::int64_t stride, const std::int32_t* n_valid, Rows rows,
@@ -386,18 +338,7 @@ void launch(const float* logits, std::int64_t stride, const std::int32_t* n_vali
   const SmParams p{logits, stride, n_valid, rows, ratio, k, out, max_n, cap};
   cudaLaunchAttribute attr[1];
   const cudaLaunchConfig_t cfg = smem_config(rows.count * cluster, cluster, cap, s, attr);
-  cudaError_t e = cudaSuccess;
-  switch (hist_mode()) {
-    case HistMode::match:
-      e = cudaLaunchKernelEx(&cfg, topk_smem_kernel<HistMode::match>, p);
-      break;
-    case HistMode::plain:
-      e = cudaLaunchKernelEx(&cfg, topk_smem_kernel<HistMode::plain>, p);
-      break;
-    case HistMode::uniform:
-      e = cudaLaunchKernelEx(&cfg, topk_smem_kernel<HistMode::uniform>, p);
-      break;
-  }
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, topk_smem_kernel, p);
   if (e != cudaSuccess)
     throw std::runtime_error(std::string("qsa topk (shared memory, cluster ") +
                              std::to_string(cluster) + "): " + cudaGetErrorString(e));
@@ -407,15 +348,6 @@ void launch(const float* logits, std::int64_t stride, const std::int32_t* n_vali
 }  // namespace
 
 namespace detail {
-
-TopkVariant topk_variant() {
-  const char* e = std::getenv("KVTIER_QSA_TOPK");
-  if (e == nullptr) return TopkVariant::automatic;
-  if (std::strcmp(e, "smem") == 0) return TopkVariant::smem;
-  if (std::strcmp(e, "cluster") == 0) return TopkVariant::cluster;
-  if (std::strcmp(e, "old") == 0) return TopkVariant::old;
-  return TopkVariant::automatic;
-}
 
 int topk_cluster_size(int rows, std::int64_t max_n) {
   return cluster_size(rows, max_n);

@@ -3,8 +3,6 @@
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 
 #include "cuda/qsa/qsa_common.cuh"
@@ -373,17 +371,10 @@ void topk(const float* logits, std::int64_t logit_stride, const std::int32_t* n_
   detail::require(k >= 1, "k", k);
   detail::require(ratio >= 1, "ratio", ratio);
   if (rows.count == 0) return;
-  using detail::TopkVariant;
-  const TopkVariant v = detail::topk_variant();
-  if (v == TopkVariant::smem || v == TopkVariant::cluster ||
-      (v == TopkVariant::automatic && rows.count <= detail::kTopkClusterMaxRows)) {
-    detail::launch_topk_cluster(
-        logits, logit_stride, n_valid, rows, ratio, k, out,
-        std::numeric_limits<std::int64_t>::max(),
-        v == TopkVariant::smem
-            ? 1
-            : detail::topk_cluster_size(rows.count, std::numeric_limits<std::int64_t>::max()),
-        s);
+  if (rows.count <= detail::kTopkClusterMaxRows) {
+    constexpr std::int64_t kUnbounded = std::numeric_limits<std::int64_t>::max();
+    detail::launch_topk_cluster(logits, logit_stride, n_valid, rows, ratio, k, out, kUnbounded,
+                                detail::topk_cluster_size(rows.count, kUnbounded), s);
     return;
   }
   topk_kernel<<<rows.count, kThreads, 0, s>>>({logits, logit_stride, n_valid, rows, ratio, k, out});
@@ -402,12 +393,9 @@ void topk(const float* logits, std::int64_t logit_stride, const std::int32_t* n_
   detail::require(max_n >= 0, "max_n", max_n);
   if (rows.count == 0) return;
   detail::require(rows.count <= 65535, "rows", rows.count);
-  using detail::TopkVariant;
-  const TopkVariant v = detail::topk_variant();
-  if (v == TopkVariant::smem || v == TopkVariant::cluster ||
-      (v == TopkVariant::automatic && rows.count <= detail::kTopkClusterMaxRows)) {
-    const int cluster = v == TopkVariant::smem ? 1 : detail::topk_cluster_size(rows.count, max_n);
-    if (v != TopkVariant::automatic || max_n <= detail::kTopkClusterMaxCtaKeys * cluster) {
+  if (rows.count <= detail::kTopkClusterMaxRows) {
+    const int cluster = detail::topk_cluster_size(rows.count, max_n);
+    if (max_n <= detail::kTopkClusterMaxCtaKeys * cluster) {
       detail::launch_topk_cluster(logits, logit_stride, n_valid, rows, ratio, k, out, max_n,
                                   cluster, s);
       return;

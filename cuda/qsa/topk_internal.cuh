@@ -22,15 +22,10 @@ __device__ __forceinline__ unsigned order_key(float f) {
 
 namespace detail {
 
-// Path choice of the entry points. KVTIER_QSA_TOPK = smem forces the shared-memory kernel with
-// one CTA per row, = cluster the shared-memory kernel with clusters, = old the previous kernels
-// (one CTA per row without a workspace, the multi-CTA chain with one); unset: the shared-memory
-// kernel with clusters for at most kTopkClusterMaxRows rows (with a workspace: while a CTA's
-// slice holds at most kTopkClusterMaxCtaKeys keys; the chain beyond). KVTIER_QSA_TOPK_KEYS (for
-// benchmarks) overrides the keys per CTA that set the cluster size.
-enum class TopkVariant { automatic, smem, cluster, old };
-TopkVariant topk_variant();
-
+// Path choice of the entry points (topk_expand.cu): the shared-memory kernel in clusters for at
+// most kTopkClusterMaxRows rows (with a workspace: while a CTA's slice holds at most
+// kTopkClusterMaxCtaKeys keys; the multi-CTA chain beyond); more rows, one CTA per row without a
+// workspace and the multi-CTA chain with one.
 inline constexpr int kTopkClusterMaxRows = 16;
 inline constexpr std::int64_t kTopkClusterMaxCtaKeys = 32768;
 

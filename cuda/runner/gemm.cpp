@@ -1,10 +1,8 @@
 #include "cuda/runner/gemm.hpp"
 
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
-
 #include <string>
+
 #include "cuda/runner/skinny_gemm.hpp"
 
 namespace kvtier::runner {
@@ -37,8 +35,6 @@ Gemm::Gemm() {
   if (cudaMalloc(&workspace_, kWorkspaceBytes) != cudaSuccess)
     throw std::runtime_error("cuBLAS workspace: cudaMalloc failed");
   check(cublasSetWorkspace(h_, workspace_, kWorkspaceBytes), "cublasSetWorkspace");
-  const char* e = std::getenv("KVTIER_RUNNER_GEMM");
-  skinny_ = e == nullptr || std::strcmp(e, "cublas") != 0;
 }
 
 Gemm::~Gemm() {
@@ -55,22 +51,20 @@ void Gemm::set_stream(cudaStream_t s) {
 
 void Gemm::bf16_out(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, int out,
                     std::uint16_t* y) {
-  if (skinny_ && skinny_gemm_fits(rows, in))
-    return skinny_gemm(x, w, rows, in, out, y, false, false, s_);
+  if (skinny_gemm_fits(rows, in)) return skinny_gemm(x, w, rows, in, out, y, false, false, s_);
   gemm(h_, x, w, rows, in, out, y, CUDA_R_16BF, 0.0f);
 }
 
 void Gemm::bf16_out_group(const std::uint16_t* x, int rows, int in,
                           std::span<const SkinnyOutput> outputs) {
-  if (skinny_ && skinny_gemm_fits(rows, in)) return skinny_gemm_group(x, rows, in, outputs, s_);
+  if (skinny_gemm_fits(rows, in)) return skinny_gemm_group(x, rows, in, outputs, s_);
   for (const SkinnyOutput& o : outputs)
     gemm(h_, x, o.w, rows, in, o.out, o.y, CUDA_R_16BF, 0.0f);
 }
 
 void Gemm::f32_out(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, int out,
                    float* y, bool accumulate) {
-  if (skinny_ && skinny_gemm_fits(rows, in))
-    return skinny_gemm(x, w, rows, in, out, y, true, accumulate, s_);
+  if (skinny_gemm_fits(rows, in)) return skinny_gemm(x, w, rows, in, out, y, true, accumulate, s_);
   gemm(h_, x, w, rows, in, out, y, CUDA_R_32F, accumulate ? 1.0f : 0.0f);
 }
 

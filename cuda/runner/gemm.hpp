@@ -2,7 +2,8 @@
 // Projections through cuBLAS: y [rows][out] = x [rows][in] . W^T with W [out][in] row-major
 // (the safetensors layout), bf16 inputs, fp32 accumulation; y bf16, or fp32 with an optional
 // accumulate (y += ..., the residual add of the output projection). Up to kSkinnyMaxRows rows
-// (decode) take skinny_gemm instead of cuBLAS (KVTIER_RUNNER_GEMM=cublas keeps cuBLAS).
+// (decode) take skinny_gemm instead of cuBLAS, whose pick for these shapes is several times
+// slower (bench/results/kernel-choices.md).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -34,7 +35,6 @@ class Gemm {
  private:
   cublasHandle_t h_ = nullptr;
   cudaStream_t s_ = nullptr;
-  bool skinny_ = true;
   void* workspace_ = nullptr;  // fixed, so that captured forwards never allocate
 };
 

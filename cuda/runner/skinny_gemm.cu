@@ -1,3 +1,4 @@
+// Decode projections of a few rows (skinny_gemm.hpp): one warp per output column.
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -45,8 +46,9 @@ __device__ uint4 load_stream(const uint4* p) {
 }
 
 // grid: ceil(out / 8); block: 8 warps, warp w computes column blockIdx.x * 8 + w for every row.
-// Each lane issues kBatch weight loads before it uses any: one load in flight per lane kept
-// the read near 1.8 TB/s; the batch keeps enough bytes in flight per SM for HBM rate.
+// Each lane issues kBatch weight loads before it uses any, so that enough bytes are in flight per
+// SM for HBM rate (one load in flight per lane reads well below it: bench/results/
+// kernel-choices.md).
 // One launch for up to kSkinnyMaxGroup matrices that read the same x: the grid is the
 // concatenation of each matrix's ceil(out / 8) blocks (block_end: running ends), so the
 // small projections share a wave with the large ones instead of each paying a launch and a

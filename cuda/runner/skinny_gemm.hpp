@@ -1,8 +1,8 @@
 #pragma once
 // Projections of a few rows (decode): y [rows][out] = x [rows][in] . W^T, W [out][in] bf16
 // row-major, fp32 accumulation. One warp per output column reads its row of W once for every
-// row of x, so the weights stream at HBM speed; cuBLAS's choice for these shapes measured
-// 5-10x slower on the H200 (bench/results/runner-h200-2026-11-29.md).
+// row of x, so the weights stream at HBM speed; cuBLAS's choice for these shapes is several
+// times slower (bench/results/kernel-choices.md).
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -219,9 +219,14 @@ class GpuLayer {
     select_and_attend(begin, count, s);
   }
   // The idempotent tail of a forward (reads the rotated q, the slab and the banks; writes the
-  // logits, selections, tokens and outputs of the rows): index, top-k, expand, attend.
-  void select_and_attend(int begin, int count, cudaStream_t s) {
+  // logits, selections, tokens and outputs of the rows): index, top-k, expand, attend. `splits`:
+  // the attend's (0: config().splits); the attend workspace, sized for all rows at
+  // config().splits, must hold `count` rows at `splits`.
+  void select_and_attend(int begin, int count, cudaStream_t s, int splits = 0) {
     const auto& d = c_.dims;
+    if (splits <= 0) splits = c_.splits;
+    if (attend_workspace_floats(count, d.q_heads, splits) > static_cast<std::int64_t>(work_.size()))
+      throw std::invalid_argument("select_and_attend: splits beyond the attend workspace");
     const Rows rows{req_.get() + begin, pos_.get() + begin, count};
     const std::uint16_t* q = q_.get() + std::int64_t{begin} * d.q_heads * d.head_dim;
     // Logits workspace rows are the forward's rows (bounded by the chunk, not the context).
@@ -233,7 +238,7 @@ class GpuLayer {
     expand(blocks_.get() + std::int64_t{begin} * k_, k_, rows, d.ratio,
            tokens_.get() + std::int64_t{begin} * width_, width_, s);
     attend(q, d.q_heads, rows, tokens_.get() + std::int64_t{begin} * width_, width_, banks(),
-           table(), c_.splits, work_.get(), o_.get() + std::int64_t{begin} * d.q_heads * d.head_dim,
+           table(), splits, work_.get(), o_.get() + std::int64_t{begin} * d.q_heads * d.head_dim,
            lse_.get() + std::int64_t{begin} * d.q_heads, s);
     QSA_CHECK(cudaPeekAtLastError());
   }

@@ -1,9 +1,15 @@
 // GPU tests of the decode-sized paths of the QSA indexer (label gpu; skipped without a device):
-// the shared-memory top-k (one CTA per row, keys kept in shared memory) against the previous
-// kernels and the CPU reference, and the decode index kernel against the prefill tensor-core
-// kernel (the same bits) and exact fp64 sums. 1, 2 and 16 rows over 2k / 32k / 64k blocks.
+// the top-k of up to 16 rows (the shared-memory kernel, in clusters of 1 .. 16 CTAs per row)
+// against the CPU reference, and the decode index kernel (up to 16 rows) against the prefill
+// tensor-core kernel (the same bits per row) and exact fp64 sums. 1, 2, 3, 5 and 16 rows over
+// 2k .. 262k blocks; the multi-CTA top-k chain and the one-CTA kernel where the entry points take
+// them (17 rows, or rows too long for the clusters).
+//
+// KVTIER_QSA_TEST_SMALL=1 (set by the compute-sanitizer runs, which are too slow at full size):
+// DecodeTopkSmall.EveryForm runs its tied rows only (one CTA a row and clusters of 6).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -20,18 +26,6 @@ namespace {
 
 #define REQUIRE_GPU() \
   if (!have_device()) GTEST_SKIP() << "no CUDA device"
-
-// Sets an environment variable for a scope (the kernel choice knobs), restoring "unset".
-class EnvScope {
- public:
-  EnvScope(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  EnvScope(const EnvScope&) = delete;
-  EnvScope& operator=(const EnvScope&) = delete;
-  ~EnvScope() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
 
 // ---- top-k ---------------------------------------------------------------------------------
 
@@ -91,26 +85,63 @@ std::vector<std::int32_t> ragged(int rows, std::int64_t n) {
   return v;
 }
 
-struct TopkOut {
-  std::vector<std::int32_t> single, multi;  // the entry without / with a workspace
-};
+// The k picks of each row, from the entry without a workspace (every row's n_valid as given).
+std::vector<std::int32_t> topk_no_work(const Buf<float>& x, std::int64_t stride,
+                                       const Buf<std::int32_t>& n_valid, int rows, int k) {
+  Buf<std::int32_t> pos(rows), req(rows), out(static_cast<std::size_t>(rows) * k);
+  topk(x.get(), stride, n_valid.get(), Rows{req.get(), pos.get(), rows}, 4, k, out.get(), nullptr);
+  QSA_CHECK(cudaPeekAtLastError());
+  QSA_CHECK(cudaDeviceSynchronize());
+  return out.download();
+}
 
-TopkOut run_topk(const Buf<float>& x, std::int64_t stride, const Buf<std::int32_t>& n_valid,
-                 int rows, std::int64_t max_n, int k) {
+// The same from the entry with a workspace (rows clamped to max_n; the cluster size grows with
+// max_n: ceil(max_n / 2048) CTAs, at most 16 and at most 64 CTAs over the rows).
+std::vector<std::int32_t> topk_with_work(const Buf<float>& x, std::int64_t stride,
+                                         const Buf<std::int32_t>& n_valid, int rows,
+                                         std::int64_t max_n, int k) {
   Buf<std::int32_t> pos(rows), req(rows), out(static_cast<std::size_t>(rows) * k),
       work(static_cast<std::size_t>(topk_workspace_bytes(rows, max_n) / 4 + 1));
-  const Rows r{req.get(), pos.get(), rows};
-  TopkOut o;
-  topk(x.get(), stride, n_valid.get(), r, 4, k, out.get(), nullptr);
-  QSA_CHECK(cudaPeekAtLastError());
-  QSA_CHECK(cudaDeviceSynchronize());
-  o.single = out.download();
   out.upload(std::vector<std::int32_t>(out.size(), 12345));
-  topk(x.get(), stride, n_valid.get(), r, 4, k, out.get(), work.get(), max_n, nullptr);
+  topk(x.get(), stride, n_valid.get(), Rows{req.get(), pos.get(), rows}, 4, k, out.get(),
+       work.get(), max_n, nullptr);
   QSA_CHECK(cudaPeekAtLastError());
   QSA_CHECK(cudaDeviceSynchronize());
-  o.multi = out.download();
-  return o;
+  return out.download();
+}
+
+// The k picks of every row from one entry point, and what to call them in a failure.
+struct Picks {
+  std::string what;
+  std::vector<std::int32_t> got;
+};
+
+// Row r's picks in every `outs` equal the reference's top-k of its first n[r] logits of `x`.
+void expect_reference(const std::vector<float>& x, std::int64_t stride,
+                      const std::vector<std::int64_t>& n, int k, const std::vector<Picks>& outs) {
+  for (std::size_t r = 0; r < n.size(); ++r) {
+    std::vector<float> row(x.begin() + std::int64_t(r) * stride,
+                           x.begin() + std::int64_t(r) * stride + n[r]);
+    // The kernels order -0 below +0 (their keys are the float bits); the reference ties them.
+    // Only the NaN / +-0 rows hold -0, and no negative finite value, so -0 -> the largest
+    // negative float (-denorm_min) gives the reference the kernels' order and changes no other.
+    for (float& v : row)
+      if (v == 0.0f && std::signbit(v)) v = -std::numeric_limits<float>::denorm_min();
+    const std::vector<std::int32_t> want = qsa_ref::topk_blocks(row, n[r], k);
+    for (const Picks& o : outs) {
+      const std::vector<std::int32_t> mine(o.got.begin() + std::int64_t(r) * k,
+                                           o.got.begin() + std::int64_t(r + 1) * k);
+      EXPECT_EQ(mine, want) << o.what << " row " << r << " n " << n[r];
+    }
+  }
+}
+
+// n_valid clamped to max_n, as the workspace entry reads it.
+std::vector<std::int64_t> clamped(const std::vector<std::int32_t>& nv, std::int64_t max_n) {
+  std::vector<std::int64_t> n(nv.size());
+  for (std::size_t r = 0; r < nv.size(); ++r)
+    n[r] = std::min<std::int64_t>(nv[r], max_n);
+  return n;
 }
 
 struct TopkCase {
@@ -121,12 +152,12 @@ struct TopkCase {
 
 class DecodeTopk : public ::testing::TestWithParam<TopkCase> {};
 
-// The shared-memory kernel (chosen automatically for these few rows, in clusters of 1 .. 16
-// CTAs from max_n and the rows) equals the previous kernels (KVTIER_QSA_TOPK=old) and the CPU
-// reference, for random, tied, all-equal, -inf and NaN / +-0 rows with ragged lengths. Forced
-// to one CTA per row (KVTIER_QSA_TOPK=smem), rows of 64k blocks and more exceed the keys its
-// shared memory holds: the rest is read from global memory in every pass.
-TEST_P(DecodeTopk, EqualsOldKernelsAndReference) {
+// Both entry points equal the CPU reference for random, tied, all-equal, -inf and NaN / +-0 rows
+// with ragged lengths. With a workspace, rows of up to 32k keys a CTA take the clusters (the
+// size from max_n and the rows), longer ones the multi-CTA chain; without one, clusters of up to
+// 16 CTAs (4 at 16 rows), whose slices of 16 rows x 262k keys exceed the keys a CTA's shared
+// memory holds: the rest is read from global memory in every pass.
+TEST_P(DecodeTopk, MatchesReference) {
   REQUIRE_GPU();
   const TopkCase c = GetParam();
   const int k = 512;
@@ -142,43 +173,10 @@ TEST_P(DecodeTopk, EqualsOldKernelsAndReference) {
     const std::vector<float> x = topk_input(kind, c.rows, stride, seed);
     Buf<float> dx(x.size());
     dx.upload(x);
-    const TopkOut now = run_topk(dx, stride, dn, c.rows, c.n, k);
-    TopkOut old;
-    {
-      EnvScope env("KVTIER_QSA_TOPK", "old");
-      old = run_topk(dx, stride, dn, c.rows, c.n, k);
-    }
-    TopkOut forced;
-    {
-      EnvScope env("KVTIER_QSA_TOPK", "smem");  // one CTA per row (longer rows partly global)
-      forced = run_topk(dx, stride, dn, c.rows, c.n, k);
-    }
-    // Clusters (the size from max_n and the rows; without a workspace from the rows), each way
-    // of adding to the histograms.
-    for (const char* mode : {"match", "plain", "uniform"}) {
-      EnvScope env("KVTIER_QSA_TOPK", "cluster");
-      EnvScope hist("KVTIER_QSA_TOPK_HIST", mode);
-      const TopkOut clustered = run_topk(dx, stride, dn, c.rows, c.n, k);
-      EXPECT_EQ(clustered.multi, old.single) << mode;
-      EXPECT_EQ(clustered.single, old.single) << mode;
-    }
-    EXPECT_EQ(old.single, old.multi);
-    EXPECT_EQ(now.single, old.single);
-    EXPECT_EQ(now.multi, old.single);
-    EXPECT_EQ(forced.single, old.single);
-    EXPECT_EQ(forced.multi, old.single);
-    for (int r = 0; r < c.rows; ++r) {
-      std::vector<float> row(x.begin() + r * stride, x.begin() + r * stride + c.n);
-      // The kernels order -0 below +0 (their keys are the float bits); the reference ties
-      // them. These inputs hold no negative finite value, so -0 -> the largest negative float
-      // (-denorm_min) gives the reference the kernels' order without changing any other.
-      for (float& v : row)
-        if (v == 0.0f && std::signbit(v)) v = -std::numeric_limits<float>::denorm_min();
-      const std::vector<std::int32_t> want = qsa_ref::topk_blocks(row, nv[r], k);
-      const std::vector<std::int32_t> got(now.multi.begin() + std::int64_t{r} * k,
-                                          now.multi.begin() + std::int64_t{r + 1} * k);
-      EXPECT_EQ(got, want) << "row " << r << " n_valid " << nv[r];
-    }
+    const std::vector<std::int64_t> n = clamped(nv, c.n);
+    expect_reference(x, stride, n, k,
+                     {{"no workspace", topk_no_work(dx, stride, dn, c.rows, k)},
+                      {"workspace", topk_with_work(dx, stride, dn, c.rows, c.n, k)}});
   }
 }
 
@@ -188,15 +186,17 @@ INSTANTIATE_TEST_SUITE_P(Sizes, DecodeTopk,
                                            TopkCase{2, 32768, true}, TopkCase{16, 32768, false},
                                            TopkCase{1, 65536, true}, TopkCase{2, 65536, false},
                                            TopkCase{16, 65536, true}, TopkCase{16, 100000, false},
-                                           TopkCase{1, 262144, true}, TopkCase{2, 262144, false}),
+                                           TopkCase{1, 262144, true}, TopkCase{2, 262144, false},
+                                           TopkCase{16, 262144, true}),
                          [](const auto& tp) {
                            return std::to_string(tp.param.rows) + "rows_" +
                                   std::to_string(tp.param.n) +
                                   (tp.param.aligned ? "_aligned" : "_unaligned");
                          });
 
-// Short rows under a large max_n: clusters of 8 CTAs whose slices hold a few dozen keys each
-// (some rows at most k), and heavy ties across the slices. Small enough for the sanitizers.
+// Short rows under a large max_n: clusters of up to 12 CTAs (64 CTAs over the 5 rows) whose
+// slices hold a few dozen to a few hundred keys each (some rows at most k), and heavy ties
+// across the slices. Small enough for the sanitizers.
 TEST(DecodeTopkCluster, ShortRowsLargeMaxN) {
   REQUIRE_GPU();
   const int k = 512, rows = 5;
@@ -208,25 +208,20 @@ TEST(DecodeTopkCluster, ShortRowsLargeMaxN) {
     const std::vector<float> x = topk_input(kind, rows, stride, 31u + static_cast<unsigned>(kind));
     Buf<float> dx(x.size());
     dx.upload(x);
-    const TopkOut now = run_topk(dx, stride, dn, rows, max_n, k);
-    EnvScope env("KVTIER_QSA_TOPK", "old");
-    const TopkOut old = run_topk(dx, stride, dn, rows, max_n, k);
-    EXPECT_EQ(now.multi, old.multi) << kind_name(kind);
-    EXPECT_EQ(now.single, old.single) << kind_name(kind);
-    for (int r = 0; r < rows; ++r) {
-      const std::vector<float> row(x.begin() + r * stride, x.begin() + (r + 1) * stride);
-      EXPECT_EQ(
-          std::vector<std::int32_t>(now.multi.begin() + r * k, now.multi.begin() + (r + 1) * k),
-          qsa_ref::topk_blocks(row, nv[r], k))
-          << kind_name(kind) << " row " << r;
-    }
+    const std::vector<std::int64_t> n = clamped(nv, max_n);
+    expect_reference(
+        x, stride, n, k,
+        {{std::string(kind_name(kind)) + " workspace",
+          topk_with_work(dx, stride, dn, rows, max_n, k)},
+         {std::string(kind_name(kind)) + " no workspace", topk_no_work(dx, stride, dn, rows, k)}});
   }
 }
 
-// Small rows for the sanitizers: every form of the shared-memory kernel (one CTA; clusters of
-// 6 CTAs through KVTIER_QSA_TOPK_KEYS = 512, 2 with 2048; the three histogram modes) equals the
-// previous kernels and the reference. KVTIER_QSA_TEST_SMALL=1 (racecheck, about 5 s per top-k
-// launch there): the tied rows only, one CTA (4096 keys) and clusters of 6 (512).
+// Small rows for the sanitizers: the shared-memory kernel with one CTA a row (max_n 2048, the
+// longest row clamped to it), clusters of 2 (max_n 3000) and 6 (max_n 12000: slices of 500 keys
+// and fewer), and without a workspace (clusters of up to 16), against the reference.
+// KVTIER_QSA_TEST_SMALL=1 (racecheck, about 5 s per top-k launch there): the tied rows only, one
+// CTA and clusters of 6.
 TEST(DecodeTopkSmall, EveryForm) {
   REQUIRE_GPU();
   const int k = 512, rows = 3;
@@ -234,72 +229,65 @@ TEST(DecodeTopkSmall, EveryForm) {
   const std::vector<std::int32_t> nv = {3000, 1500, 700};
   Buf<std::int32_t> dn(nv.size());
   dn.upload(nv);
+  const bool small = std::getenv("KVTIER_QSA_TEST_SMALL") != nullptr;
   std::vector<Kind> kinds = {Kind::random, Kind::ties, Kind::nan_zero};
-  if (std::getenv("KVTIER_QSA_TEST_SMALL") != nullptr) kinds = {Kind::ties};
+  std::vector<std::int64_t> max_ns = {2048, 3000, 12000};
+  if (small) {
+    kinds = {Kind::ties};
+    max_ns = {2048, 12000};
+  }
   for (const Kind kind : kinds) {
     const std::vector<float> x = topk_input(kind, rows, stride, 77u + static_cast<unsigned>(kind));
     Buf<float> dx(x.size());
     dx.upload(x);
-    TopkOut old;
-    {
-      EnvScope env("KVTIER_QSA_TOPK", "old");
-      old = run_topk(dx, stride, dn, rows, stride, k);
-    }
-    EXPECT_EQ(old.multi, old.single);
-    for (const char* mode : {"match", "plain", "uniform"})
-      for (const char* keys : {"4096", "2048", "512"}) {
-        if (kinds.size() == 1 && std::strcmp(keys, "2048") == 0) continue;
-        EnvScope env("KVTIER_QSA_TOPK", "cluster");
-        EnvScope hist("KVTIER_QSA_TOPK_HIST", mode);
-        EnvScope per("KVTIER_QSA_TOPK_KEYS", keys);
-        const TopkOut now = run_topk(dx, stride, dn, rows, stride, k);
-        EXPECT_EQ(now.multi, old.single) << kind_name(kind) << " " << mode << " " << keys;
-        EXPECT_EQ(now.single, old.single) << kind_name(kind) << " " << mode << " " << keys;
-      }
-    for (int r = 0; r < rows; ++r) {
-      std::vector<float> row(x.begin() + r * stride, x.begin() + (r + 1) * stride);
-      for (float& v : row)
-        if (v == 0.0f && std::signbit(v)) v = -std::numeric_limits<float>::denorm_min();
-      EXPECT_EQ(
-          std::vector<std::int32_t>(old.single.begin() + r * k, old.single.begin() + (r + 1) * k),
-          qsa_ref::topk_blocks(row, nv[r], k))
-          << kind_name(kind) << " row " << r;
-    }
+    for (const std::int64_t max_n : max_ns)
+      expect_reference(x, stride, clamped(nv, max_n), k,
+                       {{std::string(kind_name(kind)) + " max_n " + std::to_string(max_n),
+                         topk_with_work(dx, stride, dn, rows, max_n, k)}});
+    if (!small)
+      expect_reference(x, stride, clamped(nv, stride), k,
+                       {{std::string(kind_name(kind)) + " no workspace",
+                         topk_no_work(dx, stride, dn, rows, k)}});
   }
 }
 
-// n from the positions (n_valid null) and rows clamped to max_n by the workspace entry, as the
-// multi-CTA chain clamps them: a row whose position sees more blocks than max_n.
+// n from the positions (n_valid null) and rows clamped to max_n by the workspace entry, by every
+// form: 3 rows (clusters) and 17 rows (the one-CTA kernel without a workspace, the multi-CTA
+// chain with one); among them a row whose position sees more blocks than max_n.
 TEST(DecodeTopkClamp, PositionsAndMaxN) {
   REQUIRE_GPU();
-  const int k = 512, rows = 3;
+  const int k = 512, most_rows = 17;
   const std::int64_t stride = 40000;
-  const std::vector<float> x = topk_input(Kind::random, rows, stride, 99);
+  const std::vector<float> x = topk_input(Kind::random, most_rows, stride, 99);
   Buf<float> dx(x.size());
   dx.upload(x);
-  const std::vector<std::int32_t> pos = {4 * 30000 + 2, 4 * 39999 + 3, 4 * 100};
+  const std::vector<std::int32_t> shapes = {4 * 30000 + 2, 4 * 39999 + 3, 4 * 100};
+  std::vector<std::int32_t> pos(most_rows);
+  for (int r = 0; r < most_rows; ++r)
+    pos[r] = shapes[r % shapes.size()];
   Buf<std::int32_t> dpos(pos.size()), dreq(pos.size());
   dpos.upload(pos);
   dreq.upload(std::vector<std::int32_t>(pos.size(), 0));
-  auto run = [&](const char* variant, std::int64_t max_n, bool with_work) {
-    EnvScope env("KVTIER_QSA_TOPK", variant);
-    Buf<std::int32_t> out(static_cast<std::size_t>(rows) * k),
-        work(static_cast<std::size_t>(topk_workspace_bytes(rows, max_n) / 4 + 1));
-    const Rows r{dreq.get(), dpos.get(), rows};
-    if (with_work)
-      topk(dx.get(), stride, nullptr, r, 4, k, out.get(), work.get(), max_n, nullptr);
-    else
-      topk(dx.get(), stride, nullptr, r, 4, k, out.get(), nullptr);
-    QSA_CHECK(cudaDeviceSynchronize());
-    return out.download();
-  };
-  EXPECT_EQ(run("smem", 40000, false), run("old", 40000, false));
-  EXPECT_EQ(run("smem", 35000, true), run("old", 35000, true));
-  EXPECT_EQ(run("auto", 35000, true), run("old", 35000, true));
-  const auto clamped = run("old", 35000, true);
-  std::vector<float> row(x.begin() + stride, x.begin() + stride + 35000);
-  EXPECT_EQ(std::vector<std::int32_t>(clamped.begin() + k, clamped.begin() + 2 * k),
-            qsa_ref::topk_blocks(row, 35000, k));
+  for (const int rows : {3, most_rows})
+    for (const std::int64_t max_n : {std::int64_t{0}, std::int64_t{40000}, std::int64_t{35000}}) {
+      // max_n 0: the entry without a workspace
+      Buf<std::int32_t> out(static_cast<std::size_t>(rows) * k),
+          work(static_cast<std::size_t>(topk_workspace_bytes(rows, max_n) / 4 + 1));
+      const Rows r{dreq.get(), dpos.get(), rows};
+      if (max_n > 0)
+        topk(dx.get(), stride, nullptr, r, 4, k, out.get(), work.get(), max_n, nullptr);
+      else
+        topk(dx.get(), stride, nullptr, r, 4, k, out.get(), nullptr);
+      QSA_CHECK(cudaDeviceSynchronize());
+      std::vector<std::int64_t> n(rows);
+      for (int i = 0; i < rows; ++i) {
+        n[i] = (std::int64_t{pos[i]} + 1) / 4;
+        if (max_n > 0) n[i] = std::min(n[i], max_n);
+      }
+      expect_reference(
+          x, stride, n, k,
+          {{std::to_string(rows) + " rows, max_n " + std::to_string(max_n), out.download()}});
+    }
 }
 
 // ---- index scoring -------------------------------------------------------------------------
@@ -351,9 +339,9 @@ struct IndexSetup {
   }
   std::int64_t vis(int r) const { return (std::int64_t{pos[r]} + 1) / 4; }
 
-  // Scores of rows [r0, r0 + n) into a poisoned [n][logit_stride] buffer.
-  std::vector<float> run(const char* variant, int r0, int n) const {
-    EnvScope env("KVTIER_QSA_INDEX", variant);
+  // Scores of rows [r0, r0 + n) into a poisoned [n][logit_stride] buffer (the decode kernel
+  // for up to 16 rows, the prefill kernel beyond).
+  std::vector<float> run(int r0, int n) const {
     Buf<float> logits(static_cast<std::size_t>(n * logit_stride));  // 0xff bytes
     index_scores(diq.get() + std::int64_t{r0} * 4 * kIndexDim, 4,
                  Rows{dreq.get() + r0, dpos.get() + r0, n}, dslab.get(), slab_stride, logits.get(),
@@ -361,6 +349,34 @@ struct IndexSetup {
     QSA_CHECK(cudaPeekAtLastError());
     QSA_CHECK(cudaDeviceSynchronize());
     return logits.download();
+  }
+
+  // The same rows, all of one request, by the prefill tensor-core kernel: fewer than 17 rows are
+  // scored after as many rows of the request's earlier positions (with the first row's queries)
+  // as make 17, whose scores are dropped. A row's scores do not depend on the other rows of its
+  // tile, so these are the bits the prefill kernel gives the rows in any batch of one request.
+  std::vector<float> run_prefill(int r0, int n) const {
+    const int pad = std::max(0, 17 - n), total = pad + n;
+    const std::size_t q_elems = std::size_t{4} * kIndexDim;
+    std::vector<std::int32_t> preq(static_cast<std::size_t>(total), req[r0]), ppos(preq.size());
+    std::vector<std::uint16_t> piq(static_cast<std::size_t>(total) * q_elems);
+    for (int i = 0; i < total; ++i) {
+      ppos[i] = pos[r0] - pad + i;
+      const std::size_t src = static_cast<std::size_t>(r0 + std::max(0, i - pad)) * q_elems;
+      std::copy(iq.begin() + src, iq.begin() + src + q_elems, piq.begin() + i * q_elems);
+    }
+    Buf<std::uint16_t> dpiq(piq.size());
+    Buf<std::int32_t> dpreq(preq.size()), dppos(ppos.size());
+    dpiq.upload(piq);
+    dpreq.upload(preq);
+    dppos.upload(ppos);
+    Buf<float> logits(static_cast<std::size_t>(total * logit_stride));
+    index_scores(dpiq.get(), 4, Rows{dpreq.get(), dppos.get(), total}, dslab.get(), slab_stride,
+                 logits.get(), logit_stride, max_blocks, nullptr);
+    QSA_CHECK(cudaPeekAtLastError());
+    QSA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> all = logits.download();
+    return {all.begin() + pad * logit_stride, all.end()};
   }
 };
 
@@ -373,23 +389,21 @@ int bit_differences(const std::vector<float>& a, const std::vector<float>& b) {
 
 class DecodeIndex : public ::testing::TestWithParam<IndexCase> {};
 
-// The decode kernel (automatic for <= 16 rows) gives, for every row, the bits the prefill
-// tensor-core kernel gives when that row's request is scored alone (KVTIER_QSA_INDEX=mma32);
-// every visible entry matches the exact fp64 sum within the tolerance of the existing index
-// test (2e-5 x the sum of |products|); entries at or beyond a row's visible blocks keep their
-// poison.
-TEST_P(DecodeIndex, SameBitsAsMmaKernelAndExactSums) {
+// The decode kernel (up to 16 rows) gives, for every row, the bits the prefill tensor-core
+// kernel gives it (run_prefill); every visible entry matches the exact fp64 sum within the
+// tolerance of the existing index test (2e-5 x the sum of |products|); entries at or beyond a
+// row's visible blocks keep their poison.
+TEST_P(DecodeIndex, SameBitsAsPrefillKernelAndExactSums) {
   REQUIRE_GPU();
   const IndexCase c = GetParam();
   const std::uint64_t seed = 4242 + static_cast<std::uint64_t>(c.blocks);
   SCOPED_TRACE("seed " + std::to_string(seed));
   const IndexSetup s(c, seed);
-  const std::vector<float> got = s.run("auto", 0, s.rows);
-  EXPECT_EQ(bit_differences(got, s.run("decode", 0, s.rows)), 0);
+  const std::vector<float> got = s.run(0, s.rows);
   // Per request, the prefill kernel on that request's rows alone.
   int r0 = 0;
   for (const int n : c.rows_per_req) {
-    const std::vector<float> ref = s.run("mma32", r0, n);
+    const std::vector<float> ref = s.run_prefill(r0, n);
     const std::vector<float> mine(got.begin() + r0 * s.logit_stride,
                                   got.begin() + (r0 + n) * s.logit_stride);
     EXPECT_EQ(bit_differences(mine, ref), 0) << "rows " << r0 << " .. " << r0 + n - 1;
@@ -446,22 +460,6 @@ INSTANTIATE_TEST_SUITE_P(
              "req_" + std::to_string(tp.param.blocks) +
              (tp.param.aligned ? "_aligned" : "_unaligned");
     });
-
-// Forced for more rows than a warp's 16 (groups of 16, 16 and 8 rows of one request, and
-// requests split across groups): still the bits of the prefill kernel.
-TEST(DecodeIndexForced, GroupsOfSixteenRows) {
-  REQUIRE_GPU();
-  const IndexSetup s(IndexCase{{40, 3, 17}, 3000, true}, 515);
-  const std::vector<float> got = s.run("decode", 0, s.rows);
-  int r0 = 0;
-  for (const int n : {40, 3, 17}) {
-    const std::vector<float> ref = s.run("mma32", r0, n);
-    const std::vector<float> mine(got.begin() + r0 * s.logit_stride,
-                                  got.begin() + (r0 + n) * s.logit_stride);
-    EXPECT_EQ(bit_differences(mine, ref), 0) << "rows " << r0;
-    r0 += n;
-  }
-}
 
 // index + top-k of one decode row captured in a CUDA graph: replays equal the eager results.
 TEST(DecodeSelectGraph, ReplayEqualsEager) {

@@ -169,8 +169,8 @@ TEST(QsaReferenceFold, DisjointPassesEqualOnePass) {
   EXPECT_EQ((e.o - one.o).norm(), 0.0);
 }
 
-// The property DESIGN.md asks for: with at most budget + 3 tokens of context, every block is
-// selected and QSA is dense causal attention; beyond that it is not.
+// With at most budget + 3 tokens of context (k blocks of 4 and the open group of up to 3) every
+// block is selected and QSA is dense causal attention; beyond that it is not.
 TEST(QsaReferenceLayer, ContextWithinBudgetPlus3IsDenseCausal) {
   for (Storage s : {Storage::none, Storage::bf16, Storage::fp8}) {
     Dims d = small_dims();
