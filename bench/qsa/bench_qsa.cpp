@@ -33,21 +33,21 @@ int g_max_reps = 1000;  // "profile" mode: a few launches per figure (for ncu)
 double median_us(const std::function<void()>& f, int reps = 30) {
   reps = std::min(reps, g_max_reps);
   cudaEvent_t a, b;
-  QSA_CHECK(cudaEventCreate(&a));
-  QSA_CHECK(cudaEventCreate(&b));
+  KVT_CUDA_CHECK(cudaEventCreate(&a));
+  KVT_CUDA_CHECK(cudaEventCreate(&b));
   for (int i = 0; i < 3; ++i)
     f();
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
-    QSA_CHECK(cudaEventRecord(a));
+    KVT_CUDA_CHECK(cudaEventRecord(a));
     f();
-    QSA_CHECK(cudaEventRecord(b));
-    QSA_CHECK(cudaEventSynchronize(b));
+    KVT_CUDA_CHECK(cudaEventRecord(b));
+    KVT_CUDA_CHECK(cudaEventSynchronize(b));
     float ms = 0;
-    QSA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    KVT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
     t.push_back(ms * 1e3);
   }
-  QSA_CHECK(cudaGetLastError());
+  KVT_CUDA_CHECK(cudaGetLastError());
   std::sort(t.begin(), t.end());
   cudaEventDestroy(a);
   cudaEventDestroy(b);
@@ -314,8 +314,9 @@ void bench_small(int rows) {
                     }),
                     "", ""});
   g_rows.push_back({"compress (+ring)", size, median_us([&] {
-                      q::compress(ik.get(), rr, q::Forward{rb.get(), rc.get(), pb.get(), rows},
-                                  w.get(), 1e-6f, rope, ring.get(), slab.get(), 1100, nullptr);
+                      q::compress(ik.get(), rr,
+                                  q::CompressRequests{rb.get(), rc.get(), pb.get(), rows}, w.get(),
+                                  1e-6f, rope, ring.get(), slab.get(), 1100, nullptr);
                     }),
                     "", ""});
   Buf<std::int32_t> blocks(std::size_t(rows) * 512), toks(std::size_t(rows) * 2051);
@@ -348,7 +349,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   cudaDeviceProp prop{};
-  QSA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  KVT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   if (mode == "profile") {  // the kernels that miss their targets, a few launches each
     g_max_reps = 2;

@@ -18,30 +18,30 @@ namespace kvtier::qsa::bench {
 inline double graph_us_per_call(const std::function<void(int, cudaStream_t)>& enqueue, int calls,
                                 int replays) {
   cudaStream_t s;
-  QSA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  KVT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaGraph_t graph;
-  QSA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  KVT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < calls; ++i)
     enqueue(i, s);
-  QSA_CHECK(cudaStreamEndCapture(s, &graph));
+  KVT_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
   cudaGraphExec_t exec;
-  QSA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  KVT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   cudaEvent_t a, b;
-  QSA_CHECK(cudaEventCreate(&a));
-  QSA_CHECK(cudaEventCreate(&b));
-  QSA_CHECK(cudaGraphLaunch(exec, s));
-  QSA_CHECK(cudaStreamSynchronize(s));
+  KVT_CUDA_CHECK(cudaEventCreate(&a));
+  KVT_CUDA_CHECK(cudaEventCreate(&b));
+  KVT_CUDA_CHECK(cudaGraphLaunch(exec, s));
+  KVT_CUDA_CHECK(cudaStreamSynchronize(s));
   std::vector<double> t;
   for (int r = 0; r < replays; ++r) {
-    QSA_CHECK(cudaEventRecord(a, s));
-    QSA_CHECK(cudaGraphLaunch(exec, s));
-    QSA_CHECK(cudaEventRecord(b, s));
-    QSA_CHECK(cudaEventSynchronize(b));
+    KVT_CUDA_CHECK(cudaEventRecord(a, s));
+    KVT_CUDA_CHECK(cudaGraphLaunch(exec, s));
+    KVT_CUDA_CHECK(cudaEventRecord(b, s));
+    KVT_CUDA_CHECK(cudaEventSynchronize(b));
     float ms = 0;
-    QSA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    KVT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
     t.push_back(ms * 1e3 / calls);
   }
-  QSA_CHECK(cudaGetLastError());
+  KVT_CUDA_CHECK(cudaGetLastError());
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   cudaGraphExecDestroy(exec);

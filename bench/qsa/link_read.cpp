@@ -85,11 +85,11 @@ void bench_link_reads() {
   report("cudaMemcpyAsync H2D, contiguous",
          graph_us_per_call(
              [&](int, cudaStream_t st) {
-               QSA_CHECK(cudaMemcpyAsync(dev.get(), bank.get(), static_cast<std::size_t>(bytes),
-                                         cudaMemcpyDefault, st));
+               KVT_CUDA_CHECK(cudaMemcpyAsync(
+                   dev.get(), bank.get(), static_cast<std::size_t>(bytes), cudaMemcpyDefault, st));
              },
              10, 30));
-  QSA_CHECK(cudaGetLastError());
+  KVT_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace kvtier::qsa::bench

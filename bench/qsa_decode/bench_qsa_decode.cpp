@@ -37,21 +37,21 @@ struct Times {
 Times time_calls(const std::function<void(int, cudaStream_t)>& f, int reps = 50,
                  int per_graph = 20) {
   cudaStream_t s;
-  QSA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  KVT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaEvent_t a, b;
-  QSA_CHECK(cudaEventCreate(&a));
-  QSA_CHECK(cudaEventCreate(&b));
+  KVT_CUDA_CHECK(cudaEventCreate(&a));
+  KVT_CUDA_CHECK(cudaEventCreate(&b));
   int call = 0;
   for (int i = 0; i < 5; ++i)
     f(call++, s);
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
-    QSA_CHECK(cudaEventRecord(a, s));
+    KVT_CUDA_CHECK(cudaEventRecord(a, s));
     f(call++, s);
-    QSA_CHECK(cudaEventRecord(b, s));
-    QSA_CHECK(cudaEventSynchronize(b));
+    KVT_CUDA_CHECK(cudaEventRecord(b, s));
+    KVT_CUDA_CHECK(cudaEventSynchronize(b));
     float ms = 0;
-    QSA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    KVT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
     t.push_back(ms * 1e3);
   }
   std::sort(t.begin(), t.end());
@@ -86,7 +86,7 @@ void run(const Config& c) {
     host[i] = hashed_bf16(i, 11);
   Buf<std::uint16_t> slab(slab_elems * static_cast<std::size_t>(sets));
   for (int i = 0; i < sets; ++i)
-    QSA_CHECK(
+    KVT_CUDA_CHECK(
         cudaMemcpy(slab.get() + slab_elems * i, host.data(), slab_bytes, cudaMemcpyHostToDevice));
   std::vector<std::uint16_t> iqh(static_cast<std::size_t>(c.rows) * 4 * 128);
   for (std::size_t i = 0; i < iqh.size(); ++i)
@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   cudaDeviceProp prop{};
-  QSA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  KVT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs; slab read over graph time vs %.0f GB/s\n", prop.name,
               prop.multiProcessorCount, kHbmGBs);
   std::printf("%-30s %-26s %9s %9s %8s %6s\n", "shape (rows x blocks)", "path", "eager_us",

@@ -307,8 +307,8 @@ bool early_launch_pays(bool host_banks, std::int64_t ctas) {
 // and wait (griddepcontrol.wait) for its partials.
 void launch_merge(const MergeParams& mp, int n_blocks, cudaStream_t s) {
   detail::launch_programmatic(merge_kernel, dim3(static_cast<unsigned>(n_blocks)), dim3(kHeadDim),
-                              0, s, "attend merge", mp);
-  detail::check_launch("attend merge");
+                              0, s, mp);
+  KVT_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
@@ -346,7 +346,7 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
   } else {
     detail::launch_attend_tc(p, attend_bf16_kernel(kv.host) == AttendVariant::mma_async, s);
   }
-  detail::check_launch("attend");
+  KVT_CUDA_CHECK(cudaGetLastError());
   launch_merge(MergeParams{work_acc, work_ml, splits, o, lse}, rows.count * q_heads, s);
 }
 
@@ -354,13 +354,13 @@ void fold(float* acc_o, float* acc_lse, const float* o, const float* lse, int ro
           cudaStream_t s) {
   if (rows * heads == 0) return;
   fold_kernel<<<rows * heads, kHeadDim, 0, s>>>({acc_o, acc_lse, o, lse});
-  detail::check_launch("fold");
+  KVT_CUDA_CHECK(cudaGetLastError());
 }
 
 void fold_reset(float* acc_o, float* acc_lse, int rows, int heads, cudaStream_t s) {
   if (rows * heads == 0) return;
   fold_reset_kernel<<<rows * heads, kHeadDim, 0, s>>>(acc_o, acc_lse);
-  detail::check_launch("fold reset");
+  KVT_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace kvtier::qsa

@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "cuda/cuda_check.hpp"
 #include "cuda/qsa/qsa_common.cuh"
 
 namespace kvtier::qsa::detail {
@@ -35,10 +36,10 @@ struct AttendParams {
 
 // kernel<<<grid, block, smem, s>>>(args...) launched as a programmatic dependent of the kernel
 // before it in s: it may start before that kernel ends, so it must wait (griddepcontrol.wait)
-// before it reads what that kernel writes. Throws naming `what` if the launch fails.
+// before it reads what that kernel writes. Throws CudaError if the launch fails.
 template <class... Params, class... Args>
 void launch_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem,
-                         cudaStream_t s, const char* what, Args&&... args) {
+                         cudaStream_t s, Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -49,9 +50,7 @@ void launch_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block, std::
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("qsa ") + what + ": " + cudaGetErrorString(e));
+  KVT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
 // The tensor-core attend (bf16 banks, GQA group 12), attend_mma.cu: one CTA of 4 warps per

@@ -340,12 +340,11 @@ void launch(const AttendParams& p, cudaStream_t s) {
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(bytes)) == cudaSuccess;
   }();
-  if (!configured) check_launch("attend (shared memory attribute)");
+  if (!configured) KVT_CUDA_CHECK(cudaGetLastError());
   const dim3 grid(static_cast<unsigned>(p.kv.kv_heads), static_cast<unsigned>(p.splits),
                   static_cast<unsigned>(p.rows.count));
   if (p.early)
-    launch_programmatic(attend_mma_kernel<kAsync, kInPlace>, grid, dim3(kAttThreads), bytes, s,
-                        "attend (early launch)", p);
+    launch_programmatic(attend_mma_kernel<kAsync, kInPlace>, grid, dim3(kAttThreads), bytes, s, p);
   else
     attend_mma_kernel<kAsync, kInPlace><<<grid, kAttThreads, bytes, s>>>(p);
 }

@@ -484,7 +484,7 @@ void launch_decode(const IndexParams& p, std::int64_t max_blocks, bool vec, cuda
     return cudaFuncSetAttribute(index_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(kDecSmemBytes)) == cudaSuccess;
   }();
-  if (!configured) detail::check_launch("index_scores (decode shared memory attribute)");
+  if (!configured) KVT_CUDA_CHECK(cudaGetLastError());
   const std::int64_t chunk = decode_chunk(p.rows.count, max_blocks);
   const dim3 grid(static_cast<unsigned>((max_blocks + chunk - 1) / chunk),
                   static_cast<unsigned>(p.rows.count));
@@ -506,7 +506,7 @@ void launch_mma(const dim3& grid, const IndexParams& p, std::int64_t chunk, bool
     return cudaFuncSetAttribute(index_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(kMmaSmemBytes)) == cudaSuccess;
   }();
-  if (!configured) detail::check_launch("index_scores (shared memory attribute)");
+  if (!configured) KVT_CUDA_CHECK(cudaGetLastError());
   index_mma_kernel<<<grid, kMmaThreads, kMmaSmemBytes, s>>>(p, chunk, vec);
 }
 
@@ -534,7 +534,7 @@ void index_scores(const std::uint16_t* iq, int heads, Rows rows, const std::uint
                     static_cast<unsigned>(row_tiles));
     launch_mma(grid, p, chunk, vec, s);
   }
-  detail::check_launch("index_scores");
+  KVT_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace kvtier::qsa

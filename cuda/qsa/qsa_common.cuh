@@ -9,16 +9,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "cuda/cuda_check.hpp"
 #include "cuda/qsa/qsa_kernels.hpp"
 
 namespace kvtier::qsa::detail {
 
-// Launch status check: throws std::runtime_error naming the kernel and the CUDA error.
-inline void check_launch(const char* what) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("qsa ") + what + ": " + cudaGetErrorString(e));
-}
 inline void require(bool ok, const char* what, long long value) {
   if (!ok)
     throw std::invalid_argument(std::string("qsa: unsupported ") + what + " = " +

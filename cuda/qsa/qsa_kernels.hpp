@@ -11,6 +11,8 @@
 // returns early when there is no work, never synchronises and is safe inside a CUDA graph.
 #include <cuda_runtime.h>
 
+#include "cuda/cuda_check.hpp"
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -18,14 +20,12 @@
 namespace kvtier::qsa {
 
 // Multiprocessors of the current device, asked once (grids sized per SM: the QSA kernels, the
-// residency kernels, kvtier run). Throws std::runtime_error when the device cannot be asked.
+// residency kernels, kvtier run). Throws CudaError when the device cannot be asked.
 inline int sm_count() {
   static const int sms = [] {
     int dev = 0, n = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-    if (e != cudaSuccess)
-      throw std::runtime_error(std::string("SM count of the device: ") + cudaGetErrorString(e));
+    KVT_CUDA_CHECK(cudaGetDevice(&dev));
+    KVT_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
     return n;
   }();
   return sms;
@@ -90,9 +90,9 @@ void store_kv(const std::uint16_t* k, const std::uint16_t* v, Rows rows, const K
               const PageTable& dst_table, const KvBanks& mirror, const PageTable& mirror_table,
               cudaStream_t s);
 
-// Per-request state of a forward for compress: rows [row_begin, row_begin + row_count) of the
+// The requests of a forward as compress sees them: rows [row_begin, row_begin + row_count) of the
 // batch hold the request's positions pos_begin .. pos_begin + row_count - 1.
-struct Forward {
+struct CompressRequests {
   const std::int32_t* row_begin = nullptr;  // [requests]
   const std::int32_t* row_count = nullptr;
   const std::int32_t* pos_begin = nullptr;
@@ -103,7 +103,7 @@ struct Forward {
 // fp32 at slot pos % 4), norm, RoPE at the group's first position -> slab bf16
 // [requests][slab_stride][128] row pos / 4. Then updates the ring with this forward's open
 // group members (a second launch, so no row reads a slot being written).
-void compress(const std::uint16_t* raw_keys, Rows rows, const Forward& fwd,
+void compress(const std::uint16_t* raw_keys, Rows rows, const CompressRequests& fwd,
               const float* norm_weight, float eps, const Rope& rope, float* ring,
               std::uint16_t* slab, std::int64_t slab_stride, cudaStream_t s);
 

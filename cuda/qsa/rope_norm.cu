@@ -116,7 +116,7 @@ void rope_inplace(std::uint16_t* x, int heads, int head_dim, Rows rows, const Ro
   if (rows.count == 0 || heads == 0) return;
   const int threads = std::min(1024, ((heads * rope.rope_dims / 2 + 31) / 32) * 32);
   rope_kernel<<<rows.count, threads, 0, s>>>({x, heads, head_dim, rows, rope});
-  detail::check_launch("rope");
+  KVT_CUDA_CHECK(cudaGetLastError());
 }
 
 void index_queries(const std::uint16_t* raw, const float* norm_weight, int heads, float eps,
@@ -126,7 +126,7 @@ void index_queries(const std::uint16_t* raw, const float* norm_weight, int heads
   if (rows.count == 0) return;
   index_query_kernel<<<rows.count, heads * 32, 0, s>>>(
       {raw, norm_weight, heads, eps, rows, rope, out});
-  detail::check_launch("index_queries");
+  KVT_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace kvtier::qsa

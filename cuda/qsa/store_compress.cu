@@ -6,7 +6,7 @@ namespace kvtier::qsa {
 
 namespace {
 
-struct StoreParams {
+struct StoreKvParams {
   const std::uint16_t* k;
   const std::uint16_t* v;
   Rows rows;
@@ -17,7 +17,7 @@ struct StoreParams {
 
 // grid: rows; block: 2 * kv_heads warps, warp w stores K (w even) or V of head w / 2. A lane
 // holds 8 of the 256 dims. fp8: the warp's amax gives the scale (lane 0 writes it).
-__global__ void store_kernel(const __grid_constant__ StoreParams p) {
+__global__ void store_kernel(const __grid_constant__ StoreKvParams p) {
   const int r = blockIdx.x, w = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kv_heads = p.dst[0].kv_heads;
   if (w >= 2 * kv_heads) return;
@@ -61,7 +61,7 @@ __global__ void store_kernel(const __grid_constant__ StoreParams p) {
 struct CompressParams {
   const std::uint16_t* raw;
   Rows rows;
-  Forward fwd;
+  CompressRequests fwd;
   const float* weight;
   float eps;
   Rope rope;
@@ -132,21 +132,21 @@ void store_kv(const std::uint16_t* k, const std::uint16_t* v, Rows rows, const K
     detail::require(mirror.fp8 == dst.fp8, "mirror fp8", mirror.fp8);
   }
   if (rows.count == 0) return;
-  StoreParams p{k, v, rows, {dst, mirror}, {dst_table, mirror_table}, with_mirror ? 2 : 1};
+  StoreKvParams p{k, v, rows, {dst, mirror}, {dst_table, mirror_table}, with_mirror ? 2 : 1};
   store_kernel<<<rows.count, 2 * dst.kv_heads * 32, 0, s>>>(p);
-  detail::check_launch("store_kv");
+  KVT_CUDA_CHECK(cudaGetLastError());
 }
 
-void compress(const std::uint16_t* raw_keys, Rows rows, const Forward& fwd,
+void compress(const std::uint16_t* raw_keys, Rows rows, const CompressRequests& fwd,
               const float* norm_weight, float eps, const Rope& rope, float* ring,
               std::uint16_t* slab, std::int64_t slab_stride, cudaStream_t s) {
   detail::require(rope.rope_dims <= kIndexDim, "rope_dims", rope.rope_dims);
   if (rows.count == 0) return;
   CompressParams p{raw_keys, rows, fwd, norm_weight, eps, rope, ring, slab, slab_stride};
   compress_kernel<<<rows.count, kIndexDim, 0, s>>>(p);
-  detail::check_launch("compress");
+  KVT_CUDA_CHECK(cudaGetLastError());
   ring_kernel<<<rows.count, kIndexDim, 0, s>>>(p);
-  detail::check_launch("compress ring");
+  KVT_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace kvtier::qsa

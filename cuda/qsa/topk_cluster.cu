@@ -338,11 +338,8 @@ void launch(const float* logits, std::int64_t stride, const std::int32_t* n_vali
   const SmParams p{logits, stride, n_valid, rows, ratio, k, out, max_n, cap};
   cudaLaunchAttribute attr[1];
   const cudaLaunchConfig_t cfg = smem_config(rows.count * cluster, cluster, cap, s, attr);
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, topk_smem_kernel, p);
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("qsa topk (shared memory, cluster ") +
-                             std::to_string(cluster) + "): " + cudaGetErrorString(e));
-  detail::check_launch("topk (shared memory)");
+  KVT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, topk_smem_kernel, p));
+  KVT_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace

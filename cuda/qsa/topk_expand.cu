@@ -378,7 +378,7 @@ void topk(const float* logits, std::int64_t logit_stride, const std::int32_t* n_
     return;
   }
   topk_kernel<<<rows.count, kThreads, 0, s>>>({logits, logit_stride, n_valid, rows, ratio, k, out});
-  detail::check_launch("topk");
+  KVT_CUDA_CHECK(cudaGetLastError());
 }
 
 std::int64_t topk_workspace_bytes(int rows, std::int64_t max_n) {
@@ -405,10 +405,7 @@ void topk(const float* logits, std::int64_t logit_stride, const std::int32_t* n_
   detail::require(chunks <= 65535, "max_n", max_n);
   int* hist = static_cast<int*>(work);
   int2* counts = reinterpret_cast<int2*>(hist + std::int64_t{rows.count} * 3 * kBins);
-  const cudaError_t e =
-      cudaMemsetAsync(hist, 0, std::size_t(rows.count) * 3 * kBins * sizeof(int), s);
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("qsa topk memset: ") + cudaGetErrorString(e));
+  KVT_CUDA_CHECK(cudaMemsetAsync(hist, 0, std::size_t(rows.count) * 3 * kBins * sizeof(int), s));
   const McParams p{logits, logit_stride, n_valid, rows,   ratio,
                    k,      out,          hist,    counts, static_cast<int>(chunks),
                    max_n};
@@ -418,7 +415,7 @@ void topk(const float* logits, std::int64_t logit_stride, const std::int32_t* n_
   topk_hist_kernel<2><<<grid, kMcThreads, 0, s>>>(p);
   topk_count_kernel<<<grid, kMcThreads, 0, s>>>(p);
   topk_write_kernel<<<grid, kMcThreads, 0, s>>>(p);
-  detail::check_launch("topk (multi-CTA)");
+  KVT_CUDA_CHECK(cudaGetLastError());
 }
 
 void expand(const std::int32_t* blocks, int k, Rows rows, int ratio, std::int32_t* tokens,
@@ -426,7 +423,7 @@ void expand(const std::int32_t* blocks, int k, Rows rows, int ratio, std::int32_
   detail::require(width >= k * ratio + ratio - 1, "expand width", width);
   if (rows.count == 0) return;
   expand_kernel<<<rows.count, 256, 0, s>>>({blocks, k, rows, ratio, tokens, width});
-  detail::check_launch("expand");
+  KVT_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace kvtier::qsa

@@ -1,5 +1,7 @@
 #include "cuda/runner/gemm.hpp"
 
+#include "cuda/cuda_check.hpp"
+
 #include <stdexcept>
 #include <string>
 
@@ -32,8 +34,7 @@ void gemm(cublasHandle_t h, const std::uint16_t* x, const std::uint16_t* w, int 
 
 Gemm::Gemm() {
   check(cublasCreate(&h_), "cublasCreate");
-  if (cudaMalloc(&workspace_, kWorkspaceBytes) != cudaSuccess)
-    throw std::runtime_error("cuBLAS workspace: cudaMalloc failed");
+  KVT_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
   check(cublasSetWorkspace(h_, workspace_, kWorkspaceBytes), "cublasSetWorkspace");
 }
 

@@ -73,7 +73,7 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
   const int rows = p.rows;
   const int H = g.hidden_size;
   const qsa::Rows r{req.get(), rpos.get(), rows};
-  const qsa::Forward f{fwd.get(), fwd.get() + R, fwd.get() + 2 * R, R};
+  const qsa::CompressRequests f{fwd.get(), fwd.get() + R, fwd.get() + 2 * R, R};
   mark("other");
   rms_norm(hidden.get(), l.input_norm.get(), rows, H, c.norm_eps, xn.get(), s);
   const SkinnyOutput projections[] = {{l.q.get(), qd, q.get()},    {l.k.get(), kvd, kk.get()},

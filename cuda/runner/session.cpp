@@ -26,8 +26,7 @@ using PrefillFn = std::function<void(std::int64_t, std::int64_t)>;
 
 std::int64_t free_device_bytes() {
   std::size_t free_b = 0, total_b = 0;
-  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
-    throw std::runtime_error("run: cudaMemGetInfo failed");
+  KVT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   return static_cast<std::int64_t>(free_b);
 }
 

@@ -5,6 +5,8 @@
 
 #include "cuda/runner/skinny_gemm.hpp"
 
+#include "cuda/cuda_check.hpp"
+
 namespace kvtier::runner {
 
 namespace {
@@ -151,9 +153,7 @@ void launch_rows(const std::uint16_t* x, int rows, int in, const GroupParams& g,
       launch<8>(x, in, g, f32, acc, s);
       break;
   }
-  const cudaError_t e = cudaPeekAtLastError();
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("skinny_gemm: ") + cudaGetErrorString(e));
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include "cuda/runner/tier_ops.hpp"
 
+#include "cuda/cuda_check.hpp"
+
 namespace kvtier::runner {
 
 namespace {
@@ -151,12 +153,6 @@ __global__ void silu_mul_kernel(const std::uint16_t* gate, const std::uint16_t* 
   }
 }
 
-void check(const char* what) {
-  const cudaError_t e = cudaPeekAtLastError();
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("runner: ") + what + ": " + cudaGetErrorString(e));
-}
-
 }  // namespace
 
 std::int64_t union_bitmap_words(int groups, std::int64_t max_blocks) {
@@ -170,12 +166,11 @@ void union_selections(const std::int32_t* blocks, int k, int rows, const std::in
   if (rows <= 0 || groups <= 0) return;
   if (list_stride < max_blocks) throw std::invalid_argument("union_selections: list_stride");
   const std::int64_t words = (max_blocks + 31) / 32;
-  if (cudaMemsetAsync(bitmap, 0, static_cast<std::size_t>(groups * words) * 4, s) != cudaSuccess)
-    throw std::runtime_error("union_selections: memset failed");
+  KVT_CUDA_CHECK(cudaMemsetAsync(bitmap, 0, static_cast<std::size_t>(groups * words) * 4, s));
   union_mark_kernel<<<rows, kThreads, 0, s>>>(blocks, k, group_of_row, words, max_blocks, bitmap);
-  check("union mark");
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
   union_list_kernel<<<groups, kUnionThreads, 0, s>>>(bitmap, words, lists, list_stride, counts);
-  check("union list");
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
 }
 
 void window_table(int requests, std::int64_t stride, int q, std::int64_t p0, std::int64_t p1,
@@ -183,7 +178,7 @@ void window_table(int requests, std::int64_t stride, int q, std::int64_t p0, std
   const std::int64_t n = std::int64_t{requests} * stride;
   if (n <= 0) return;
   window_table_kernel<<<grid_for(n), kThreads, 0, s>>>(n, stride, q, p0, p1, table);
-  check("window table");
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
 }
 
 void window_tokens(const std::int32_t* tokens, int width, const std::int32_t* row_req, int rows,
@@ -191,7 +186,7 @@ void window_tokens(const std::int32_t* tokens, int width, const std::int32_t* ro
   const std::int64_t n = std::int64_t{rows} * width;
   if (n <= 0) return;
   window_tokens_kernel<<<grid_for(n), kThreads, 0, s>>>(tokens, width, row_req, n, q, t0, t1, out);
-  check("window tokens");
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
 }
 
 void gather_pages(const BankPair& b, const std::int32_t* pages, std::int64_t n, cudaStream_t s) {
@@ -201,7 +196,7 @@ void gather_pages(const BankPair& b, const std::int32_t* pages, std::int64_t n, 
     if (b.page_bytes[i] % 16 != 0) throw std::invalid_argument("gather_pages: page bytes % 16");
   gather_pages_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(b.banks)), kThreads, 0,
                         s>>>(GatherArgs{b, pages});
-  check("gather pages");
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
 }
 
 void hash_bf16(std::uint16_t* out, std::int64_t rows, int dim, std::int64_t row0,
@@ -209,7 +204,7 @@ void hash_bf16(std::uint16_t* out, std::int64_t rows, int dim, std::int64_t row0
   const std::int64_t n = rows * dim;
   if (n <= 0) return;
   hash_bf16_kernel<<<grid_for(n), kThreads, 0, s>>>(out, n, dim, row0, salt, scale);
-  check("hash bf16");
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
 }
 
 void hash_f32(float* out, std::int64_t rows, int dim, std::int64_t row0, std::uint64_t salt,
@@ -217,33 +212,33 @@ void hash_f32(float* out, std::int64_t rows, int dim, std::int64_t row0, std::ui
   const std::int64_t n = rows * dim;
   if (n <= 0) return;
   hash_f32_kernel<<<grid_for(n), kThreads, 0, s>>>(out, n, dim, row0, salt, scale);
-  check("hash f32");
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
 }
 
 void iota_i32(std::int32_t* out, std::int64_t n, std::int32_t first, cudaStream_t s) {
   if (n <= 0) return;
   iota_kernel<<<grid_for(n), kThreads, 0, s>>>(out, n, first, 1);
-  check("iota");
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
 }
 
 void fill_i32(std::int32_t* out, std::int64_t n, std::int32_t v, cudaStream_t s) {
   if (n <= 0) return;
   iota_kernel<<<grid_for(n), kThreads, 0, s>>>(out, n, v, 0);
-  check("fill");
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
 }
 
 void gather_rows(const float* x, const std::int32_t* idx, int n, int cols, float* out,
                  cudaStream_t s) {
   if (n <= 0) return;
   gather_rows_kernel<<<n, kThreads, 0, s>>>(x, idx, cols, out);
-  check("gather rows");
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
 }
 
 void silu_mul(const std::uint16_t* gate, const std::uint16_t* up, std::int64_t count,
               std::uint16_t* out, cudaStream_t s) {
   if (count <= 0) return;
   silu_mul_kernel<<<grid_for(count), kThreads, 0, s>>>(gate, up, count, out);
-  check("silu mul");
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
 }
 
 }  // namespace kvtier::runner

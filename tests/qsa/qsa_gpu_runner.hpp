@@ -14,15 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_check.hpp"
 #include "cuda/qsa/qsa_kernels.hpp"
 #include "validation/qsa/qsa_reference.hpp"
 
 namespace kvtier::qsa::testing {
-
-inline void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-#define QSA_CHECK(call) ::kvtier::qsa::testing::check((call), #call)
 
 // Deterministic bf16 values in about [-1, 1) + offset from an integer hash (SplitMix64 of i;
 // fast for 10^8 values).
@@ -57,15 +53,16 @@ class Buf {
       if (h_ == nullptr) throw std::runtime_error("Buf: aligned_alloc failed");
       madvise(h_, bytes, MADV_HUGEPAGE);
       std::memset(static_cast<void*>(h_), 0, bytes);  // fault the pages in
-      QSA_CHECK(cudaHostRegister(h_, bytes, cudaHostRegisterMapped));
-      QSA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&p_), h_, 0));
+      KVT_CUDA_CHECK(cudaHostRegister(h_, bytes, cudaHostRegisterMapped));
+      KVT_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&p_), h_, 0));
     } else if (host_) {
-      QSA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&h_), n * sizeof(T), cudaHostAllocMapped));
-      QSA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&p_), h_, 0));
+      KVT_CUDA_CHECK(
+          cudaHostAlloc(reinterpret_cast<void**>(&h_), n * sizeof(T), cudaHostAllocMapped));
+      KVT_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&p_), h_, 0));
     } else {
-      QSA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
+      KVT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
     }
-    QSA_CHECK(cudaMemset(p_, 0xff, n * sizeof(T)));
+    KVT_CUDA_CHECK(cudaMemset(p_, 0xff, n * sizeof(T)));
   }
   Buf(const Buf&) = delete;
   Buf& operator=(const Buf&) = delete;
@@ -90,12 +87,12 @@ class Buf {
   T* get() const { return p_; }
   std::size_t size() const { return n_; }
   void upload(const std::vector<T>& v) {
-    QSA_CHECK(cudaMemcpy(p_, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    KVT_CUDA_CHECK(cudaMemcpy(p_, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
   }
-  void zero() { QSA_CHECK(cudaMemset(p_, 0, n_ * sizeof(T))); }
+  void zero() { KVT_CUDA_CHECK(cudaMemset(p_, 0, n_ * sizeof(T))); }
   std::vector<T> download() const {
     std::vector<T> v(n_);
-    QSA_CHECK(cudaMemcpy(v.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
+    KVT_CUDA_CHECK(cudaMemcpy(v.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
     return v;
   }
 
@@ -212,7 +209,7 @@ class GpuLayer {
                   d.index_heads, static_cast<float>(d.norm_eps), rows, rope_,
                   iq_.get() + std::int64_t{begin} * d.index_heads * d.index_dim, s);
     store_kv(k, v, rows, banks(), table(), KvBanks{}, PageTable{}, s);
-    const Forward fwd{fwd_.get(), fwd_.get() + 1, fwd_.get() + 2, 1};
+    const CompressRequests fwd{fwd_.get(), fwd_.get() + 1, fwd_.get() + 2, 1};
     compress(ik_raw_.get() + std::int64_t{begin} * d.index_dim, rows, fwd,
              norm_w_.get() + d.index_dim, static_cast<float>(d.norm_eps), rope_, ring_.get(),
              slab_.get(), blocks_max_, s);
@@ -240,7 +237,7 @@ class GpuLayer {
     attend(q, d.q_heads, rows, tokens_.get() + std::int64_t{begin} * width_, width_, banks(),
            table(), splits, work_.get(), o_.get() + std::int64_t{begin} * d.q_heads * d.head_dim,
            lse_.get() + std::int64_t{begin} * d.q_heads, s);
-    QSA_CHECK(cudaPeekAtLastError());
+    KVT_CUDA_CHECK(cudaPeekAtLastError());
   }
   // Forwards cut at `cuts`, up to row `end` (all rows when negative).
   void run_chunks(const std::vector<int>& cuts, int end = -1) {
@@ -251,7 +248,7 @@ class GpuLayer {
       if (e <= b) continue;
       prepare(b, e - b);
       forward(b, e - b, nullptr);
-      QSA_CHECK(cudaDeviceSynchronize());
+      KVT_CUDA_CHECK(cudaDeviceSynchronize());
       b = e;
     }
   }

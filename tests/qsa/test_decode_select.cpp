@@ -90,8 +90,8 @@ std::vector<std::int32_t> topk_no_work(const Buf<float>& x, std::int64_t stride,
                                        const Buf<std::int32_t>& n_valid, int rows, int k) {
   Buf<std::int32_t> pos(rows), req(rows), out(static_cast<std::size_t>(rows) * k);
   topk(x.get(), stride, n_valid.get(), Rows{req.get(), pos.get(), rows}, 4, k, out.get(), nullptr);
-  QSA_CHECK(cudaPeekAtLastError());
-  QSA_CHECK(cudaDeviceSynchronize());
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
+  KVT_CUDA_CHECK(cudaDeviceSynchronize());
   return out.download();
 }
 
@@ -105,8 +105,8 @@ std::vector<std::int32_t> topk_with_work(const Buf<float>& x, std::int64_t strid
   out.upload(std::vector<std::int32_t>(out.size(), 12345));
   topk(x.get(), stride, n_valid.get(), Rows{req.get(), pos.get(), rows}, 4, k, out.get(),
        work.get(), max_n, nullptr);
-  QSA_CHECK(cudaPeekAtLastError());
-  QSA_CHECK(cudaDeviceSynchronize());
+  KVT_CUDA_CHECK(cudaPeekAtLastError());
+  KVT_CUDA_CHECK(cudaDeviceSynchronize());
   return out.download();
 }
 
@@ -278,7 +278,7 @@ TEST(DecodeTopkClamp, PositionsAndMaxN) {
         topk(dx.get(), stride, nullptr, r, 4, k, out.get(), work.get(), max_n, nullptr);
       else
         topk(dx.get(), stride, nullptr, r, 4, k, out.get(), nullptr);
-      QSA_CHECK(cudaDeviceSynchronize());
+      KVT_CUDA_CHECK(cudaDeviceSynchronize());
       std::vector<std::int64_t> n(rows);
       for (int i = 0; i < rows; ++i) {
         n[i] = (std::int64_t{pos[i]} + 1) / 4;
@@ -346,8 +346,8 @@ struct IndexSetup {
     index_scores(diq.get() + std::int64_t{r0} * 4 * kIndexDim, 4,
                  Rows{dreq.get() + r0, dpos.get() + r0, n}, dslab.get(), slab_stride, logits.get(),
                  logit_stride, max_blocks, nullptr);
-    QSA_CHECK(cudaPeekAtLastError());
-    QSA_CHECK(cudaDeviceSynchronize());
+    KVT_CUDA_CHECK(cudaPeekAtLastError());
+    KVT_CUDA_CHECK(cudaDeviceSynchronize());
     return logits.download();
   }
 
@@ -373,8 +373,8 @@ struct IndexSetup {
     Buf<float> logits(static_cast<std::size_t>(total * logit_stride));
     index_scores(dpiq.get(), 4, Rows{dpreq.get(), dppos.get(), total}, dslab.get(), slab_stride,
                  logits.get(), logit_stride, max_blocks, nullptr);
-    QSA_CHECK(cudaPeekAtLastError());
-    QSA_CHECK(cudaDeviceSynchronize());
+    KVT_CUDA_CHECK(cudaPeekAtLastError());
+    KVT_CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<float> all = logits.download();
     return {all.begin() + pad * logit_stride, all.end()};
   }
@@ -471,26 +471,26 @@ TEST(DecodeSelectGraph, ReplayEqualsEager) {
       work(static_cast<std::size_t>(topk_workspace_bytes(s.rows, s.max_blocks) / 4 + 1));
   const Rows r{s.dreq.get(), s.dpos.get(), s.rows};
   cudaStream_t st;
-  QSA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  KVT_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   auto step = [&] {
     index_scores(s.diq.get(), 4, r, s.dslab.get(), s.slab_stride, logits.get(), s.logit_stride,
                  s.max_blocks, st);
     topk(logits.get(), s.logit_stride, nullptr, r, 4, k, out.get(), work.get(), s.max_blocks, st);
   };
   step();
-  QSA_CHECK(cudaStreamSynchronize(st));
+  KVT_CUDA_CHECK(cudaStreamSynchronize(st));
   const std::vector<std::int32_t> eager = out.download();
   const std::vector<float> eager_logits = logits.download();
   cudaGraph_t graph;
   cudaGraphExec_t exec;
-  QSA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  KVT_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
   step();
-  QSA_CHECK(cudaStreamEndCapture(st, &graph));
-  QSA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  KVT_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+  KVT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   for (int rep = 0; rep < 3; ++rep) {
-    QSA_CHECK(cudaMemsetAsync(out.get(), 0xff, out.size() * 4, st));
-    QSA_CHECK(cudaGraphLaunch(exec, st));
-    QSA_CHECK(cudaStreamSynchronize(st));
+    KVT_CUDA_CHECK(cudaMemsetAsync(out.get(), 0xff, out.size() * 4, st));
+    KVT_CUDA_CHECK(cudaGraphLaunch(exec, st));
+    KVT_CUDA_CHECK(cudaStreamSynchronize(st));
     EXPECT_EQ(out.download(), eager) << rep;
     EXPECT_EQ(bit_differences(logits.download(), eager_logits), 0) << rep;
   }

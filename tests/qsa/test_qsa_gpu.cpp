@@ -222,21 +222,21 @@ TEST(QsaGpu, GraphReplayEqualsEager) {
   eager.run_chunks({300, 305});
   graphed.run_chunks({}, 300);  // prefill 0..299 eagerly; then 300..304 and 305..309 as graphs
   cudaStream_t s;
-  QSA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  KVT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   for (int b : {300, 305}) {
     graphed.prepare(b, 5);
     cudaGraph_t graph;
-    QSA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    KVT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     graphed.forward(b, 5, s);
-    QSA_CHECK(cudaStreamEndCapture(s, &graph));
+    KVT_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
     cudaGraphExec_t exec;
-    QSA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    QSA_CHECK(cudaGraphLaunch(exec, s));
-    QSA_CHECK(cudaStreamSynchronize(s));
-    QSA_CHECK(cudaGraphExecDestroy(exec));
-    QSA_CHECK(cudaGraphDestroy(graph));
+    KVT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    KVT_CUDA_CHECK(cudaGraphLaunch(exec, s));
+    KVT_CUDA_CHECK(cudaStreamSynchronize(s));
+    KVT_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    KVT_CUDA_CHECK(cudaGraphDestroy(graph));
   }
-  QSA_CHECK(cudaStreamDestroy(s));
+  KVT_CUDA_CHECK(cudaStreamDestroy(s));
   EXPECT_EQ(graphed.blocks_.download(), eager.blocks_.download());
   EXPECT_EQ(graphed.tokens_.download(), eager.tokens_.download());
   const auto a = graphed.o_.download(), b = eager.o_.download();
@@ -260,24 +260,24 @@ TEST(QsaGpu, GraphReplaysManyTimesEqualEager) {
   const auto blocks = g.blocks_.download(), tokens = g.tokens_.download();
   const auto o = g.o_.download(), lse = g.lse_.download();
   cudaStream_t s;
-  QSA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  KVT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaGraph_t graph;
-  QSA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  KVT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   g.select_and_attend(b, count, s);
-  QSA_CHECK(cudaStreamEndCapture(s, &graph));
+  KVT_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
   cudaGraphExec_t exec;
-  QSA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  KVT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   const std::size_t ob = std::size_t(b) * d.q_heads * d.head_dim;
   const std::size_t on = std::size_t(count) * d.q_heads * d.head_dim;
   int bad = 0;
   for (int rep = 0; rep < 200; ++rep) {
-    QSA_CHECK(cudaMemsetAsync(g.o_.get() + ob, 0xff, on * 4, s));
-    QSA_CHECK(cudaMemsetAsync(g.lse_.get() + std::size_t(b) * d.q_heads, 0xff,
-                              std::size_t(count) * d.q_heads * 4, s));
-    QSA_CHECK(cudaMemsetAsync(g.blocks_.get() + std::size_t(b) * g.k(), 0xff,
-                              std::size_t(count) * g.k() * 4, s));
-    QSA_CHECK(cudaGraphLaunch(exec, s));
-    QSA_CHECK(cudaStreamSynchronize(s));
+    KVT_CUDA_CHECK(cudaMemsetAsync(g.o_.get() + ob, 0xff, on * 4, s));
+    KVT_CUDA_CHECK(cudaMemsetAsync(g.lse_.get() + std::size_t(b) * d.q_heads, 0xff,
+                                   std::size_t(count) * d.q_heads * 4, s));
+    KVT_CUDA_CHECK(cudaMemsetAsync(g.blocks_.get() + std::size_t(b) * g.k(), 0xff,
+                                   std::size_t(count) * g.k() * 4, s));
+    KVT_CUDA_CHECK(cudaGraphLaunch(exec, s));
+    KVT_CUDA_CHECK(cudaStreamSynchronize(s));
     if (rep % 20 != 19) continue;
     const auto o2 = g.o_.download(), l2 = g.lse_.download();
     bad += std::memcmp(o2.data() + ob, o.data() + ob, on * 4) != 0;
@@ -288,9 +288,9 @@ TEST(QsaGpu, GraphReplaysManyTimesEqualEager) {
     bad += g.tokens_.download() != tokens;
   }
   EXPECT_EQ(bad, 0);
-  QSA_CHECK(cudaGraphExecDestroy(exec));
-  QSA_CHECK(cudaGraphDestroy(graph));
-  QSA_CHECK(cudaStreamDestroy(s));
+  KVT_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  KVT_CUDA_CHECK(cudaGraphDestroy(graph));
+  KVT_CUDA_CHECK(cudaStreamDestroy(s));
 }
 
 // The tensor-core attend gives the same bits with either gather: device banks (cp.async) and
@@ -331,7 +331,7 @@ TEST(QsaGpu, AttendVariantsAgree) {
       auto run = [&](GpuLayer& g) {
         g.o_.zero();
         g.select_and_attend(first, rows, nullptr, splits);
-        QSA_CHECK(cudaDeviceSynchronize());
+        KVT_CUDA_CHECK(cudaDeviceSynchronize());
         return g.o_.download();
       };
       const std::vector<float> od = run(dev), oh = run(host);
@@ -414,7 +414,7 @@ TEST(QsaGpu, InPlaceRowsEqualPoolRows) {
     pt.in_place = c.banks();
     attend(q, d.q_heads, r, toks, W, a.banks(), pt, dev.splits, a.work_.get(), got.get(),
            lse_got.get(), nullptr);
-    QSA_CHECK(cudaDeviceSynchronize());
+    KVT_CUDA_CHECK(cudaDeviceSynchronize());
     const auto w = want.download(), g = got.download();
     EXPECT_EQ(std::memcmp(w.data(), g.data(), w.size() * 4), 0) << "every " << every;
     const auto lw = lse_want.download(), lg = lse_got.download();
@@ -463,7 +463,7 @@ TEST(QsaGpu, FoldedWindowsEqualOnePass) {
              po.get(), plse.get(), nullptr);
       fold(acc_o.get(), acc_lse.get(), po.get(), plse.get(), rows, d.q_heads, nullptr);
     }
-    QSA_CHECK(cudaDeviceSynchronize());
+    KVT_CUDA_CHECK(cudaDeviceSynchronize());
     const auto ao = acc_o.download(), al = acc_lse.download();
     for (int i = 0; i < rows; ++i) {
       const Mat a = row_of(ao, i, d.q_heads, d.head_dim);
@@ -519,7 +519,7 @@ TEST(QsaGpu, IndexScoresMatchExactSums) {
       Buf<float> logits(static_cast<std::size_t>(rows * stride));  // poisoned (0xff bytes)
       index_scores(diq.get(), heads, Rows{dreq.get(), dpos.get(), rows}, dslab.get(), slab_stride,
                    logits.get(), stride, max_blocks, nullptr);
-      QSA_CHECK(cudaDeviceSynchronize());
+      KVT_CUDA_CHECK(cudaDeviceSynchronize());
       const std::vector<float> out = logits.download();
       int bad = 0, unwritten_changed = 0;
       for (int r = 0; r < rows; ++r)
@@ -584,7 +584,7 @@ TEST(QsaGpu, TopkEqualsReference) {
   Buf<std::int32_t> dn(n_valid.size()), dout(std::size_t(rows) * k), dpos(rows), dreq(rows);
   dn.upload(n_valid);
   topk(dx.get(), stride, dn.get(), Rows{dreq.get(), dpos.get(), rows}, 4, k, dout.get(), nullptr);
-  QSA_CHECK(cudaDeviceSynchronize());
+  KVT_CUDA_CHECK(cudaDeviceSynchronize());
   const auto out = dout.download();
   // The multi-CTA form (chunks of 8192 keys) gives the same lists; run it twice on one workspace.
   Buf<std::int32_t> work(static_cast<std::size_t>(topk_workspace_bytes(rows, stride) / 4)),
@@ -593,7 +593,7 @@ TEST(QsaGpu, TopkEqualsReference) {
     dout_mc.upload(std::vector<std::int32_t>(std::size_t(rows) * k, 12345));
     topk(dx.get(), stride, dn.get(), Rows{dreq.get(), dpos.get(), rows}, 4, k, dout_mc.get(),
          work.get(), stride, nullptr);
-    QSA_CHECK(cudaDeviceSynchronize());
+    KVT_CUDA_CHECK(cudaDeviceSynchronize());
     EXPECT_EQ(dout_mc.download(), out) << rep;
   }
   for (int r = 0; r < rows; ++r) {
@@ -637,7 +637,7 @@ TEST(QsaGpu, StoreMirrorWriteThroughIsBitIdentical) {
     const KvBanks mirror{mk.get(), mv.get(), mks.get(), mvs.get(), fp8, ps, d.kv_heads, true};
     store_kv(k.get(), v.get(), Rows{req.get(), pos.get(), n}, pool, {dpt.get(), pages, pages},
              mirror, {dmt.get(), pages, pages}, nullptr);
-    QSA_CHECK(cudaDeviceSynchronize());
+    KVT_CUDA_CHECK(cudaDeviceSynchronize());
     const auto a = pk.download(), b = mk.download();
     const auto as = pks.download(), bs = mks.download();
     const std::size_t tb = std::size_t(d.kv_heads) * d.head_dim * (fp8 ? 1 : 2);
