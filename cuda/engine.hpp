@@ -117,8 +117,7 @@ class MirrorEngine {
   // The same step without a translate, for a stream beside the attention (which reads through
   // locate_async's table), on kBesideBlocks blocks: enough to copy the misses of a prefill
   // chunk, few enough that the attention keeps its SMs while the leader compacts and ensures
-  // (H200, concurrent8-16k-128k: 1 / 4 / 16 blocks, or one block and a whole-GPU copy launch,
-  // gave 338 / 338 / 438 / 353 us per decode forward; one block copies prefill misses slowly).
+  // (the block counts measured: bench/results/kernel-choices.md).
   static constexpr int kBesideBlocks = 4;
   void residency_beside_async(int layer, const CompactParams& c, const PageId* d_query, int n,
                               cudaStream_t s, const EnsureHooks& hooks = {});

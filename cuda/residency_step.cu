@@ -1,9 +1,9 @@
 // The one-launch residency step (kernels.hpp, launch_residency_step): the leading block compacts
 // and ensures, then every block copies the misses and translates. It replaces four dependent
 // launches (compaction, ensure, copy, translate), but not their chain of dependent memory round
-// trips: alone on the GPU it takes about as long (H200: 19.5 - 20 us against 18.2 us per layer,
-// bench/results/runner-h200-2026-11-29.md, run 6). Its use is beside the attention on a few
-// blocks (MirrorEngine::residency_beside_async), where one launch keeps few SMs busy.
+// trips, so alone on the GPU it is no faster than they are (bench/results/kernel-choices.md). Its
+// use is beside the attention on a few blocks (MirrorEngine::residency_beside_async), where one
+// launch keeps few SMs busy.
 #include <cuda/atomic>
 
 #include "cuda/compact_row.cuh"
