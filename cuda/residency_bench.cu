@@ -142,24 +142,28 @@ void bench_in_place_read(const BenchOptions& o, cudaStream_t s, std::mt19937_64&
   auto d_len = upload(std::vector<std::int64_t>{pages});
   DeviceArray<int> missing(1);
   DeviceArray<unsigned long long> sum(1);
-  int it = 0;
-  const double t = median_us(o.repeats, s, [&] {
-    ReadParams rp{d_pos.get() + std::int64_t{2051} * (it++ % variants),
-                  d_table.get(),
-                  d_len.get(),
-                  bank.device_bank_table(),
-                  nullptr,
-                  missing.get(),
-                  sum.get(),
-                  one,
-                  0,
-                  1,
-                  2051,
-                  pages,
-                  pages,
-                  pages};
-    launch_read(rp, s);
-  });
+  // The median time of reading a rotating selection (never the same twice in a row) from `banks`.
+  auto time_reads = [&](std::byte* const* banks) {
+    int it = 0;
+    return median_us(o.repeats, s, [&] {
+      ReadParams rp{d_pos.get() + std::int64_t{2051} * (it++ % variants),
+                    d_table.get(),
+                    d_len.get(),
+                    banks,
+                    nullptr,
+                    missing.get(),
+                    sum.get(),
+                    one,
+                    0,
+                    1,
+                    2051,
+                    pages,
+                    pages,
+                    pages};
+      launch_read(rp, s);
+    });
+  };
+  const double t = time_reads(bank.device_bank_table());
   const double bytes = 2051.0 * double(one.token_bytes(BankKind::k) * 2);
   f.push_back({"in-place read, 2051-token selection, bf16, 1 row, 1 layer", gbps(bytes, t), "GB/s",
                ">= 46 GB/s (<= 90 us)",
@@ -168,24 +172,7 @@ void bench_in_place_read(const BenchOptions& o, cudaStream_t s, std::mt19937_64&
   // The same reads from device memory: the launch and latency floor of this kernel, so
   // that t - floor is the part PCIe adds.
   DevicePool dpool(one, pages);
-  int it2 = 0;
-  const double t_hbm = median_us(o.repeats, s, [&] {
-    ReadParams rp{d_pos.get() + std::int64_t{2051} * (it2++ % variants),
-                  d_table.get(),
-                  d_len.get(),
-                  dpool.device_bank_table(),
-                  nullptr,
-                  missing.get(),
-                  sum.get(),
-                  one,
-                  0,
-                  1,
-                  2051,
-                  pages,
-                  pages,
-                  pages};
-    launch_read(rp, s);
-  });
+  const double t_hbm = time_reads(dpool.device_bank_table());
   f.push_back({"  same read from device memory (kernel floor: launch + latency)", t_hbm, "us", "",
                "PCIe share: " + std::to_string(t - t_hbm).substr(0, 6) +
                    " us = " + std::to_string(gbps(bytes, t - t_hbm)).substr(0, 6) + " GB/s"});
