@@ -107,13 +107,16 @@ class TraceWriter:
                       file=sys.stderr)
             else:
                 codec = CODEC_ZSTD
-        f = open(path, "wb")
-        if binary:
-            f.write(header_bytes(self.geometry, producer, created))
-        else:
-            f.write(json.dumps(header_json(self.geometry, producer, created),
-                               separators=(",", ":")).encode() + b"\n")
-        f.flush()
+        try:
+            f = open(path, "wb")
+            if binary:
+                f.write(header_bytes(self.geometry, producer, created))
+            else:
+                f.write(json.dumps(header_json(self.geometry, producer, created),
+                                   separators=(",", ":")).encode() + b"\n")
+            f.flush()
+        except OSError as e:
+            raise TraceError(f"cannot create '{path}': {e.strerror or e}") from e
         self._sink = _Sink(f, binary, self._validator, codec, zstd_level, frame_bytes,
                            flush_seconds, fsync, queue_size)
         self._sink.start()
@@ -293,7 +296,7 @@ class _Sink(threading.Thread):
                 continue
             op = item[0]
             if op == "close":
-                self._guard(self._finish)
+                self._guard(self._finish, always=True)
                 try:
                     self.f.close()
                 except OSError as e:
@@ -310,8 +313,8 @@ class _Sink(threading.Thread):
                 continue
             self._guard(self._record, item)
 
-    def _guard(self, fn, *args) -> None:
-        if self.error is not None and fn is not self._finish:
+    def _guard(self, fn, *args, always: bool = False) -> None:
+        if self.error is not None and not always:
             return
         try:
             fn(*args)
