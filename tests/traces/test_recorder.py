@@ -279,7 +279,10 @@ with tempfile.TemporaryDirectory() as d:
     else:
         rng = np.random.default_rng(SEED)
         data = [rng.integers(-1, 100, (3, 16)) for _ in range(6)]
-        for name, conv in (("np.ktr", lambda a: a), ("torch.ktr", torch.from_numpy)):
+        rows_of = lambda a: [torch.from_numpy(r[: 5 + i]) for i, r in enumerate(a)]  # noqa: E731
+        for name, conv in (("np.ktr", lambda a: a), ("torch.ktr", torch.from_numpy),
+                           ("np_rows.ktr", lambda a: [r[: 5 + i] for i, r in enumerate(a)]),
+                           ("torch_rows.ktr", rows_of)):
             with kt.TraceWriter(p(name), geometry=GEOMETRY, created="t") as w:
                 for r in range(3):
                     w.begin(r + 1, 400)
@@ -288,8 +291,10 @@ with tempfile.TemporaryDirectory() as d:
                     for l in range(3):
                         f.set_layer(l, conv(data[step * 3 + l]))
                     f.commit()
-        with open(p("np.ktr"), "rb") as x, open(p("torch.ktr"), "rb") as y:
-            check(x.read() == y.read(), "torch CPU tensors record the bytes numpy arrays do")
+        same = lambda a, b: open(p(a), "rb").read() == open(p(b), "rb").read()  # noqa: E731
+        check(same("np.ktr", "torch.ktr"), "torch CPU tensors record the bytes numpy arrays do")
+        check(same("np_rows.ktr", "torch_rows.ktr"),
+              "... and so does one tensor per row (ragged, as a prefill chunk's ids)")
 
 print("all recorder checks passed" if not failures else f"{failures} recorder checks failed")
 sys.exit(1 if failures else 0)

@@ -94,10 +94,24 @@ def _pad_rows(rows_of_ids) -> np.ndarray:
     return out
 
 
+def _pad_tensor_rows(torch, rows_of_ids):
+    """One tensor per row (a prefill chunk's ids: its tokens' top-k) -> [rows, k], -1 padded,
+    on the rows' device."""
+    flat = [r.detach().reshape(-1) for r in rows_of_ids]
+    k = max(r.numel() for r in flat)
+    out = torch.full((len(flat), k), -1, dtype=flat[0].dtype, device=flat[0].device)
+    for i, r in enumerate(flat):
+        out[i, : r.numel()] = r
+    return out
+
+
 def stage(topk, rows: int, pool: PinnedPool) -> Staged:
     """One layer's top-k as given by the caller: [rows, k] ids (numpy, a torch tensor on the
     CPU or a CUDA device, or nested lists), or one array per row (ragged)."""
     torch = sys.modules.get("torch")
+    if (torch is not None and isinstance(topk, (list, tuple)) and topk
+            and all(isinstance(r, torch.Tensor) for r in topk)):
+        topk = _pad_tensor_rows(torch, topk)  # on their device: no copy to the host here
     if torch is not None and isinstance(topk, torch.Tensor):
         t = topk.detach()
         if t.dim() == 1 and rows == 1:
