@@ -76,7 +76,9 @@ TEST_P(TraceRepairCut, EveryByteOffsetRepairsToTheWholeFramesOrIsRefused) {
   WriterOptions o;
   o.zstd_level = GetParam();
   o.frame_bytes = 160;  // a frame every few records
-  const std::string whole = temp_path("repair_whole.ktr");
+  // names per parameter: ctest runs the instances in parallel
+  const std::string tag = "repair_z" + std::to_string(GetParam());
+  const std::string whole = temp_path(tag + "_whole.ktr");
   test::write_all(whole, h, recs, TraceFormat::binary, o);
   const std::string bytes = read_bytes(whole);
   const Layout lay = layout_of(bytes);
@@ -85,7 +87,7 @@ TEST_P(TraceRepairCut, EveryByteOffsetRepairsToTheWholeFramesOrIsRefused) {
   std::printf("%zu records, %zu frames, %zu bytes: cutting at every offset\n", recs.size(),
               lay.frames.size(), bytes.size());
 
-  const std::string cut = temp_path("repair_cut.ktr"), out = temp_path("repair_out.ktr");
+  const std::string cut = temp_path(tag + "_cut.ktr"), out = temp_path(tag + "_out.ktr");
   for (std::size_t n = 0; n <= bytes.size(); ++n) {
     write_bytes(cut, bytes.substr(0, n));
     std::filesystem::remove(out);
