@@ -123,16 +123,23 @@ int run_info(const std::vector<std::string>& args) {
   return 0;
 }
 
+// IN and OUT (positional) and the output's zstd level: what convert and repair take.
+void add_in_out(po::options_description& desc, po::positional_options_description& pos,
+                const char* in_help, const char* out_help) {
+  desc.add_options()("help,h", "show this help")("in", po::value<std::string>()->required(),
+                                                 in_help)(
+      "out", po::value<std::string>()->required(), out_help)(
+      "zstd-level", po::value<int>()->default_value(3), "binary: zstd level, 0 = uncompressed");
+  pos.add("in", 1).add("out", 1);
+}
+
 // ------------------------------------------------------------------------------- convert
 int run_convert(const std::vector<std::string>& args) {
   po::options_description desc("options");
-  desc.add_options()("help,h", "show this help")("in", po::value<std::string>()->required(),
-                                                 "input trace")(
-      "out", po::value<std::string>()->required(), "output trace")(
-      "format", po::value<std::string>(), "binary or jsonl (default: from the output's extension)")(
-      "zstd-level", po::value<int>()->default_value(3), "binary: zstd level, 0 = uncompressed");
   po::positional_options_description pos;
-  pos.add("in", 1).add("out", 1);
+  add_in_out(desc, pos, "input trace", "output trace");
+  desc.add_options()("format", po::value<std::string>(),
+                     "binary or jsonl (default: from the output's extension)");
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "kvtier trace convert IN OUT [--format binary|jsonl]", &pos)) {
     return 0;
@@ -154,12 +161,9 @@ int run_convert(const std::vector<std::string>& args) {
 // -------------------------------------------------------------------------------- repair
 int run_repair(const std::vector<std::string>& args) {
   po::options_description desc("options");
-  desc.add_options()("help,h", "show this help")("in", po::value<std::string>()->required(),
-                                                 "the cut or damaged trace")(
-      "out", po::value<std::string>()->required(), "the repaired trace (.ktr binary, .jsonl text)")(
-      "zstd-level", po::value<int>()->default_value(3), "binary: zstd level, 0 = uncompressed");
   po::positional_options_description pos;
-  pos.add("in", 1).add("out", 1);
+  add_in_out(desc, pos, "the cut or damaged trace",
+             "the repaired trace (.ktr binary, .jsonl text)");
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "kvtier trace repair IN OUT [--zstd-level N]", &pos)) {
     return 0;

@@ -162,14 +162,20 @@ with tempfile.TemporaryDirectory() as d:
     check(recs[1] == kt.Begin(2, 100, 1, 2) and recs[3].rows[1].request == 2,
           "the file holds the integers, the shared prefix mapped too")
 
+    def run_child(path, frame_bytes, body):
+        """A recording process: kvtier_trace imported, a writer `w` on path, then body."""
+        script = ("import os, sys, signal, resource, numpy as np\n"
+                  f"sys.path.insert(0, {os.path.abspath(PYDIR)!r})\n"
+                  "import kvtier_trace as kt\n"
+                  f"w = kt.TraceWriter(sys.argv[1], geometry={GEOMETRY!r}, "
+                  f"frame_bytes={frame_bytes})\n" + body)
+        return subprocess.run([sys.executable, "-c", script, path], capture_output=True,
+                              text=True)
+
     # -------------------------------------------------------------- errors of the thread
-    child = (
-        "import sys, signal, resource, numpy as np\n"
-        f"sys.path.insert(0, {os.path.abspath(PYDIR)!r})\n"
-        "import kvtier_trace as kt\n"
+    r = run_child(p("full.ktr"), 100, (
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (4000, 4000))  # writes past it: EFBIG\n"
-        f"w = kt.TraceWriter(sys.argv[1], geometry={GEOMETRY!r}, frame_bytes=100)\n"
         "w.begin(1, 400)\n"
         "try:\n"
         "    for step in range(1000):\n"
@@ -180,9 +186,7 @@ with tempfile.TemporaryDirectory() as d:
         "    print(e)\n"
         "    w.close()  # reported already: no second raise\n"
         "    sys.exit(3)\n"
-    )
-    r = subprocess.run([sys.executable, "-c", child, p("full.ktr")], capture_output=True,
-                       text=True)
+    ))
     check(r.returncode == 3 and "the writer stopped" in r.stdout and "too large" in r.stdout,
           f"a write error reaches the caller: {r.stdout.strip()} {r.stderr.strip()[-300:]}")
     rc, out, err = kvtier("repair", p("full.ktr"), p("full_rep.ktr"))
@@ -230,11 +234,7 @@ with tempfile.TemporaryDirectory() as d:
           "after a deferred error the file ends cleanly with the records before it: " + err)
 
     # -------------------------------------------------------------- killed mid-recording
-    child = (
-        "import sys, os, signal, numpy as np\n"
-        f"sys.path.insert(0, {os.path.abspath(PYDIR)!r})\n"
-        "import kvtier_trace as kt\n"
-        f"w = kt.TraceWriter(sys.argv[1], geometry={GEOMETRY!r}, frame_bytes=300)\n"
+    r = run_child(p("killed.ktr"), 300, (
         "rng = np.random.default_rng(1)\n"
         "for r in range(4): w.begin(r + 1, 400)\n"
         "for step in range(200):\n"
@@ -244,9 +244,7 @@ with tempfile.TemporaryDirectory() as d:
         "    if step == 150:\n"
         "        w.flush()\n"
         "        os.kill(os.getpid(), signal.SIGKILL)\n"
-    )
-    r = subprocess.run([sys.executable, "-c", child, p("killed.ktr")], capture_output=True,
-                       text=True)
+    ))
     check(r.returncode == -signal.SIGKILL, f"the recording process was killed ({r.returncode})")
     rc, _, err = kvtier("info", p("killed.ktr"))
     check(rc == 1 and "without the end marker" in err, "the killed file reads as cut: " +

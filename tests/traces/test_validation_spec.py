@@ -31,30 +31,30 @@ def check(cond, what):
     failures += not cond
 
 
-def python_hook(geometry, records):
-    """The records through begin/end and the hook; the message of the refused one."""
-    rng = np.random.default_rng(3)
+def record_of(rec):
+    """A spec record as the Python API takes it: Begin, End, or (rows, selections)."""
+    if "begin" in rec:
+        b = rec["begin"]
+        return kt.Begin(b["id"], b["prompt_tokens"], b.get("shared_with", 0),
+                        b.get("shared_pages", 0))
+    if "end" in rec:
+        return kt.End(rec["end"]["id"])
+    f = rec["forward"]
+    rows = [kt.Row(r["request"], r["position"], r.get("count", 1), r["kind"]) for r in f["rows"]]
+    return rows, f["selections"]
+
+
+def refusal(geometry, records, forward):
+    """Hands the records to a Python writer (forwards through `forward(w, rows, sel)`);
+    the message of the record it refuses, or None."""
     with tempfile.TemporaryDirectory() as d:
-        w = kt.TraceWriter(os.path.join(d, "h.ktr"), geometry=geometry)
+        w = kt.TraceWriter(os.path.join(d, "t.ktr"), geometry=geometry)
         try:
-            for rec in records:
-                if "begin" in rec:
-                    b = rec["begin"]
-                    w.begin(b["id"], b["prompt_tokens"], b.get("shared_with", 0),
-                            b.get("shared_pages", 0))
-                elif "end" in rec:
-                    w.end(rec["end"]["id"])
+            for rec in map(record_of, records):
+                if isinstance(rec, tuple):
+                    forward(w, *rec)
                 else:
-                    f = rec["forward"]
-                    fwd = w.forward([kt.Row(r["request"], r["position"], r.get("count", 1),
-                                            r["kind"]) for r in f["rows"]])
-                    for layer, per_row in enumerate(f["selections"]):
-                        k = max(len(s) for s in per_row) + 3
-                        topk = np.full((len(per_row), k), -1, np.int64)
-                        for i, s in enumerate(per_row):
-                            topk[i, : len(s)] = rng.permutation(s)
-                        fwd.set_layer(layer, topk)
-                    fwd.commit()
+                    w.write(rec)
         except kt.TraceError as e:
             return str(e)
         finally:
@@ -62,28 +62,19 @@ def python_hook(geometry, records):
     return None
 
 
-def python_write(geometry, records):
-    with tempfile.TemporaryDirectory() as d:
-        w = kt.TraceWriter(os.path.join(d, "w.ktr"), geometry=geometry)
-        try:
-            for rec in records:
-                if "begin" in rec:
-                    b = rec["begin"]
-                    w.write(kt.Begin(b["id"], b["prompt_tokens"], b.get("shared_with", 0),
-                                     b.get("shared_pages", 0)))
-                elif "end" in rec:
-                    w.write(kt.End(rec["end"]["id"]))
-                else:
-                    f = rec["forward"]
-                    w.write(kt.Forward([kt.Row(r["request"], r["position"], r.get("count", 1),
-                                               r["kind"]) for r in f["rows"]],
-                                       [[np.array(s, np.int64) for s in per_row]
-                                        for per_row in f["selections"]]))
-        except kt.TraceError as e:
-            return str(e)
-        finally:
-            w.close()
-    return None
+def through_write(w, rows, sel):
+    w.write(kt.Forward(rows, [[np.array(s, np.int64) for s in per_row] for per_row in sel]))
+
+
+def through_hook(w, rows, sel, rng=np.random.default_rng(3)):
+    """The engine hook: each layer's ids shuffled and padded with -1, as a top-k comes."""
+    fwd = w.forward(rows)
+    for layer, per_row in enumerate(sel):
+        topk = np.full((len(per_row), max(len(s) for s in per_row) + 3), -1, np.int64)
+        for i, s in enumerate(per_row):
+            topk[i, : len(s)] = rng.permutation(s)
+        fwd.set_layer(layer, topk)
+    fwd.commit()
 
 
 def kvtier_reads(geometry, records):
@@ -104,11 +95,11 @@ for case in SPEC["cases"]:
     rule, records = case["rule"], case["records"]
     n = len(records) - 1
     expected = MESSAGES[rule].format(**figures, **case["params"])
-    got = python_write(geometry, records)
+    got = refusal(geometry, records, through_write)
     check(got == f"record {n}: {expected}", f"{rule}: Python write() says {got!r}")
     f = records[-1].get("forward")
     if rule != "not_ascending" and not (f and len(f["selections"]) != len(geometry["qsa_layer_ids"])):
-        got = python_hook(geometry, records)
+        got = refusal(geometry, records, through_hook)
         check(got == f"record {n}: {expected}", f"{rule}: Python hook says {got!r}")
     if case.get("files", True):
         rc, err = kvtier_reads(geometry, records)
