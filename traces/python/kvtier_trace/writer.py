@@ -11,10 +11,10 @@ file of whole frames that `kvtier trace repair` turns into a valid trace.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import queue
-import struct
 import sys
 import threading
 import time
@@ -25,7 +25,7 @@ import numpy as np
 
 from .encode import DeltaEncoder, selections_of
 from .format import (CODEC_RAW, CODEC_ZSTD, END_MAGIC, END_MARKER, FRAME_HEADER, FRAME_MAGIC,
-                     TAG_BEGIN, TAG_END, Begin, End, Forward, Record, Row, TraceError,
+                     TAG_BEGIN, TAG_END, Begin, End, Record, Row, TraceError,
                      full_geometry, header_bytes, header_json, put_varint)
 from .staging import PinnedPool, Staged, row_stats, stage
 from .validate import Limits, Validator, is_int_key, show
@@ -107,6 +107,7 @@ class TraceWriter:
                       file=sys.stderr)
             else:
                 codec = CODEC_ZSTD
+        f = None
         try:
             f = open(path, "wb")
             if binary:
@@ -116,6 +117,9 @@ class TraceWriter:
                                    separators=(",", ":")).encode() + b"\n")
             f.flush()
         except OSError as e:
+            if f is not None:
+                with contextlib.suppress(OSError):  # its buffer cannot be written either
+                    f.close()
             raise TraceError(f"cannot create '{path}': {e.strerror or e}") from e
         self._sink = _Sink(f, binary, self._validator, codec, zstd_level, frame_bytes,
                            flush_seconds, fsync, queue_size)
