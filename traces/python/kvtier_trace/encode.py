@@ -145,7 +145,8 @@ class DeltaEncoder:
                 sb = slice(int(ends_b[s - 1]) if s else 0, int(ends_b[e - 1]))
                 ia = base[a_seg[sa]] - base[s] + a[sa]
                 ib = base[b_seg[sb]] - base[s] + b[sb]
-                a_in_b[sa], b_in_a[sb] = self._mark(ia, ib, int(base[e - 1] + width[e - 1] - base[s]))
+                size = int(base[e - 1] + width[e - 1] - base[s])
+                a_in_b[sa], b_in_a[sb] = self._mark(ia, ib, size)
                 s = e
             return a_in_b, b_in_a
         return self._mark(base[a_seg] + a, base[b_seg] + b, total)

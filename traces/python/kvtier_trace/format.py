@@ -130,7 +130,8 @@ def varint_bytes(values: np.ndarray) -> np.ndarray:
             idx, vals, more = starts, v, groups > 1
         else:
             idx, vals, more = starts[live] + g, v[live], groups[live] > g + 1
-        out[idx] = ((vals >> shift) & np.uint64(0x7F)).astype(np.uint8) | (more.astype(np.uint8) << 7)
+        low7 = ((vals >> shift) & np.uint64(0x7F)).astype(np.uint8)
+        out[idx] = low7 | (more.astype(np.uint8) << 7)
         shift += np.uint64(7)
     return out
 

@@ -122,7 +122,8 @@ class Validator:
         construction: only its width and bounds can be wrong. Vectorised: the exact
         distinct count is taken only for a row whose non-negative count is over the budget.
         """
-        visible = (np.asarray(positions, np.int64) + np.asarray(counts, np.int64)) // self.limits.ratio
+        ends = np.asarray(positions, np.int64) + np.asarray(counts, np.int64)
+        visible = ends // self.limits.ratio
         topk = self.limits.block_topk
         wide = decode[None, :] & (valid > topk)
         for l, r in zip(*np.nonzero(wide)):  # rare: only rows over the budget
