@@ -1,4 +1,5 @@
-// `kvtier trace info|convert|head|cat|gen`: inspect, convert and synthesise selection traces.
+// `kvtier trace info|convert|head|cat|gen|repair`: inspect, convert, synthesise and repair
+// selection traces.
 #include <boost/json.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "cli/progress.hpp"
 #include "cli/table.hpp"
 #include "model/config_error.hpp"
+#include "traces/format_internal.hpp"
 #include "traces/generator.hpp"
 #include "traces/trace_io.hpp"
 #include "traces/trace_stats.hpp"
@@ -121,16 +123,23 @@ int run_info(const std::vector<std::string>& args) {
   return 0;
 }
 
+// IN and OUT (positional) and the output's zstd level: what convert and repair take.
+void add_in_out(po::options_description& desc, po::positional_options_description& pos,
+                const char* in_help, const char* out_help) {
+  desc.add_options()("help,h", "show this help")("in", po::value<std::string>()->required(),
+                                                 in_help)(
+      "out", po::value<std::string>()->required(), out_help)(
+      "zstd-level", po::value<int>()->default_value(3), "binary: zstd level, 0 = uncompressed");
+  pos.add("in", 1).add("out", 1);
+}
+
 // ------------------------------------------------------------------------------- convert
 int run_convert(const std::vector<std::string>& args) {
   po::options_description desc("options");
-  desc.add_options()("help,h", "show this help")("in", po::value<std::string>()->required(),
-                                                 "input trace")(
-      "out", po::value<std::string>()->required(), "output trace")(
-      "format", po::value<std::string>(), "binary or jsonl (default: from the output's extension)")(
-      "zstd-level", po::value<int>()->default_value(3), "binary: zstd level, 0 = uncompressed");
   po::positional_options_description pos;
-  pos.add("in", 1).add("out", 1);
+  add_in_out(desc, pos, "input trace", "output trace");
+  desc.add_options()("format", po::value<std::string>(),
+                     "binary or jsonl (default: from the output's extension)");
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "kvtier trace convert IN OUT [--format binary|jsonl]", &pos)) {
     return 0;
@@ -146,6 +155,36 @@ int run_convert(const std::vector<std::string>& args) {
   auto writer = TraceWriter::create(out, reader->header(), fmt, wo);
   for_each_record(*reader, in, "kvtier trace convert", [&](const Record& r) { writer->write(r); });
   writer->close();
+  return 0;
+}
+
+// -------------------------------------------------------------------------------- repair
+int run_repair(const std::vector<std::string>& args) {
+  po::options_description desc("options");
+  po::positional_options_description pos;
+  add_in_out(desc, pos, "the cut or damaged trace",
+             "the repaired trace (.ktr binary, .jsonl text)");
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm, "kvtier trace repair IN OUT [--zstd-level N]", &pos)) {
+    return 0;
+  }
+  WriterOptions wo;
+  wo.zstd_level = vm["zstd-level"].as<int>();
+  const std::string in = vm["in"].as<std::string>(), out = vm["out"].as<std::string>();
+  const detail::RepairReport r = detail::repair_trace(in, out, wo);
+  if (r.complete) {
+    std::printf("%s was complete: all %llu records (%llu forwards) copied to %s\n", in.c_str(),
+                static_cast<unsigned long long>(r.records),
+                static_cast<unsigned long long>(r.forwards), out.c_str());
+    return 0;
+  }
+  std::printf(
+      "kept %llu forwards (%llu records) in %s: the first %llu of %llu bytes of %s\n"
+      "%llu requests were still open at the cut\nstopped at: %s\n",
+      static_cast<unsigned long long>(r.forwards), static_cast<unsigned long long>(r.records),
+      out.c_str(), static_cast<unsigned long long>(r.bytes_kept),
+      static_cast<unsigned long long>(r.input_bytes), in.c_str(),
+      static_cast<unsigned long long>(r.open_requests), r.stopped.c_str());
   return 0;
 }
 
@@ -315,11 +354,12 @@ int run_gen(const std::vector<std::string>& args) {
 
 int run_trace(const std::vector<std::string>& args) {
   const char* usage =
-      "usage: kvtier trace <info|convert|head|cat|gen> [options]   (each takes --help)\n"
+      "usage: kvtier trace <info|convert|head|cat|gen|repair> [options]   (each takes --help)\n"
       "  info     counts, context lengths, overlaps, working sets, LRU hit rates (--json)\n"
       "  convert  binary <-> JSON lines, losslessly\n"
       "  head     the first records, readable (cat: all of them)\n"
-      "  gen      a synthetic trace from a calibrated preset, seeded and deterministic\n";
+      "  gen      a synthetic trace from a calibrated preset, seeded and deterministic\n"
+      "  repair   a cut trace (a recording killed mid-write) up to its last whole frame\n";
   if (args.size() < 2 || args[1] == "--help" || args[1] == "-h") {
     std::fputs(usage, args.size() < 2 ? stderr : stdout);
     return args.size() < 2 ? 2 : 0;
@@ -331,7 +371,9 @@ int run_trace(const std::vector<std::string>& args) {
   if (sub == "head") return run_dump(rest, true);
   if (sub == "cat") return run_dump(rest, false);
   if (sub == "gen") return run_gen(rest);
-  throw ConfigError("unknown trace subcommand '" + sub + "' (info, convert, head, cat, gen)");
+  if (sub == "repair") return run_repair(rest);
+  throw ConfigError("unknown trace subcommand '" + sub +
+                    "' (info, convert, head, cat, gen, repair)");
 }
 
 const CommandRegistrar reg{{"trace", "inspect, convert and generate selection traces", run_trace}};

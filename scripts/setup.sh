@@ -7,7 +7,9 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libeigen3-dev libboost-json1.81-dev libboost-program-options1.81-dev
-  libzstd-dev zstd python3 python3-numpy clang clang-format
+  libzstd-dev zstd clang clang-format
+  python3 python3-numpy python3-zstandard python3-pip python3-venv python3-setuptools
+  python3-wheel
 )
 
 missing=()

@@ -13,7 +13,9 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "traces/format_internal.hpp"
 #include "traces/validate.hpp"
@@ -572,6 +574,51 @@ std::unique_ptr<TraceReader> open_binary_reader(const std::string& path) {
 std::unique_ptr<TraceWriter> create_binary_writer(const std::string& path, const TraceHeader& h,
                                                   int zstd_level, std::size_t frame_bytes) {
   return std::make_unique<BinaryWriter>(path, h, zstd_level, frame_bytes);
+}
+
+RepairReport repair_trace(const std::string& in, const std::string& out,
+                          const WriterOptions& options) {
+  RepairReport rep;
+  std::error_code ec;
+  rep.input_bytes = std::filesystem::file_size(in, ec);
+  auto reader = TraceReader::open(in);  // a header that does not read: nothing to keep
+  const std::string tmp = out + ".tmp";
+  try {
+    auto writer = TraceWriter::create(tmp, reader->header(), trace_format_for_path(out), options);
+    std::unordered_set<RequestId> open;
+    Record r;
+    for (;;) {
+      bool more = false;
+      try {
+        more = reader->next(r);
+      } catch (const TraceError& e) {  // the cut (or damage): keep what came before it
+        rep.stopped = e.what();
+        break;
+      }
+      if (!more) {
+        rep.complete = true;
+        break;
+      }
+      writer->write(r);
+      ++rep.records;
+      rep.bytes_kept = reader->bytes_read();
+      if (const auto* b = std::get_if<RequestBegin>(&r)) {
+        open.insert(b->id);
+      } else if (const auto* e = std::get_if<RequestEnd>(&r)) {
+        open.erase(e->id);
+      } else {
+        ++rep.forwards;
+      }
+    }
+    writer->close();
+    rep.open_requests = open.size();
+    std::filesystem::rename(tmp, out, ec);
+    if (ec) throw TraceError("cannot rename '" + tmp + "' to '" + out + "': " + ec.message());
+  } catch (...) {
+    std::filesystem::remove(tmp, ec);
+    throw;
+  }
+  return rep;
 }
 
 }  // namespace kvtier::traces::detail

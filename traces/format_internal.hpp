@@ -32,6 +32,26 @@ std::unique_ptr<TraceWriter> create_binary_writer(const std::string& path, const
                                                   int zstd_level, std::size_t frame_bytes);
 std::unique_ptr<TraceWriter> create_jsonl_writer(const std::string& path, const TraceHeader& h);
 
+// What `repair_trace` kept of a damaged trace.
+struct RepairReport {
+  std::uint64_t records = 0;        // records written to the output
+  std::uint64_t forwards = 0;       // of which forwards
+  std::uint64_t open_requests = 0;  // begun and not ended at the cut
+  std::uint64_t bytes_kept = 0;     // input bytes up to the end of the last record kept
+  std::uint64_t input_bytes = 0;
+  bool complete = false;  // the input read to its end: nothing was lost
+  std::string stopped;    // why reading stopped early (the reader's error)
+};
+
+// Turns a trace that was cut (a recording process killed mid-write) or damaged into a valid
+// one: reads `in` up to its first unreadable or invalid record -- for a cut binary trace,
+// the end of its last whole frame, since a frame is read whole before any of its records --
+// and writes the records before it to `out` in the form its extension names. The output is
+// written to "<out>.tmp" and renamed to `out` at the end, and removed on any failure. Throws
+// TraceError when `in`'s header cannot be read (nothing to keep) or `out` cannot be written.
+RepairReport repair_trace(const std::string& in, const std::string& out,
+                          const WriterOptions& options);
+
 inline void put_u32(std::string& out, std::uint32_t v) {
   for (int i = 0; i < 4; ++i)
     out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
