@@ -29,6 +29,15 @@ int run_sim(const std::vector<std::string>& args) {
       "slots", po::value<long long>()->default_value(0),
       "mirror pool slots (per layer with --unit layer)")(
       "no-graphs", "price kernel launches as plain stream launches")(
+      "forward", po::value<std::string>()->default_value("model"),
+      "which forward is priced: model (kvtier run --weights: non-QSA layers, indexer, the QSA "
+      "layers) or trace-replay (kvtier run --trace: the QSA layers' store .. attention, the span "
+      "its gpu_us measures)")(
+      "copy-first",
+      "mirror: price the residency step before the attention, which then reads every page from "
+      "the pool (as the backend runs fp8 and --copy-first); bf16 default: the attention reads "
+      "the pages it missed in place while the step runs beside it")(
+      "per-forward", "with --json: every forward's span and residency counts (\"per_forward\")")(
       "timeline", po::value<std::string>(), "write a Chrome trace (Perfetto) of every op")(
       "decisions", po::value<std::string>(), "write every install/eviction as JSON lines")(
       "json", "print the figures as JSON");
@@ -47,6 +56,13 @@ int run_sim(const std::vector<std::string>& args) {
   c.policy = parse_mirror_policy(vm["policy"].as<std::string>());
   c.pool_slots = vm["slots"].as<long long>();
   c.record_timeline = vm.count("timeline") != 0;
+  const std::string forward = vm["forward"].as<std::string>();
+  if (forward != "model" && forward != "trace-replay")
+    throw ConfigError("--forward: expected model or trace-replay, got '" + forward + "'");
+  c.forward =
+      forward == "model" ? frontend::ForwardKind::model : frontend::ForwardKind::trace_replay;
+  c.copy_first = vm.count("copy-first") != 0;
+  c.record_forwards = vm.count("per-forward") != 0;
   std::ofstream decisions;
   if (vm.count("decisions")) {
     decisions.open(vm["decisions"].as<std::string>());
@@ -102,7 +118,28 @@ int run_sim(const std::vector<std::string>& args) {
                           {"makespan_ns", r.makespan_ns},
                           {"device_bytes", r.device_bytes},
                           {"host_bytes", r.host_bytes},
+                          {"forward", forward},
                           {"layers", std::move(layers)}};
+    if (c.record_forwards) {
+      // qsa_us: the QSA layers' span, comparable with `kvtier run --trace`'s gpu_us (the
+      // trace-replay forward); the model forward's span includes the rest of the model.
+      boost::json::array fw;
+      for (const sim::ForwardTime& x : r.forwards_detail) {
+        boost::json::object e{{"forward", x.forward},
+                              {"rows", x.rows},
+                              {"tokens", x.tokens},
+                              {"decode_tokens", x.decode_tokens},
+                              {"span_us", static_cast<double>(x.span_ns) / 1e3},
+                              {"hits", x.hits},
+                              {"misses", x.misses},
+                              {"evictions", x.evictions},
+                              {"drops", x.drops}};
+        if (c.forward == frontend::ForwardKind::trace_replay)
+          e["qsa_us"] = static_cast<double>(x.span_ns) / 1e3;
+        fw.push_back(std::move(e));
+      }
+      o["per_forward"] = std::move(fw);
+    }
     std::cout << boost::json::serialize(o) << "\n";
     return 0;
   }

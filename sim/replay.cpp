@@ -130,6 +130,10 @@ class Simulation {
         window_stamps_(cfg.hybrid_window * kStampsPerLayerStep * L_),
         fe_(g_, num_pages_, cfg.staging_window_tokens),
         tl_(cfg.record_timeline) {
+    shape_.placement = cfg.placement;
+    shape_.kind = cfg.forward;
+    shape_.mirror_in_place = !cfg.copy_first && cfg.dtype == KvDtype::bf16 &&
+                             cfg.policy == MirrorPolicy::lru && !all_layers_;
     res_.layers.resize(L_);
     const MemoryBudget mb = price_memory(g_, stats, cost, cfg);
     res_.device_bytes = mb.device_bytes;
@@ -183,6 +187,15 @@ class Simulation {
     }
   }
 
+  // The layer-step being priced: its query, and (mirror) what its ensure decided.
+  struct LayerStep {
+    const frontend::LayerQuery* q = nullptr;
+    int layer = 0;
+    std::int64_t sel_bytes = 0;
+    std::int64_t in_place_bytes = 0;  // mirror: pages missed (in place) or bypassed, read in place
+    OpId copied = kNoOp;              // the step first: its end (its copy's, if it copied)
+  };
+
   void forward(const traces::Forward& f) {
     fe_.prepare(f);
     const int rows = static_cast<int>(f.rows.size());
@@ -194,29 +207,60 @@ class Simulation {
     res_.decode_tokens += decode_tokens;
     res_.prefill_tokens += tokens_ - decode_tokens;
     non_qsa_ns_ = cost_.non_qsa_ns(tokens_);
+    const LayerStats before = res_.total();
 
     tl_.set_forward(fi_);
     const TimeNs fstart = tl_.now();
-    OpId prev = kNoOp;
+    const auto ops = frontend::layer_schedule(shape_);
+    const frontend::BesideJoin join = frontend::beside_join(shape_);
+    std::vector<OpId> beside_done(static_cast<std::size_t>(L_), kNoOp);
+    OpId prev = kNoOp;  // the main stream's last op
     prefetch_op_ = kNoOp;
+    if (frontend::locates_first(shape_)) {
+      prev = tl_.add(Resource::compute, cost_.launch_ns(1), {prev}, "locate tables", -1);
+    }
     for (int l = 0; l < L_; ++l) {
-      const OpId gap = tl_.add(Resource::compute, gap_ns(l), {prev}, "non-QSA layers", l);
       const frontend::LayerQuery q = fe_.build(f, l, width_);
       res_.layers[l].drops += q.drops;
-      const OpId idx =
-          tl_.add(Resource::compute,
-                  cost_.launch_ns(3) + cost_.indexer_ns(q.row_blocks) + cost_.topk_ns(q.row_blocks),
-                  {gap}, "store+index+top-k", l);
-      if (cfg_.placement != Placement::device) {
-        const std::int64_t bytes = tokens_ * token_bytes_;
-        res_.d2h_bytes += bytes;
-        tl_.add(Resource::d2h, cost_.zero_copy_write_ns(bytes), {idx}, "mirror store", l);
+      LayerStep ls{&q, l, q.selected_tokens * token_bytes_};
+      for (const frontend::ScheduledOp& so : ops) {
+        const int joined = l - join.layers_later;
+        const OpId waits = so.op == join.waits_before && joined >= 0 ? beside_done[joined] : kNoOp;
+        const char* name = op_name(so.op);
+        switch (so.op) {
+          case frontend::LayerOp::non_qsa:
+            prev = tl_.add(Resource::compute, gap_ns(l), {prev, waits}, name, l);
+            break;
+          case frontend::LayerOp::index_topk:
+            prev = tl_.add(
+                Resource::compute,
+                cost_.launch_ns(3) + cost_.indexer_ns(q.row_blocks) + cost_.topk_ns(q.row_blocks),
+                {prev, waits}, name, l);
+            break;
+          case frontend::LayerOp::store:
+            prev = store_op(ls, {prev, waits}, name);
+            break;
+          case frontend::LayerOp::residency:
+            if (so.lane == frontend::Lane::beside) {
+              beside_done[l] = residency_op(ls, Resource::beside, {prev, waits}, name);
+            } else {
+              prev = residency_op(ls, Resource::compute, {prev, waits}, name);
+            }
+            break;
+          case frontend::LayerOp::attend:
+            prev = attend_op(ls, {prev, waits}, name);
+            break;
+        }
       }
-      prev = cfg_.placement == Placement::device ? device_layer(q, idx, l)
-             : cfg_.placement == Placement::host ? host_layer(q, idx, l)
-                                                 : mirror_layer(q, idx, l);
     }
-    const OpId last = tl_.add(Resource::compute, gap_ns(L_), {prev}, "non-QSA layers", -1);
+    // The forward ends after its last main op and every residency still running beside it
+    // (then, for the model, after the layers past the last QSA layer).
+    OpId last = prev;
+    for (int l = std::max(0, L_ - join.layers_later); l < L_; ++l)
+      last = tl_.add(Resource::compute, 0, {last, beside_done[l]}, "join residency", l);
+    if (shape_.kind == frontend::ForwardKind::model)
+      last =
+          tl_.add(Resource::compute, gap_ns(L_), {last}, op_name(frontend::LayerOp::non_qsa), -1);
     const TimeNs end = tl_.run_until(last);
     const double dt = static_cast<double>(end - fstart);
     if (tokens_ > 0) {
@@ -225,35 +269,78 @@ class Simulation {
           dt * static_cast<double>(tokens_ - decode_tokens) / static_cast<double>(tokens_);
     }
     res_.compute_end_ns = end;
+    if (cfg_.record_forwards) {
+      const LayerStats after = res_.total();
+      res_.forwards_detail.push_back({fi_, rows, tokens_, decode_tokens, end - fstart,
+                                      after.hits - before.hits, after.misses - before.misses,
+                                      after.evictions - before.evictions,
+                                      after.drops - before.drops});
+    }
   }
+
+  // The timeline keeps the pointer: the schedule's names are string literals.
+  static const char* op_name(frontend::LayerOp op) { return frontend::to_string(op).data(); }
 
   TimeNs gap_ns(int i) const { return non_qsa_ns_ * gap_layers_[i] / non_qsa_layers_; }
 
-  OpId device_layer(const frontend::LayerQuery& q, OpId idx, int l) {
-    const std::int64_t sel_bytes = q.selected_tokens * token_bytes_;
-    res_.hbm_read_bytes += sel_bytes;
-    return tl_.add(Resource::compute, cost_.launch_ns(2) + cost_.attention_ns(sel_bytes), {idx},
-                   "attention", l);
+  // The new tokens' K/V into the pool; mirror and host write them through to the host bank
+  // over the link (D2H), which nothing of the forward waits for.
+  OpId store_op(const LayerStep& ls, std::initializer_list<OpId> deps, const char* name) {
+    const OpId st = tl_.add(Resource::compute, cost_.launch_ns(1), deps, name, ls.layer);
+    if (cfg_.placement != Placement::device) {
+      const std::int64_t bytes = tokens_ * token_bytes_;
+      res_.d2h_bytes += bytes;
+      tl_.add(Resource::d2h, cost_.zero_copy_write_ns(bytes), {st}, "write-through", ls.layer);
+    }
+    return st;
+  }
+
+  OpId attend_op(LayerStep& ls, std::initializer_list<OpId> deps, const char* name) {
+    const frontend::LayerQuery& q = *ls.q;
+    if (cfg_.placement == Placement::device) {
+      res_.hbm_read_bytes += ls.sel_bytes;
+      return tl_.add(Resource::compute, cost_.launch_ns(2) + cost_.attention_ns(ls.sel_bytes), deps,
+                     name, ls.layer);
+    }
+    if (cfg_.placement == Placement::host) return host_attend(q, deps, ls.layer, name);
+    // Mirror: hits from the pool; the pages missed (in place) or bypassed come over the link
+    // once the attention starts (after the step's copy when the step ran first).
+    res_.hbm_read_bytes += ls.sel_bytes - ls.in_place_bytes;
+    OpId ready = tl_.add(Resource::compute, 0, deps, "attend ready", ls.layer);
+    if (ls.copied != kNoOp)
+      ready = tl_.add(Resource::compute, 0, {ready, ls.copied}, "attend ready", ls.layer);
+    const OpId rd = ls.in_place_bytes > 0
+                        ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(ls.in_place_bytes),
+                                  {ready}, "in-place read", ls.layer)
+                        : kNoOp;
+    const OpId pf = prefetch_op_;
+    prefetch_op_ = pending_prefetch_;
+    pending_prefetch_ = kNoOp;
+    return tl_.add(Resource::compute,
+                   cost_.launch_ns(2) + cost_.attention_ns(ls.sel_bytes - ls.in_place_bytes),
+                   {ready, rd, pf}, name, ls.layer);
   }
 
   // Decode reads the selection in place; prefill rows wider than their request's cache
   // stage the cached tokens through device windows.
-  OpId host_layer(const frontend::LayerQuery& q, OpId idx, int l) {
+  OpId host_attend(const frontend::LayerQuery& q, std::initializer_list<OpId> deps, int l,
+                   const char* name) {
     const std::int64_t in_place = (q.selected_tokens - q.staged_selected_tokens) * token_bytes_;
     const std::int64_t staged = q.staged_cached_tokens * token_bytes_;
     res_.in_place_bytes += in_place;
     res_.h2d_bytes += in_place + staged;
     res_.hbm_read_bytes += q.staged_selected_tokens * token_bytes_;
-    const OpId rd = in_place > 0 ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(in_place), {idx},
-                                           "in-place read", l)
+    const OpId ready = tl_.add(Resource::compute, 0, deps, "attend ready", l);
+    const OpId rd = in_place > 0 ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(in_place),
+                                           {ready}, "in-place read", l)
                                  : kNoOp;
     const OpId st = staged > 0 ? tl_.add(Resource::h2d, cost_.h2d_copy_ns(staged, q.staged_windows),
-                                         {idx}, "staging windows", l)
+                                         {ready}, "staging windows", l)
                                : kNoOp;
     return tl_.add(Resource::compute,
                    cost_.launch_ns(2 + static_cast<int>(q.staged_windows)) +
                        cost_.attention_ns(q.staged_selected_tokens * token_bytes_),
-                   {idx, rd, st}, "attention", l);
+                   {ready, rd, st}, name, l);
   }
 
   // The core's ensure for the layer's pool (AdmitAll, or AdmitOnReuse for hybrid).
@@ -268,8 +355,14 @@ class Simulation {
                         sc_.copies.data());
   }
 
-  OpId mirror_layer(const frontend::LayerQuery& q, OpId idx, int l) {
-    LayerStats& ls = res_.layers[l];
+  // Mirror: compaction + ensure + the miss copy, one launch on `lane`; returns the op after
+  // which the step is done (its copy's end). In place, the attention reads the missed pages
+  // from the host bank meanwhile.
+  OpId residency_op(LayerStep& ls, Resource lane, std::initializer_list<OpId> deps,
+                    const char* name) {
+    const frontend::LayerQuery& q = *ls.q;
+    const int l = ls.layer;
+    LayerStats& st = res_.layers[l];
     const int si = all_layers_ ? 0 : l;
     PoolState& pool = pools_[si];
     const int n = static_cast<int>(q.pages.size());
@@ -291,40 +384,33 @@ class Simulation {
     }
     frontend::log_installs(cfg_.decisions, fi_, si, step, frontend::InstallKind::demand,
                            {sc_.copies.data(), static_cast<std::size_t>(r.misses)});
-    ls.lookups += r.hits + r.misses + r.bypassed;
-    ls.hits += r.hits;
-    ls.misses += r.misses;
-    ls.bypassed += r.bypassed;
-    ls.evictions += r.evictions;
-    const std::int64_t sel_bytes = q.selected_tokens * token_bytes_;
+    st.lookups += r.hits + r.misses + r.bypassed;
+    st.hits += r.hits;
+    st.misses += r.misses;
+    st.bypassed += r.bypassed;
+    st.evictions += r.evictions;
     const std::int64_t distinct = std::max(1, r.hits + r.misses + r.bypassed);
-    const std::int64_t bypass_bytes = sel_bytes * r.bypassed / distinct;
+    const std::int64_t read_in_place =
+        lane == Resource::beside ? r.misses + r.bypassed : r.bypassed;
+    ls.in_place_bytes = ls.sel_bytes * read_in_place / distinct;
     const std::int64_t copy_page_bytes = all_layers_ ? page_bytes_ * L_ : page_bytes_;
     const std::int64_t copy_bytes = std::int64_t{r.misses} * copy_page_bytes;
     res_.copy_bytes += copy_bytes;
-    res_.in_place_bytes += bypass_bytes;
-    res_.h2d_bytes += copy_bytes + bypass_bytes;
-    res_.hbm_read_bytes += sel_bytes - bypass_bytes;
-    const OpId ens = tl_.add(Resource::compute,
-                             cost_.launch_ns(3) + cost_.ensure_ns(n, cfg_.pool_slots, r.misses),
-                             {idx}, "compact+ensure+translate", l);
+    res_.in_place_bytes += ls.in_place_bytes;
+    res_.h2d_bytes += copy_bytes + ls.in_place_bytes;
+    const OpId ens = tl_.add(
+        lane, cost_.launch_ns(1) + cost_.ensure_ns(n, cfg_.pool_slots, r.misses), deps, name, l);
     const OpId cp = copy_bytes > 0 ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(copy_bytes),
                                              {ens}, "miss copy", l)
                                    : kNoOp;
-    const OpId byp = bypass_bytes > 0
-                         ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(bypass_bytes), {ens},
-                                   "in-place read", l)
-                         : kNoOp;
-    const OpId attn = tl_.add(Resource::compute,
-                              cost_.launch_ns(2) + cost_.attention_ns(sel_bytes - bypass_bytes),
-                              {ens, cp, byp, prefetch_op_}, "attention", l);
-    prefetch_op_ = kNoOp;
+    // In place the attention does not wait for the step (it reads what the step did not have
+    // from the host bank, beside it); first, it waits for the step's copy.
+    if (lane != Resource::beside) ls.copied = cp != kNoOp ? cp : ens;
     if (cfg_.policy == MirrorPolicy::prefetch && PrefetchNextLayer::applies(cfg_.unit, l, L_)) {
-      prefetch_op_ = prefetch_next(q, ens, l, ls_index);
+      pending_prefetch_ = prefetch_next(q, ens, l, ls_index);
     }
-    return attn;
+    return cp != kNoOp ? cp : ens;
   }
-
   // Layer l's pages, copied for layer l + 1 while the GPU runs what lies between.
   OpId prefetch_next(const frontend::LayerQuery& q, OpId after, int l, std::int64_t ls_index) {
     PoolState& next = pools_[l + 1];
@@ -365,7 +451,9 @@ class Simulation {
   int width_ = 0;
   std::int64_t tokens_ = 0;
   TimeNs non_qsa_ns_ = 0;
-  OpId prefetch_op_ = kNoOp;  // the prefetch copy the coming layer must wait for
+  OpId prefetch_op_ = kNoOp;       // the prefetch copy the coming layer must wait for
+  OpId pending_prefetch_ = kNoOp;  // issued by this layer's step, for the next layer
+  frontend::ScheduleShape shape_;
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "frontend/forward_schedule.hpp"
 #include "frontend/front_end.hpp"
 #include "model/cost_model.hpp"
 #include "model/kv_dtype.hpp"
@@ -25,7 +26,15 @@ struct SimConfig {
   std::int64_t pool_slots = 0;      // mirror: slots per layer (layer unit) or shared slots
   std::int64_t hybrid_window = 64;  // hybrid: reuse window in layer-steps of one state
   std::int64_t staging_window_tokens = 131072;  // host placement prefill window
+  // Which forward is priced: the model's (kvtier run --weights; the default, what the
+  // planner plans) or the GPU trace replay's (kvtier run --trace: its timed span, for
+  // validation against it). Both walk frontend::layer_schedule.
+  frontend::ForwardKind forward = frontend::ForwardKind::model;
+  // Mirror: the residency step first and the attention reading every page from the pool, as
+  // the backend runs fp8 and --copy-first (bf16 otherwise reads the misses in place beside).
+  bool copy_first = false;
   bool record_timeline = false;
+  bool record_forwards = false;       // SimResult::forwards
   bool check_memory = true;           // price the configuration with memory_budget
   std::ostream* decisions = nullptr;  // one JSON line per install (eviction decision)
   // Called with every demand ensure's query (state index, step stamp, entries).
@@ -42,6 +51,17 @@ struct LayerStats {
   std::int64_t evictions = 0;
   std::int64_t drops = 0;       // pages past the select width
   std::int64_t prefetched = 0;  // pages copied ahead for this layer
+};
+
+// One forward as priced: its span from its first op to its last (for the trace replay's
+// forward, what the GPU replay's gpu_us measures) and its residency counts.
+struct ForwardTime {
+  std::int64_t forward = 0;
+  int rows = 0;
+  std::int64_t tokens = 0;
+  std::int64_t decode_tokens = 0;
+  TimeNs span_ns = 0;
+  std::int64_t hits = 0, misses = 0, evictions = 0, drops = 0;
 };
 
 struct SimResult {
@@ -63,6 +83,7 @@ struct SimResult {
   int select_width_min = 0;  // narrowest width any forward ran with
   std::vector<LayerStats> layers;
   std::vector<OpRecord> timeline;
+  std::vector<ForwardTime> forwards_detail;  // with record_forwards
 
   LayerStats total() const;
   double decode_tokens_per_s() const;

@@ -12,6 +12,8 @@ const char* resource_name(Resource r) {
       return "pcie h2d";
     case Resource::d2h:
       return "pcie d2h";
+    case Resource::beside:
+      return "gpu beside";
   }
   return "?";
 }

@@ -12,10 +12,12 @@ namespace kvtier::sim {
 
 // The resources an operation can occupy. Each runs one operation at a time, in the order
 // operations became ready (FIFO). PCIe is full duplex: H2D and D2H are separate resources.
+// `beside` is the stream beside the forward's where the mirror's residency step runs on a few
+// SMs while the attention runs (frontend::Lane::beside).
 // The prefetch copy stream is a chain of dependencies on the H2D link (its copies share the
 // link's bandwidth with demand copies and in-place reads).
-enum class Resource : std::uint8_t { compute, h2d, d2h };
-inline constexpr int kResources = 3;
+enum class Resource : std::uint8_t { compute, h2d, d2h, beside };
+inline constexpr int kResources = 4;
 const char* resource_name(Resource r);
 
 using OpId = std::int32_t;

@@ -2,7 +2,9 @@
 // unit profile prices every byte at 1 ns and every fixed cost at 1 ns (sim_fixtures.hpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
+#include <string>
 
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
@@ -37,6 +39,10 @@ struct Span {
   bool operator==(const Span&) const = default;
 };
 
+void PrintTo(const Span& x, std::ostream* os) {
+  *os << "{\"" << x.name << "\", " << x.layer << ", " << x.start << ", " << x.end << "}";
+}
+
 std::vector<Span> spans(const SimResult& r, Resource res) {
   std::vector<Span> out;
   for (const auto& o : r.timeline) {
@@ -56,56 +62,80 @@ SimResult run(Placement p, ResidencyUnit u, std::int64_t slots, KvDtype d = KvDt
   return simulate(t, frontend::scan_trace(t), CostModel(unit_profile()), c);
 }
 
+// The model forward as the runner launches it (frontend::layer_schedule): per QSA layer the
+// non-QSA layers before it, projections + index + top-k, [mirror copy-first: the residency
+// step], the store, [mirror in place: the residency step beside], the attention.
 // non-QSA: 10 + 1 ns over 2 layers -> 5 ns before each QSA layer (integer share), 0 after.
-// index: 3 launches + 4 visible blocks scored + 4 in top-k = 11 ns.
+// index: 3 launches + 4 visible blocks scored + 4 in top-k = 11 ns. store: 1 launch.
 TEST(ReplayTimeline, Device) {
   const SimResult r = run(Placement::device, ResidencyUnit::layer_page, 0);
   // attention: 2 launches + 1 fixed + 5 tokens x 16 B = 83 ns; layer 1: 3 tokens -> 51 ns.
-  const std::vector<Span> want = {
-      {"non-QSA layers", 0, 0, 5},        {"store+index+top-k", 0, 5, 16},
-      {"attention", 0, 16, 99},           {"non-QSA layers", 1, 99, 104},
-      {"store+index+top-k", 1, 104, 115}, {"attention", 1, 115, 166}};
+  const std::vector<Span> want = {{"non-QSA layers", 0, 0, 5},
+                                  {"projections, index, top-k", 0, 5, 16},
+                                  {"store", 0, 16, 17},
+                                  {"attend", 0, 17, 100},
+                                  {"non-QSA layers", 1, 100, 105},
+                                  {"projections, index, top-k", 1, 105, 116},
+                                  {"store", 1, 116, 117},
+                                  {"attend", 1, 117, 168}};
   EXPECT_EQ(spans(r, Resource::compute), want);
-  EXPECT_EQ(r.compute_end_ns, 166);
+  EXPECT_EQ(r.compute_end_ns, 168);
   EXPECT_EQ(r.h2d_bytes, 0);
   EXPECT_EQ(r.d2h_bytes, 0);
-  EXPECT_DOUBLE_EQ(r.decode_tokens_per_s(), 1e9 / 166);
+  EXPECT_DOUBLE_EQ(r.decode_tokens_per_s(), 1e9 / 168);
 }
 
+// bf16 mirror, layer unit: the backend's default, the attention reading its misses in place
+// while the residency step runs beside it.
 TEST(ReplayTimeline, MirrorLayerUnit) {
   const SimResult r = run(Placement::mirror, ResidencyUnit::layer_page, 4);
-  // ensure: 3 launches + 1 fixed + 4 entries + 4 slots + misses; copy: 1 + misses x 64 B.
-  const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
-                                     {"store+index+top-k", 0, 5, 16},
-                                     {"compact+ensure+translate", 0, 16, 31},
-                                     {"attention", 0, 224, 307},
-                                     {"non-QSA layers", 1, 307, 312},
-                                     {"store+index+top-k", 1, 312, 323},
-                                     {"compact+ensure+translate", 1, 323, 337},
-                                     {"attention", 1, 466, 517}};
+  // One launch locates every layer's table first. Layer 0: the step beside (1 launch + 1 fixed
+  // + 4 entries + 4 slots + 3 misses = 13 ns, 18 .. 31); the attention reads its 5 tokens in
+  // place (1 + 80 ns on the link from 18) and then runs 3 ns; the step's copy (1 + 3 x 64 ns)
+  // queues behind that read on the link (99 .. 292). Layer 1's top-k waits for layer 0's step.
+  const std::vector<Span> compute = {{"locate tables", -1, 0, 1},
+                                     {"non-QSA layers", 0, 1, 6},
+                                     {"projections, index, top-k", 0, 6, 17},
+                                     {"store", 0, 17, 18},
+                                     {"attend", 0, 99, 102},
+                                     {"non-QSA layers", 1, 102, 107},
+                                     {"projections, index, top-k", 1, 292, 303},
+                                     {"store", 1, 303, 304},
+                                     {"attend", 1, 353, 356}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
-  const std::vector<Span> h2d = {{"miss copy", 0, 31, 224}, {"miss copy", 1, 337, 466}};
+  const std::vector<Span> beside = {{"residency step", 0, 18, 31}, {"residency step", 1, 304, 316}};
+  EXPECT_EQ(spans(r, Resource::beside), beside);
+  const std::vector<Span> h2d = {{"in-place read", 0, 18, 99},
+                                 {"miss copy", 0, 99, 292},
+                                 {"in-place read", 1, 304, 353},
+                                 {"miss copy", 1, 353, 482}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
-  const std::vector<Span> d2h = {{"mirror store", 0, 16, 33}, {"mirror store", 1, 323, 340}};
+  const std::vector<Span> d2h = {{"write-through", 0, 18, 35}, {"write-through", 1, 304, 321}};
   EXPECT_EQ(spans(r, Resource::d2h), d2h);
+  EXPECT_EQ(r.compute_end_ns, 482);  // the forward ends with layer 1's step (its copy)
   EXPECT_EQ(r.copy_bytes, 5 * 64);
+  EXPECT_EQ(r.in_place_bytes, 8 * 16);
   EXPECT_EQ(r.d2h_bytes, 2 * 16);
   EXPECT_EQ(r.total().misses, 5);
   EXPECT_EQ(r.total().hits, 0);
   EXPECT_EQ(r.total().drops, 0);
 }
 
+// The all-layers unit runs the step first (the backend locates per layer only): the step
+// (1 launch + 1 + 4 + 4 + 3 = 13 ns), its copy (1 + 3 x 128 ns: one miss brings both layers'
+// K/V), the store, then the attention reading the pool. Layer 1 finds pages 0 and 2 resident.
 TEST(ReplayTimeline, MirrorAllLayersUnit) {
   const SimResult r = run(Placement::mirror, ResidencyUnit::all_layers_page, 4);
-  // One miss copies both layers' K/V (128 B); layer 1 finds pages 0 and 2 resident.
   const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
-                                     {"store+index+top-k", 0, 5, 16},
-                                     {"compact+ensure+translate", 0, 16, 31},
-                                     {"attention", 0, 416, 499},
-                                     {"non-QSA layers", 1, 499, 504},
-                                     {"store+index+top-k", 1, 504, 515},
-                                     {"compact+ensure+translate", 1, 515, 527},
-                                     {"attention", 1, 527, 578}};
+                                     {"projections, index, top-k", 0, 5, 16},
+                                     {"residency step", 0, 16, 29},
+                                     {"store", 0, 414, 415},
+                                     {"attend", 0, 415, 498},
+                                     {"non-QSA layers", 1, 498, 503},
+                                     {"projections, index, top-k", 1, 503, 514},
+                                     {"residency step", 1, 514, 524},
+                                     {"store", 1, 524, 525},
+                                     {"attend", 1, 525, 576}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
   EXPECT_EQ(r.copy_bytes, 3 * 128);
   EXPECT_EQ(r.layers[1].hits, 2);
@@ -115,14 +145,73 @@ TEST(ReplayTimeline, MirrorAllLayersUnit) {
 TEST(ReplayTimeline, HostInPlace) {
   const SimResult r = run(Placement::host, ResidencyUnit::layer_page, 0);
   // in-place read of 5 (3) tokens: 1 + 80 (48) ns on the H2D link; attention 2 + 1 ns.
-  const std::vector<Span> compute = {
-      {"non-QSA layers", 0, 0, 5},        {"store+index+top-k", 0, 5, 16},
-      {"attention", 0, 97, 100},          {"non-QSA layers", 1, 100, 105},
-      {"store+index+top-k", 1, 105, 116}, {"attention", 1, 165, 168}};
+  const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
+                                     {"projections, index, top-k", 0, 5, 16},
+                                     {"store", 0, 16, 17},
+                                     {"attend", 0, 98, 101},
+                                     {"non-QSA layers", 1, 101, 106},
+                                     {"projections, index, top-k", 1, 106, 117},
+                                     {"store", 1, 117, 118},
+                                     {"attend", 1, 167, 170}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
-  const std::vector<Span> h2d = {{"in-place read", 0, 16, 97}, {"in-place read", 1, 116, 165}};
+  const std::vector<Span> h2d = {{"in-place read", 0, 17, 98}, {"in-place read", 1, 118, 167}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
   EXPECT_EQ(r.in_place_bytes, 8 * 16);
+}
+
+// The trace replay's forward (kvtier run --trace): no non-QSA layers and no indexer, the
+// layers back to back; the span per forward is what the GPU replay times.
+TEST(ReplayTimeline, TraceReplayForwardIsTheReplaysSpan) {
+  const traces::TraceInput t = one_forward();
+  SimConfig c;
+  c.placement = Placement::device;
+  c.forward = frontend::ForwardKind::trace_replay;
+  c.record_timeline = true;
+  c.record_forwards = true;
+  const SimResult r = simulate(t, frontend::scan_trace(t), CostModel(unit_profile()), c);
+  const std::vector<Span> want = {
+      {"store", 0, 0, 1}, {"attend", 0, 1, 84}, {"store", 1, 84, 85}, {"attend", 1, 85, 136}};
+  EXPECT_EQ(spans(r, Resource::compute), want);
+  ASSERT_EQ(r.forwards_detail.size(), 1u);
+  EXPECT_EQ(r.forwards_detail[0].span_ns, 136);
+  EXPECT_EQ(r.forwards_detail[0].decode_tokens, 1);
+}
+
+// The simulator prices the list the backend launches from: per layer, the ops on the
+// forward's stream and on the stream beside it are frontend::layer_schedule's, in its order
+// (plus the locate before the first layer; the link's reads and copies those ops cause run on
+// the link's own resources).
+TEST(ReplayTimeline, OpsFollowTheBackendsSchedule) {
+  using frontend::ForwardKind;
+  for (Placement p : {Placement::device, Placement::host, Placement::mirror}) {
+    for (ForwardKind k : {ForwardKind::model, ForwardKind::trace_replay}) {
+      for (bool copy_first : {false, true}) {
+        const traces::TraceInput t = one_forward();
+        SimConfig c;
+        c.placement = p;
+        c.forward = k;
+        c.copy_first = copy_first;
+        c.pool_slots = p == Placement::mirror ? 4 : 0;
+        c.record_timeline = true;
+        const SimResult r = simulate(t, frontend::scan_trace(t), CostModel(unit_profile()), c);
+        const frontend::ScheduleShape shape{p, k, !copy_first};
+        for (Resource lane : {Resource::compute, Resource::beside}) {
+          std::vector<std::string> want, got;
+          if (lane == Resource::compute && frontend::locates_first(shape))
+            want.emplace_back("locate tables");
+          for (int l = 0; l < 2; ++l)
+            for (const frontend::ScheduledOp& op : frontend::layer_schedule(shape))
+              if ((op.lane == frontend::Lane::beside) == (lane == Resource::beside))
+                want.emplace_back(frontend::to_string(op.op));
+          for (const Span& x : spans(r, lane))
+            got.push_back(x.name);  // a resource runs its ops in order: by start time
+          EXPECT_EQ(got, want) << to_string(p) << (k == ForwardKind::model ? " model" : " replay")
+                               << (copy_first ? " copy-first" : "") << " on "
+                               << resource_name(lane);
+        }
+      }
+    }
+  }
 }
 
 // Both layers select blocks {0, 3} (pages 0, 1) + tail page 2: layer 1's query equals layer 0's,
@@ -141,56 +230,61 @@ SimResult run_same_selection(MirrorPolicy policy) {
   c.unit = ResidencyUnit::layer_page;
   c.pool_slots = 4;
   c.policy = policy;
+  c.copy_first = true;  // the policies' comparison, with the step before the attention
   c.record_timeline = true;
   return simulate(t, frontend::scan_trace(t), CostModel(unit_profile()), c);
 }
 
 TEST(ReplayTimeline, LruWithEqualSelectionsMissesInEveryLayer) {
   const SimResult r = run_same_selection(MirrorPolicy::lru);
-  // Layer 1 misses its 3 pages again: ensure 3 + 1 + 4 + 4 + 3 = 15 ns, copy 1 + 3 x 64 ns,
-  // then attention 83 ns.
+  // Layer 1 misses its 3 pages again: step 1 + (1 + 4 + 4 + 3) = 13 ns, copy 1 + 3 x 64 ns,
+  // store, then attention 83 ns.
   const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
-                                     {"store+index+top-k", 0, 5, 16},
-                                     {"compact+ensure+translate", 0, 16, 31},
-                                     {"attention", 0, 224, 307},
-                                     {"non-QSA layers", 1, 307, 312},
-                                     {"store+index+top-k", 1, 312, 323},
-                                     {"compact+ensure+translate", 1, 323, 338},
-                                     {"attention", 1, 531, 614}};
+                                     {"projections, index, top-k", 0, 5, 16},
+                                     {"residency step", 0, 16, 29},
+                                     {"store", 0, 222, 223},
+                                     {"attend", 0, 223, 306},
+                                     {"non-QSA layers", 1, 306, 311},
+                                     {"projections, index, top-k", 1, 311, 322},
+                                     {"residency step", 1, 322, 335},
+                                     {"store", 1, 528, 529},
+                                     {"attend", 1, 529, 612}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
-  const std::vector<Span> h2d = {{"miss copy", 0, 31, 224}, {"miss copy", 1, 338, 531}};
+  const std::vector<Span> h2d = {{"miss copy", 0, 29, 222}, {"miss copy", 1, 335, 528}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
-  EXPECT_EQ(r.compute_end_ns, 614);
+  EXPECT_EQ(r.compute_end_ns, 612);
   EXPECT_EQ(r.layers[1].misses, 3);
 }
 
 TEST(ReplayTimeline, PrefetchTurnsTheNextLayersMissesIntoOverlappedCopies) {
   const SimResult r = run_same_selection(MirrorPolicy::prefetch);
-  // After layer 0's ensure (ends at 31) its 3 pages are ensured into layer 1's pool and copied
-  // on the H2D link behind layer 0's demand copy: 224 .. 417, while the GPU runs layer 0's
-  // attention and layer 1's non-QSA, index and ensure (all hits: 3 + 1 + 4 + 4 = 12 ns).
+  // After layer 0's step (ends at 29) its 3 pages are ensured into layer 1's pool and copied
+  // on the H2D link behind layer 0's demand copy: 222 .. 415, while the GPU runs layer 0's
+  // store and attention and layer 1's non-QSA, index and step (all hits: 1 + 1 + 4 + 4 = 10).
   // Layer 1 copies nothing on demand; its attention waits for the prefetch copy only.
   const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
-                                     {"store+index+top-k", 0, 5, 16},
-                                     {"compact+ensure+translate", 0, 16, 31},
-                                     {"attention", 0, 224, 307},
-                                     {"non-QSA layers", 1, 307, 312},
-                                     {"store+index+top-k", 1, 312, 323},
-                                     {"compact+ensure+translate", 1, 323, 335},
-                                     {"attention", 1, 417, 500}};
+                                     {"projections, index, top-k", 0, 5, 16},
+                                     {"residency step", 0, 16, 29},
+                                     {"store", 0, 222, 223},
+                                     {"attend", 0, 223, 306},
+                                     {"non-QSA layers", 1, 306, 311},
+                                     {"projections, index, top-k", 1, 311, 322},
+                                     {"residency step", 1, 322, 332},
+                                     {"store", 1, 332, 333},
+                                     {"attend", 1, 415, 498}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
-  const std::vector<Span> h2d = {{"miss copy", 0, 31, 224}, {"prefetch copy", 1, 224, 417}};
+  const std::vector<Span> h2d = {{"miss copy", 0, 29, 222}, {"prefetch copy", 1, 222, 415}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
-  // The step is 614 - 500 = 114 ns shorter than lru's: layer 1's ensure misses (3 ns) and its
-  // serial copy wait (531 - 338 = 193 ns) are replaced by the part of the prefetch copy that
-  // outlasts the compute it overlaps (417 - 335 = 82 ns).
-  EXPECT_EQ(r.compute_end_ns, 500);
+  // The step is 612 - 498 = 114 ns shorter than lru's: layer 1's misses (3 ns of its step) and
+  // its serial copy wait (528 - 335 = 193 ns) are replaced by the part of the prefetch copy
+  // that outlasts the compute it overlaps (415 - 333 = 82 ns).
+  EXPECT_EQ(r.compute_end_ns, 498);
   EXPECT_EQ(r.layers[0].misses, 3);
   EXPECT_EQ(r.layers[1].misses, 0);
   EXPECT_EQ(r.layers[1].hits, 3);
   EXPECT_EQ(r.layers[1].prefetched, 3);
   EXPECT_EQ(r.copy_bytes, 6 * 64);  // the same bytes as lru, moved earlier
-  EXPECT_DOUBLE_EQ(r.decode_tokens_per_s(), 1e9 / 500);
+  EXPECT_DOUBLE_EQ(r.decode_tokens_per_s(), 1e9 / 498);
 }
 
 TEST(ReplayTimeline, Fp8MovesCodesAndScales) {

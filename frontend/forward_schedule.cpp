@@ -1,0 +1,55 @@
+#include "frontend/forward_schedule.hpp"
+
+namespace kvtier::frontend {
+namespace {
+
+using enum LayerOp;
+constexpr Lane M = Lane::main;
+
+constexpr ScheduledOp kReplayPlain[] = {{store, M}, {attend, M}};
+constexpr ScheduledOp kReplayCopyFirst[] = {{residency, M}, {store, M}, {attend, M}};
+constexpr ScheduledOp kReplayInPlace[] = {{store, M}, {residency, Lane::beside}, {attend, M}};
+constexpr ScheduledOp kModelPlain[] = {{non_qsa, M}, {index_topk, M}, {store, M}, {attend, M}};
+constexpr ScheduledOp kModelCopyFirst[] = {
+    {non_qsa, M}, {index_topk, M}, {residency, M}, {store, M}, {attend, M}};
+constexpr ScheduledOp kModelInPlace[] = {
+    {non_qsa, M}, {index_topk, M}, {store, M}, {residency, Lane::beside}, {attend, M}};
+
+}  // namespace
+
+std::string_view to_string(LayerOp op) {
+  switch (op) {
+    case non_qsa:
+      return "non-QSA layers";
+    case index_topk:
+      return "projections, index, top-k";
+    case residency:
+      return "residency step";
+    case store:
+      return "store";
+    case attend:
+      return "attend";
+  }
+  return "?";
+}
+
+bool locates_first(const ScheduleShape& s) {
+  return s.placement == Placement::mirror && s.mirror_in_place;
+}
+
+std::span<const ScheduledOp> layer_schedule(const ScheduleShape& s) {
+  const bool model = s.kind == ForwardKind::model;
+  if (s.placement != Placement::mirror) {
+    return model ? std::span<const ScheduledOp>(kModelPlain) : kReplayPlain;
+  }
+  if (s.mirror_in_place) {
+    return model ? std::span<const ScheduledOp>(kModelInPlace) : kReplayInPlace;
+  }
+  return model ? std::span<const ScheduledOp>(kModelCopyFirst) : kReplayCopyFirst;
+}
+
+BesideJoin beside_join(const ScheduleShape& s) {
+  return s.kind == ForwardKind::model ? BesideJoin{index_topk, 1} : BesideJoin{store, 2};
+}
+
+}  // namespace kvtier::frontend

@@ -1,0 +1,65 @@
+#pragma once
+// The ops of a forward as the CUDA backend launches them, described once. The GPU trace
+// replay (cuda/trace_replay.cpp) launches by walking this list and the simulator
+// (sim/replay.cpp) prices the same list, so the simulator's timeline names the backend's
+// kernels, in the backend's order, on the backend's streams, and the two cannot drift apart.
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "model/placement.hpp"
+
+namespace kvtier::frontend {
+
+// One op of a QSA layer-step (a kernel, or a fixed group of kernels launched together).
+enum class LayerOp : std::uint8_t {
+  non_qsa,     // model forward: the layers without KV pages before this QSA layer
+  index_topk,  // model forward: projections, RoPE + compress, index scoring, top-k, expand
+  residency,   // mirror: compaction + ensure + miss copy (+ translate), one launch
+  store,       // the new tokens' K/V into the pool or bank (written through for mirror, host)
+  attend,      // the attention over the rows' selections (+ the split merge)
+};
+std::string_view to_string(LayerOp op);
+
+// The stream an op runs on: the forward's own, or the stream beside it where the mirror's
+// residency step runs while the attention reads the pages it missed in place.
+enum class Lane : std::uint8_t { main, beside };
+
+struct ScheduledOp {
+  LayerOp op;
+  Lane lane;
+};
+
+// Which forward: the model's (kvtier run --weights: the indexer picks the selection) or the
+// trace replay's (kvtier run --trace: the selection comes from the trace, and the replay's
+// timed span is the layers' store .. attend).
+enum class ForwardKind : std::uint8_t { model, trace_replay };
+
+struct ScheduleShape {
+  Placement placement = Placement::device;
+  ForwardKind kind = ForwardKind::trace_replay;
+  // Mirror: the attention reads the pages it missed from the host bank in place while the
+  // residency step runs beside it (the default for bf16); false: the step first, then the
+  // attention reads every page from the pool (--copy-first, --verify, fp8).
+  bool mirror_in_place = true;
+};
+
+// Mirror in place: one launch before the forward's first layer locates every layer's table
+// (resident pages to slots, the others in place from the host bank).
+bool locates_first(const ScheduleShape& s);
+
+// The ops of every QSA layer-step, in launch order.
+std::span<const ScheduledOp> layer_schedule(const ScheduleShape& s);
+
+// When a layer's residency runs beside, the main stream waits for it before the op
+// `waits_before` of the layer `layers_later` layers on (the next layer's store .. is launched
+// only after that wait); the forward ends once the last residency is done. The trace replay
+// joins layer l's residency after layer l + 1's attention (before layer l + 2's store); the
+// model forward joins it before layer l + 1's top-k, which rewrites the selection it reads.
+struct BesideJoin {
+  LayerOp waits_before;
+  int layers_later;
+};
+BesideJoin beside_join(const ScheduleShape& s);
+
+}  // namespace kvtier::frontend
