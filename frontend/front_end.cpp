@@ -140,10 +140,12 @@ LayerQuery FrontEnd::build(const Forward& f, int layer, int width) {
     }
     q.drops += c.dropped;
     out += width;
+    const auto tail = causal_tail(last, g_.compress_ratio);
+    const std::int64_t last_tokens =
+        static_cast<std::int64_t>(sel.size()) * g_.compress_ratio + (tail.end - tail.begin);
+    q.last_token_selected += last_tokens;
     if (row.kind == RowKind::decode) {
-      const auto tail = causal_tail(last, g_.compress_ratio);
-      q.selected_tokens +=
-          static_cast<std::int64_t>(sel.size()) * g_.compress_ratio + (tail.end - tail.begin);
+      q.selected_tokens += last_tokens;
     } else {
       const std::int64_t sel_tokens = row_selected_tokens(row.position, row.count, w_tokens);
       q.selected_tokens += sel_tokens;

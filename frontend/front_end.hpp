@@ -29,7 +29,10 @@ struct LayerQuery {
   std::span<const PageId> pages;
   int drops = 0;                     // distinct pages past the width (all rows)
   std::int64_t selected_tokens = 0;  // tokens the rows attend (sum over rows and tokens)
-  std::int64_t row_blocks = 0;       // visible indexer blocks scored (sum over tokens)
+  // Tokens the rows' last positions attend (sum over rows): what the GPU trace replay reads,
+  // one query per row.
+  std::int64_t last_token_selected = 0;
+  std::int64_t row_blocks = 0;  // visible indexer blocks scored (sum over tokens)
   // Host placement: prefill rows that read more than their request holds
   // (count x select width > cached tokens) stage the cached tokens through device windows.
   std::int64_t staged_cached_tokens = 0;

@@ -222,7 +222,7 @@ class Simulation {
     for (int l = 0; l < L_; ++l) {
       const frontend::LayerQuery q = fe_.build(f, l, width_);
       res_.layers[l].drops += q.drops;
-      LayerStep ls{&q, l, q.selected_tokens * token_bytes_};
+      LayerStep ls{&q, l, selected_tokens(q) * token_bytes_};
       for (const frontend::ScheduledOp& so : ops) {
         const int joined = l - join.layers_later;
         const OpId waits = so.op == join.waits_before && joined >= 0 ? beside_done[joined] : kNoOp;
@@ -321,25 +321,34 @@ class Simulation {
                    {ready, rd, pf}, name, ls.layer);
   }
 
-  // Decode reads the selection in place; prefill rows wider than their request's cache
-  // stage the cached tokens through device windows.
+  // The model attends every token of a row; the trace replay one query per row (its last).
+  std::int64_t selected_tokens(const frontend::LayerQuery& q) const {
+    return shape_.kind == frontend::ForwardKind::model ? q.selected_tokens : q.last_token_selected;
+  }
+
+  // Decode reads the selection in place; the model's prefill rows wider than their request's
+  // cache stage the cached tokens through device windows (the replay reads one query per row
+  // in place).
   OpId host_attend(const frontend::LayerQuery& q, std::initializer_list<OpId> deps, int l,
                    const char* name) {
-    const std::int64_t in_place = (q.selected_tokens - q.staged_selected_tokens) * token_bytes_;
-    const std::int64_t staged = q.staged_cached_tokens * token_bytes_;
+    const bool model = shape_.kind == frontend::ForwardKind::model;
+    const std::int64_t staged_sel = model ? q.staged_selected_tokens : 0;
+    const std::int64_t in_place = (selected_tokens(q) - staged_sel) * token_bytes_;
+    const std::int64_t staged = model ? q.staged_cached_tokens * token_bytes_ : 0;
     res_.in_place_bytes += in_place;
     res_.h2d_bytes += in_place + staged;
-    res_.hbm_read_bytes += q.staged_selected_tokens * token_bytes_;
+    res_.hbm_read_bytes += staged_sel * token_bytes_;
+    const std::int64_t windows = model ? q.staged_windows : 0;
     const OpId ready = tl_.add(Resource::compute, 0, deps, "attend ready", l);
     const OpId rd = in_place > 0 ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(in_place),
                                            {ready}, "in-place read", l)
                                  : kNoOp;
-    const OpId st = staged > 0 ? tl_.add(Resource::h2d, cost_.h2d_copy_ns(staged, q.staged_windows),
-                                         {ready}, "staging windows", l)
+    const OpId st = staged > 0 ? tl_.add(Resource::h2d, cost_.h2d_copy_ns(staged, windows), {ready},
+                                         "staging windows", l)
                                : kNoOp;
     return tl_.add(Resource::compute,
-                   cost_.launch_ns(2 + static_cast<int>(q.staged_windows)) +
-                       cost_.attention_ns(q.staged_selected_tokens * token_bytes_),
+                   cost_.launch_ns(2 + static_cast<int>(windows)) +
+                       cost_.attention_ns(staged_sel * token_bytes_),
                    {ready, rd, st}, name, l);
   }
 
