@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "model/config_error.hpp"
+#include "model/json_read.hpp"
 
 namespace kvtier {
 namespace {
@@ -44,9 +45,7 @@ constexpr Field kFields[] = {
 }
 
 double number(const json::value& v, const std::string& where) {
-  if (v.is_double()) return v.as_double();
-  if (v.is_int64()) return static_cast<double>(v.as_int64());
-  if (v.is_uint64()) return static_cast<double>(v.as_uint64());
+  if (const auto x = json_number(v)) return *x;
   fail(where, "expected a number, got " + json::serialize(v));
 }
 
@@ -180,14 +179,7 @@ void HardwareProfile::validate() const {
 }
 
 HardwareProfile hardware_profile_from_json(const std::string& json_text) {
-  json::value root;
-  try {
-    root = json::parse(json_text);
-  } catch (const std::exception& e) {
-    fail("", std::string("not valid JSON: ") + e.what());
-  }
-  if (!root.is_object()) fail("", "expected a JSON object");
-  const json::object& o = root.as_object();
+  const json::object o = parse_json_object(json_text, "hardware profile");
   HardwareProfile p;
   for (const auto& kv : o) {
     const std::string key(kv.key());

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model/config_error.hpp"
+#include "model/json_read.hpp"
 
 namespace kvtier::validation {
 namespace {
@@ -14,17 +15,6 @@ namespace json = boost::json;
   throw ConfigError(where + ": " + why);
 }
 
-json::object parse_object(const std::string& text, const std::string& file) {
-  json::value root;
-  try {
-    root = json::parse(text);
-  } catch (const std::exception& e) {
-    fail(file, std::string("not valid JSON: ") + e.what());
-  }
-  if (!root.is_object()) fail(file, "expected a JSON object");
-  return std::move(root.as_object());
-}
-
 const json::value& field(const json::object& o, const char* key, const std::string& where) {
   const json::value* v = o.if_contains(key);
   if (v == nullptr) fail(where, std::string("missing \"") + key + "\"");
@@ -32,10 +22,7 @@ const json::value& field(const json::object& o, const char* key, const std::stri
 }
 
 double number(const json::object& o, const char* key, const std::string& where) {
-  const json::value& v = field(o, key, where);
-  if (v.is_double()) return v.as_double();
-  if (v.is_int64()) return static_cast<double>(v.as_int64());
-  if (v.is_uint64()) return static_cast<double>(v.as_uint64());
+  if (const auto x = json_number(field(o, key, where))) return *x;
   fail(where, std::string("\"") + key + "\" is not a number");
 }
 
@@ -55,70 +42,83 @@ std::int64_t integer_or_zero(const json::object& o, const char* key, const std::
   return o.contains(key) ? integer(o, key, where) : 0;
 }
 
-const json::array& entries(const json::object& o, const char* key, const std::string& file,
-                           const std::string& hint) {
-  const json::value& v = field(o, key, file);
-  if (!v.is_array()) fail(file, std::string("\"") + key + "\" is not an array" + hint);
-  return v.as_array();
-}
+// Where one side keeps its figures: the GPU replay's JSON or the simulator's.
+struct Side {
+  const char* dtype_key;
+  const char* slots_key;
+  const char* list_key;
+  const char* us_key;
+  const char* entry;      // "step" or "forward", for messages
+  const char* producer;   // the command that writes it
+  const char* list_hint;  // said when the list is not an array
+  bool gpu;
+};
 
-ForwardResult counters(const json::object& e, const std::string& where) {
-  ForwardResult f;
-  f.forward = integer(e, "forward", where);
-  f.hits = integer(e, "hits", where);
-  f.misses = integer(e, "misses", where);
-  f.evictions = integer(e, "evictions", where);
-  return f;
+constexpr Side kGpu{"kv_dtype",
+                    "pool_pages",
+                    "steps",
+                    "gpu_us",
+                    "step",
+                    "kvtier run --trace --json",
+                    " (the per-forward steps)",
+                    true};
+constexpr Side kSim{"dtype",
+                    "slots",
+                    "forwards",
+                    "qsa_us",
+                    "forward",
+                    "kvtier sim --json",
+                    " of per-forward predictions (run `kvtier sim --json --forwards`)",
+                    false};
+
+ForwardResults read_side(const std::string& json_text, const std::string& file, const Side& side) {
+  const json::object o = parse_json_object(json_text, file);
+  ForwardResults r;
+  r.file = file;
+  r.trace = text_or_empty(o, "trace");
+  r.placement = text_or_empty(o, "placement");
+  r.dtype = text_or_empty(o, side.dtype_key);
+  r.slots = integer_or_zero(o, side.slots_key, file);
+  if (r.placement.empty()) {
+    fail(file, std::string("missing \"placement\" (is this `") + side.producer + "`?)");
+  }
+  const json::value& list = field(o, side.list_key, file);
+  if (!list.is_array()) {
+    fail(file, std::string("\"") + side.list_key + "\" is not an array" + side.list_hint);
+  }
+  for (std::size_t i = 0; i < list.as_array().size(); ++i) {
+    const std::string where = file + " " + side.entry + " " + std::to_string(i);
+    const json::value& v = list.as_array()[i];
+    if (!v.is_object()) fail(where, "expected an object");
+    const json::object& e = v.as_object();
+    ForwardResult f;
+    f.forward = integer(e, "forward", where);
+    f.hits = integer(e, "hits", where);
+    f.misses = integer(e, "misses", where);
+    f.evictions = integer(e, "evictions", where);
+    f.us = number(e, side.us_key, where);
+    // A GPU time divides the error, so it must be > 0; a prediction may be 0.
+    if (!std::isfinite(f.us) || (side.gpu ? !(f.us > 0) : !(f.us >= 0))) {
+      fail(where,
+           std::string("\"") + side.us_key + "\" must be a time " + (side.gpu ? "> 0" : ">= 0"));
+    }
+    if (side.gpu) {
+      const std::int64_t tokens = integer(e, "tokens", where);
+      f.decode = tokens > 0 && integer(e, "decode_tokens", where) == tokens;
+    }
+    r.forwards.push_back(f);
+  }
+  return r;
 }
 
 }  // namespace
 
 ForwardResults read_gpu_run(const std::string& json_text, const std::string& file) {
-  const json::object o = parse_object(json_text, file);
-  ForwardResults r;
-  r.file = file;
-  r.trace = text_or_empty(o, "trace");
-  r.placement = text_or_empty(o, "placement");
-  r.dtype = text_or_empty(o, "kv_dtype");
-  r.slots = integer_or_zero(o, "pool_pages", file);
-  if (r.placement.empty())
-    fail(file, "missing \"placement\" (is this `kvtier run --trace --json`?)");
-  const json::array& steps = entries(o, "steps", file, " (the per-forward steps)");
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const std::string where = file + " step " + std::to_string(i);
-    if (!steps[i].is_object()) fail(where, "expected an object");
-    const json::object& e = steps[i].as_object();
-    ForwardResult f = counters(e, where);
-    f.us = number(e, "gpu_us", where);
-    if (!(f.us > 0) || !std::isfinite(f.us)) fail(where, "\"gpu_us\" must be a time > 0");
-    const std::int64_t tokens = integer(e, "tokens", where);
-    f.decode = tokens > 0 && integer(e, "decode_tokens", where) == tokens;
-    r.forwards.push_back(f);
-  }
-  return r;
+  return read_side(json_text, file, kGpu);
 }
 
 ForwardResults read_sim_forwards(const std::string& json_text, const std::string& file) {
-  const json::object o = parse_object(json_text, file);
-  ForwardResults r;
-  r.file = file;
-  r.trace = text_or_empty(o, "trace");
-  r.placement = text_or_empty(o, "placement");
-  r.dtype = text_or_empty(o, "dtype");
-  r.slots = integer_or_zero(o, "slots", file);
-  if (r.placement.empty()) fail(file, "missing \"placement\" (is this `kvtier sim --json`?)");
-  const json::array& fw = entries(
-      o, "forwards", file, " of per-forward predictions (run `kvtier sim --json --forwards`)");
-  for (std::size_t i = 0; i < fw.size(); ++i) {
-    const std::string where = file + " forward " + std::to_string(i);
-    if (!fw[i].is_object()) fail(where, "expected an object");
-    const json::object& e = fw[i].as_object();
-    ForwardResult f = counters(e, where);
-    f.us = number(e, "qsa_us", where);
-    if (!(f.us >= 0) || !std::isfinite(f.us)) fail(where, "\"qsa_us\" must be a time >= 0");
-    r.forwards.push_back(f);
-  }
-  return r;
+  return read_side(json_text, file, kSim);
 }
 
 }  // namespace kvtier::validation

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model/config_error.hpp"
+#include "model/json_read.hpp"
 #include "validation/fit/calibration_terms.hpp"
 
 namespace kvtier::fit {
@@ -24,18 +25,10 @@ std::string text(const json::object& o, const char* key, const std::string& wher
 }
 
 double number(const json::value& v, const std::string& where) {
-  double x = 0;
-  if (v.is_double()) {
-    x = v.as_double();
-  } else if (v.is_int64()) {
-    x = static_cast<double>(v.as_int64());
-  } else if (v.is_uint64()) {
-    x = static_cast<double>(v.as_uint64());
-  } else {
-    fail(where, "expected a number, got " + json::serialize(v));
-  }
-  if (!std::isfinite(x) || x < 0) fail(where, "expected a finite number >= 0");
-  return x;
+  const std::optional<double> x = json_number(v);
+  if (!x) fail(where, "expected a number, got " + json::serialize(v));
+  if (!std::isfinite(*x) || *x < 0) fail(where, "expected a finite number >= 0");
+  return *x;
 }
 
 void only(const json::object& o, std::initializer_list<std::string_view> keys,
@@ -107,14 +100,7 @@ const PointSeries* PointsFile::find(std::string_view term) const {
 }
 
 PointsFile read_points(const std::string& json_text) {
-  json::value root;
-  try {
-    root = json::parse(json_text);
-  } catch (const std::exception& e) {
-    fail("", std::string("not valid JSON: ") + e.what());
-  }
-  if (!root.is_object()) fail("", "expected a JSON object");
-  const json::object& o = root.as_object();
+  const json::object o = parse_json_object(json_text, "points file");
   only(o, {"card", "driver", "date", "command", "series"}, "");
   PointsFile p;
   p.card = text(o, "card", "");
