@@ -8,6 +8,7 @@
 #include "cli/command.hpp"
 #include "cli/options.hpp"
 #include "cli/progress.hpp"
+#include "cli/rest_of_model_options.hpp"
 #include "cli/table.hpp"
 #include "model/config_error.hpp"
 #include "sim/planner.hpp"
@@ -36,6 +37,7 @@ int run_plan(const std::vector<std::string>& args) {
                                             "threads (0: every core)")(
       "html", po::value<std::string>(), "write the HTML report to this file")(
       "json", "print every figure as JSON");
+  add_rest_of_model_options(desc);
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "kvtier plan [--trace FILE] [--profile NAME] [options]"))
     return 0;
@@ -44,7 +46,7 @@ int run_plan(const std::vector<std::string>& args) {
       vm.count("trace") ? vm["trace"].as<std::string>() : traces::default_sample_path();
   if (path.empty()) throw ConfigError("no bundled sample trace in this build: give --trace FILE");
   const traces::TraceInput input = traces::file_trace(path);
-  const CostModel cost(sim::load_profile(vm["profile"].as<std::string>()));
+  const CostModel cost(profile_with_rest_of_model(vm));
 
   sim::PlanConfig cfg;
   const std::string pl = vm["placement"].as<std::string>();
@@ -81,15 +83,21 @@ int run_plan(const std::vector<std::string>& args) {
               static_cast<long long>(r.stats.requests),
               static_cast<long long>(r.stats.decode_tokens),
               static_cast<long long>(r.stats.prefill_tokens));
-  std::printf("profile %s (%s device memory), %s; smallest pool %lld slots\n\n", r.profile.c_str(),
+  std::printf("profile %s (%s device memory), %s; smallest pool %lld slots\n", r.profile.c_str(),
               fmt_bytes(static_cast<double>(r.device_capacity_bytes)).c_str(),
               std::string(to_string(r.dtype)).c_str(), static_cast<long long>(r.min_slots));
-  Table t({"placement", "unit", "slots", "decode tok/s", "prefill tok/s", "hit rate", "LRU misses",
-           "Belady", "drops", "device memory"});
+  std::printf("profile %s: %s\n", r.profile.c_str(), r.trust.c_str());
+  std::printf(
+      "rest of the model (non-QSA layers, not simulated): %s ms over the trace (%s); "
+      "tokens/s include it, \"QSA ms\" does not\n\n",
+      fmt_fixed(r.rest_us / 1e3, 2).c_str(), rest_figures(r.rest).c_str());
+  Table t({"placement", "unit", "slots", "decode tok/s", "prefill tok/s", "QSA ms", "hit rate",
+           "LRU misses", "Belady", "drops", "device memory"});
   auto add = [&](const std::string& p, const std::string& u, const std::string& s,
                  const sim::PointSummary& x, const std::string& lru, const std::string& opt) {
     t.add({p, u, s, fmt_fixed(x.decode_tps, 1), fmt_fixed(x.prefill_tps, 1),
-           fmt_fixed(x.hit_rate * 100, 2) + "%", lru, opt, fmt_int(x.drops),
+           fmt_fixed(x.qsa_us / 1e3, 2), fmt_fixed(x.hit_rate * 100, 2) + "%", lru, opt,
+           fmt_int(x.drops),
            fmt_bytes(static_cast<double>(x.device_bytes)) +
                (x.fits_device ? "" : " (does not fit)")});
   };

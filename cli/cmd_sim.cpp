@@ -7,8 +7,10 @@
 #include "cli/command.hpp"
 #include "cli/options.hpp"
 #include "cli/progress.hpp"
+#include "cli/rest_of_model_options.hpp"
 #include "cli/table.hpp"
 #include "model/config_error.hpp"
+#include "model/profile_trust.hpp"
 #include "sim/planner.hpp"
 #include "sim/profiles.hpp"
 #include "sim/replay.hpp"
@@ -41,14 +43,14 @@ int run_sim(const std::vector<std::string>& args) {
       "timeline", po::value<std::string>(), "write a Chrome trace (Perfetto) of every op")(
       "decisions", po::value<std::string>(), "write every install/eviction as JSON lines")(
       "json", "print the figures as JSON");
+  add_rest_of_model_options(desc);
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "kvtier sim [--trace FILE] --slots N [options]")) return 0;
   std::string path =
       vm.count("trace") ? vm["trace"].as<std::string>() : traces::default_sample_path();
   if (path.empty()) throw ConfigError("no bundled sample trace in this build: give --trace FILE");
   const traces::TraceInput input = traces::file_trace(path);
-  const CostModel cost(sim::load_profile(vm["profile"].as<std::string>()),
-                       vm.count("no-graphs") == 0);
+  const CostModel cost(profile_with_rest_of_model(vm), vm.count("no-graphs") == 0);
   sim::SimConfig c;
   c.placement = parse_placement(vm["placement"].as<std::string>(), "--placement");
   c.unit = parse_residency_unit(vm["unit"].as<std::string>(), "--unit");
@@ -84,6 +86,11 @@ int run_sim(const std::vector<std::string>& args) {
   const double d2h_util =
       static_cast<double>(r.busy_ns[static_cast<int>(sim::Resource::d2h)]) / span;
   const sim::LayerStats t = r.total();
+  // The QSA stack and the rest of the model apart (sim/rest_of_model.hpp).
+  const sim::RestOfModel rest = sim::rest_of_model(cost.profile());
+  const double rest_us = rest.total_us(r.forwards, r.decode_tokens + r.prefill_tokens);
+  const double qsa_us = s.forward_us - rest_us;
+  const std::string trust = trust_line(cost.profile());
   if (vm.count("json")) {
     boost::json::array layers;
     for (std::size_t l = 0; l < r.layers.size(); ++l) {
@@ -119,7 +126,12 @@ int run_sim(const std::vector<std::string>& args) {
                           {"device_bytes", r.device_bytes},
                           {"host_bytes", r.host_bytes},
                           {"forward", forward},
-                          {"layers", std::move(layers)}};
+                          {"layers", std::move(layers)},
+                          {"forward_us", s.forward_us},
+                          {"qsa_stack_us", qsa_us},
+                          {"rest_of_model", sim::rest_of_model_json(rest, rest_us)},
+                          {"trust", trust}};
+
     if (c.record_forwards) {
       // qsa_us: the QSA layers' span, comparable with `kvtier run --trace`'s gpu_us (the
       // trace-replay forward); the model forward's span includes the rest of the model.
@@ -143,12 +155,15 @@ int run_sim(const std::vector<std::string>& args) {
     std::cout << boost::json::serialize(o) << "\n";
     return 0;
   }
-  std::printf("%s on %s: %s, unit %s, %s, policy %s, %lld slots\n\n", input.name.c_str(),
+  std::printf("%s on %s: %s, unit %s, %s, policy %s, %lld slots\n", input.name.c_str(),
               cost.profile().name.c_str(), std::string(to_string(c.placement)).c_str(),
               std::string(to_string(c.unit)).c_str(), std::string(to_string(c.dtype)).c_str(),
               std::string(to_string(c.policy)).c_str(), static_cast<long long>(c.pool_slots));
+  std::printf("profile %s: %s\n\n", cost.profile().name.c_str(), trust.c_str());
   Table sum({"figure", "value"});
   sum.add({"forwards", fmt_int(r.forwards)});
+  sum.add({"QSA stack time", fmt_fixed(qsa_us / 1e3, 2) + " ms"});
+  sum.add({"rest of the model", fmt_fixed(rest_us / 1e3, 2) + " ms (" + rest_figures(rest) + ")"});
   sum.add({"decode tokens/s", fmt_fixed(s.decode_tps, 1)});
   sum.add({"prefill tokens/s", fmt_fixed(s.prefill_tps, 1)});
   sum.add({"hit rate", fmt_fixed(s.hit_rate * 100, 2) + "%"});

@@ -1,9 +1,12 @@
 #include "model/hardware_profile.hpp"
 
 #include <boost/json.hpp>
+#include <charconv>
+#include <cmath>
 #include <utility>
 
 #include "model/config_error.hpp"
+#include "model/json_read.hpp"
 
 namespace kvtier {
 namespace {
@@ -42,30 +45,141 @@ constexpr Field kFields[] = {
 }
 
 double number(const json::value& v, const std::string& where) {
-  if (v.is_double()) return v.as_double();
-  if (v.is_int64()) return static_cast<double>(v.as_int64());
-  if (v.is_uint64()) return static_cast<double>(v.as_uint64());
+  if (const auto x = json_number(v)) return *x;
   fail(where, "expected a number, got " + json::serialize(v));
+}
+
+const Field* find_field(std::string_view name) {
+  for (const Field& f : kFields) {
+    if (name == f.name) return &f;
+  }
+  return nullptr;
+}
+
+const Field& field_or_fail(std::string_view name) {
+  const Field* f = find_field(name);
+  if (f == nullptr) fail(std::string(name), "unknown parameter");
+  return *f;
+}
+
+std::string text_of(const json::object& o, const char* key, const std::string& where) {
+  const json::value* v = o.if_contains(key);
+  if (v == nullptr || !v->is_string() || v->as_string().empty()) {
+    fail(where, std::string("\"") + key + "\" must be a non-empty string");
+  }
+  return std::string(v->as_string());
+}
+
+double error_of(const json::value& v, const std::string& where) {
+  const double x = number(v, where);
+  if (!std::isfinite(x) || x < 0) fail(where, "expected a fraction >= 0");
+  return x;
+}
+
+ProfileValidation validation_from_json(const json::value& v, const std::string& who) {
+  const std::string where = who + ".validation";
+  if (!v.is_object()) fail(where, "expected an object");
+  const json::object& o = v.as_object();
+  ProfileValidation pv;
+  for (const auto& kv : o) {
+    const std::string key(kv.key());
+    if (key == "card" || key == "date") continue;
+    if (key == "decode_median_error") {
+      pv.decode_median_error = error_of(kv.value(), where + "." + key);
+    } else if (key == "decode_p95_error") {
+      pv.decode_p95_error = error_of(kv.value(), where + "." + key);
+    } else if (key == "prefill_median_error") {
+      pv.prefill_median_error = error_of(kv.value(), where + "." + key);
+    } else if (key == "traces") {
+      if (!kv.value().is_array()) fail(where + ".traces", "expected an array of strings");
+      for (const json::value& t : kv.value().as_array()) {
+        if (!t.is_string()) fail(where + ".traces", "expected an array of strings");
+        pv.traces.emplace_back(t.as_string());
+      }
+    } else {
+      fail(where + "." + key, "unknown field");
+    }
+  }
+  pv.card = text_of(o, "card", where);
+  pv.date = text_of(o, "date", where);
+  for (const char* key : {"decode_median_error", "decode_p95_error", "traces"}) {
+    if (!o.contains(key)) fail(where, std::string("missing \"") + key + "\"");
+  }
+  return pv;
+}
+
+// The shortest text that reads back as the same double ("131", "54.9", "1e-07"), where
+// Boost.JSON would write "1.31E2".
+std::string number_text(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+std::string string_text(const std::string& s) {
+  return json::serialize(json::value(s));
+}
+
+std::string validation_text(const ProfileValidation& pv) {
+  std::string traces;
+  for (const std::string& t : pv.traces)
+    traces += (traces.empty() ? "" : ", ") + string_text(t);
+  std::string o = "{\"card\": " + string_text(pv.card) + ", \"date\": " + string_text(pv.date) +
+                  ", \"decode_median_error\": " + number_text(pv.decode_median_error) +
+                  ", \"decode_p95_error\": " + number_text(pv.decode_p95_error);
+  if (pv.prefill_median_error) {
+    o += ", \"prefill_median_error\": " + number_text(*pv.prefill_median_error);
+  }
+  return o + ", \"traces\": [" + traces + "]}";
 }
 
 }  // namespace
 
+std::vector<std::string_view> hardware_profile_params() {
+  std::vector<std::string_view> names;
+  for (const Field& f : kFields)
+    names.emplace_back(f.name);
+  return names;
+}
+
+double HardwareProfile::param(std::string_view field) const {
+  return this->*field_or_fail(field).member;
+}
+
+void HardwareProfile::set(std::string_view field, double value, std::string source_text) {
+  this->*field_or_fail(field).member = value;
+  for (auto& [key, src] : sources) {
+    if (key == field) {
+      src = std::move(source_text);
+      return;
+    }
+  }
+  sources.emplace_back(std::string(field), std::move(source_text));
+}
+
+std::string HardwareProfile::source(std::string_view field) const {
+  for (const auto& [key, src] : sources) {
+    if (key == field) return src;
+  }
+  return {};
+}
+
 void HardwareProfile::validate() const {
   if (name.empty()) fail("name", "must not be empty");
   for (const Field& f : kFields) {
-    if (!(this->*f.member > 0)) fail(name + "." + f.name, "must be positive");
+    // The rest of the model is an input that may be 0 (the QSA stack alone); every other
+    // figure prices real work.
+    const bool may_be_zero = f.member == &HardwareProfile::non_qsa_forward_us ||
+                             f.member == &HardwareProfile::non_qsa_token_us;
+    const double v = this->*f.member;
+    if (may_be_zero ? !(v >= 0) : !(v > 0)) {
+      fail(name + "." + f.name, may_be_zero ? "must be 0 or more" : "must be positive");
+    }
   }
 }
 
 HardwareProfile hardware_profile_from_json(const std::string& json_text) {
-  json::value root;
-  try {
-    root = json::parse(json_text);
-  } catch (const std::exception& e) {
-    fail("", std::string("not valid JSON: ") + e.what());
-  }
-  if (!root.is_object()) fail("", "expected a JSON object");
-  const json::object& o = root.as_object();
+  const json::object o = parse_json_object(json_text, "hardware profile");
   HardwareProfile p;
   for (const auto& kv : o) {
     const std::string key(kv.key());
@@ -73,19 +187,25 @@ HardwareProfile hardware_profile_from_json(const std::string& json_text) {
       p.name = std::string(kv.value().as_string());
     } else if (key == "description" && kv.value().is_string()) {
       p.description = std::string(kv.value().as_string());
-    } else if (key != "params") {
-      fail(key, "unknown field (expected name, description, params)");
+    } else if (key == "scaled_from_datasheets" && kv.value().is_bool()) {
+      p.scaled_from_datasheets = kv.value().as_bool();
+    } else if (key != "params" && key != "validation") {
+      fail(key,
+           "unknown field (expected name, description, scaled_from_datasheets, validation, "
+           "params)");
     }
   }
   const std::string who = p.name.empty() ? std::string("?") : p.name;
+  if (const json::value* v = o.if_contains("validation"))
+    p.validation = validation_from_json(*v, who);
+  if (p.scaled_from_datasheets && p.validation) {
+    fail(who, "a profile scaled from datasheets cannot carry a validation");
+  }
   const json::value* params = o.if_contains("params");
   if (params == nullptr || !params->is_object()) fail(who, "missing \"params\" object");
   for (const auto& kv : params->as_object()) {
     const std::string key(kv.key());
-    const Field* field = nullptr;
-    for (const Field& f : kFields) {
-      if (key == f.name) field = &f;
-    }
+    const Field* field = find_field(key);
     if (field == nullptr) fail(who + "." + key, "unknown parameter");
     if (!kv.value().is_object()) fail(who + "." + key, "expected {\"value\": x, \"source\": s}");
     const json::object& e = kv.value().as_object();
@@ -98,8 +218,32 @@ HardwareProfile hardware_profile_from_json(const std::string& json_text) {
     p.*(field->member) = number(*value, who + "." + key);
     p.sources.emplace_back(key, std::string(source->as_string()));
   }
+  for (const Field& f : kFields) {
+    if (p.source(f.name).empty()) fail(who + "." + f.name, "missing");
+  }
   p.validate();
   return p;
+}
+
+std::string hardware_profile_to_json(const HardwareProfile& p) {
+  // Written by hand in the layout of sim/profiles/*.json (two-space indent, one value and its
+  // source per parameter), so that a fitted profile diffs cleanly against the shipped one.
+  std::string out = "{\n  \"name\": " + string_text(p.name) +
+                    ",\n  \"description\": " + string_text(p.description) + ",\n";
+  if (p.scaled_from_datasheets) out += "  \"scaled_from_datasheets\": true,\n";
+  if (p.validation) out += "  \"validation\": " + validation_text(*p.validation) + ",\n";
+  out += "  \"params\": {\n";
+  bool first = true;
+  for (const Field& f : kFields) {
+    const std::string src = p.source(f.name);
+    if (src.empty()) fail(p.name + "." + f.name, "has no source to write");
+    out += std::string(first ? "" : ",\n") + "    \"" + f.name +
+           "\": {\n      \"value\": " + number_text(p.*f.member) +
+           ",\n      \"source\": " + string_text(src) + "\n    }";
+    first = false;
+  }
+  out += "\n  }\n}\n";
+  return out;
 }
 
 }  // namespace kvtier

@@ -1,8 +1,22 @@
 #pragma once
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace kvtier {
+
+// How a profile was checked against its card: the figures `kvtier validate compare` printed
+// (docs/validation.md). Errors are fractions of |sim - gpu| / gpu (0.021 = 2.1 %).
+struct ProfileValidation {
+  std::string card;
+  std::string date;
+  double decode_median_error = 0;
+  double decode_p95_error = 0;
+  std::optional<double> prefill_median_error;  // absent when prefill was not compared
+  std::vector<std::string> traces;             // what was replayed on both sides
+};
 
 // The figures of one GPU + host pair that the cost model prices operations with. Rates are
 // in GB/s (1 GB/s == 1 byte per ns), times in microseconds or nanoseconds as named. Every
@@ -41,12 +55,35 @@ struct HardwareProfile {
   // Every value's source, by field name, in file order.
   std::vector<std::pair<std::string, std::string>> sources;
 
-  // Throws ConfigError naming the first value that is missing or not positive.
+  // Derived from another card's figures through datasheet ratios ("scaled_from_datasheets":
+  // true in the file); such a profile is never validated.
+  bool scaled_from_datasheets = false;
+  // Set when the profile's values were held against its card (docs/validation.md).
+  std::optional<ProfileValidation> validation;
+
+  // Throws ConfigError naming the first value that is not positive (the non-QSA figures, an
+  // input the user may set to 0, not negative).
   void validate() const;
+
+  // The numeric fields by their names in a profile file's "params" (ConfigError for a name
+  // that is not one); `set` replaces the value and its source (appending a new source).
+  double param(std::string_view field) const;
+  void set(std::string_view field, double value, std::string source);
+  // The field's source, or an empty string when it has none.
+  std::string source(std::string_view field) const;
 };
 
+// The names of a profile's numeric fields, in the order a profile file lists them.
+std::vector<std::string_view> hardware_profile_params();
+
 // Parses a profile file: {"name": ..., "description": ..., "params": {"<field>": {"value": x,
-// "source": "..."}, ...}}. Unknown fields and values without a source are errors (ConfigError).
+// "source": "..."}, ...}}, optionally "scaled_from_datasheets": true and "validation": {"card",
+// "date", "decode_median_error", "decode_p95_error", ["prefill_median_error",] "traces": [...]}.
+// Unknown fields and values without a source are errors (ConfigError).
 HardwareProfile hardware_profile_from_json(const std::string& json_text);
+// The same format, params in hardware_profile_params() order; every field needs a source
+// (ConfigError naming the first without one). hardware_profile_from_json of the result gives
+// the same values, sources, flag and validation back.
+std::string hardware_profile_to_json(const HardwareProfile& p);
 
 }  // namespace kvtier

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "model/config_error.hpp"
+#include "model/profile_trust.hpp"
 
 namespace kvtier::sim {
 
@@ -19,6 +20,7 @@ PointSummary summarize(const SimResult& r, std::int64_t device_capacity_bytes) {
   s.decode_tps = r.decode_tokens_per_s();
   s.prefill_tps = r.prefill_tokens_per_s();
   s.hit_rate = r.hit_rate();
+  s.forward_us = (r.decode_time_ns + r.prefill_time_ns) / 1e3;
   const LayerStats t = r.total();
   s.misses = t.misses;
   s.drops = t.drops;
@@ -335,6 +337,14 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
   for (UnitSweep& us : res.units)
     find_thresholds(us, cfg.within, cfg.chosen);
   res.recommendation = recommend(res, cfg);
+  res.rest = rest_of_model(cost.profile());
+  res.rest_us = res.rest.total_us(st.forwards, st.decode_tokens + st.prefill_tokens);
+  res.trust = trust_line(cost.profile());
+  auto split = [&](PointSummary& p) { p.qsa_us = p.forward_us - res.rest_us; };
+  split(res.device);
+  split(res.host);
+  for (UnitSweep& us : res.units)
+    std::for_each(us.points.begin(), us.points.end(), split);
   return res;
 }
 
@@ -356,6 +366,8 @@ json::object point_json(const PointSummary& p) {
           {"h2d_utilisation", p.h2d_util},
           {"device_bytes", p.device_bytes},
           {"fits_device", p.fits_device},
+          {"forward_us", p.forward_us},
+          {"qsa_stack_us", p.qsa_us},
           {"layer_hit_rate", std::move(layers)}};
 }
 
@@ -398,6 +410,8 @@ std::string plan_to_json(const PlanResult& r) {
   }
   o["mirror"] = std::move(units);
   o["recommendation"] = r.recommendation;
+  o["rest_of_model"] = rest_of_model_json(r.rest, r.rest_us);
+  o["trust"] = r.trust;
   return json::serialize(o);
 }
 

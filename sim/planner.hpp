@@ -7,6 +7,7 @@
 #include "model/cost_model.hpp"
 #include "sim/mrc.hpp"
 #include "sim/replay.hpp"
+#include "sim/rest_of_model.hpp"
 
 namespace kvtier::sim {
 
@@ -41,6 +42,10 @@ struct PointSummary {
   std::vector<double> layer_hit_rate;
   std::int64_t device_bytes = 0;  // the start-up memory budget on the device
   bool fits_device = true;        // device_bytes within the profile's device memory
+  double forward_us = 0;          // every forward's time, summed
+  // The QSA stack's share of forward_us: forward_us less the rest of the model (PlanResult's
+  // rest_us), i.e. what the QSA layers' ops add to the critical path. Set by plan().
+  double qsa_us = 0;
 };
 // `device_capacity_bytes` <= 0: not checked (fits_device stays true).
 PointSummary summarize(const SimResult& r, std::int64_t device_capacity_bytes = 0);
@@ -71,6 +76,9 @@ struct PlanResult {
   PointSummary device, host;  // when asked
   std::vector<UnitSweep> units;
   std::string recommendation;
+  RestOfModel rest;    // the non-QSA layers: figures and where they come from
+  double rest_us = 0;  // their time over the whole trace (the same at every point)
+  std::string trust;   // the profile's validation status (model/profile_trust.hpp)
 };
 
 // Throws ConfigError for bad options (an explicit size below the minimum says the minimum).

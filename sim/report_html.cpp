@@ -177,6 +177,11 @@ std::string plan_to_html(const PlanResult& r) {
        std::to_string(r.stats.requests) + " requests, " + std::to_string(r.stats.decode_tokens) +
        " decode and " + std::to_string(r.stats.prefill_tokens) +
        " prefill tokens. Smallest pool: " + std::to_string(r.min_slots) + " slots.</p>";
+  h += "<p><b>Profile " + esc(r.profile) + ":</b> " + esc(r.trust) + ".</p>";
+  h += "<p><b>Rest of the model</b> (the non-QSA layers, not simulated): " +
+       fixed(r.rest.forward_us, 1) + " us per forward + " + fixed(r.rest.token_us, 3) +
+       " us per token, " + fixed(r.rest_us / 1e3, 1) + " ms over the trace; " + esc(r.rest.label) +
+       ". Tokens/s include it; the QSA stack column does not.</p>";
   h += "<p><b>Recommendation:</b> " + esc(r.recommendation) + "</p><ul>";
   auto slots_or_none = [](std::int64_t v) {
     return v != 0 ? tick(static_cast<double>(v), false) + " slots" : std::string("none");
@@ -263,16 +268,17 @@ std::string plan_to_html(const PlanResult& r) {
                per_layer);
   }
   h += "</div><h2>Placements side by side</h2><table><tr><th>placement</th><th>unit</th>"
-       "<th>slots</th><th>decode tok/s</th><th>prefill tok/s</th><th>hit rate</th>"
+       "<th>slots</th><th>decode tok/s</th><th>prefill tok/s</th><th>QSA stack ms</th>"
+       "<th>hit rate</th>"
        "<th>LRU misses (MRC)</th><th>Belady misses</th><th>drops</th><th>PCIe H2D use</th>"
        "<th>device memory</th></tr>";
   auto row = [&](const std::string& p, const std::string& u, const std::string& slots,
                  const PointSummary& s, const std::string& lru, const std::string& opt) {
     h += "<tr><td>" + p + "</td><td>" + u + "</td><td>" + slots + "</td><td>" +
          fixed(s.decode_tps, 1) + "</td><td>" + fixed(s.prefill_tps, 1) + "</td><td>" +
-         fixed(s.hit_rate * 100, 2) + " %</td><td>" + lru + "</td><td>" + opt + "</td><td>" +
-         tick(static_cast<double>(s.drops), false) + "</td><td>" + fixed(s.h2d_util * 100, 1) +
-         " %</td><td>" +
+         fixed(s.qsa_us / 1e3, 2) + "</td><td>" + fixed(s.hit_rate * 100, 2) + " %</td><td>" + lru +
+         "</td><td>" + opt + "</td><td>" + tick(static_cast<double>(s.drops), false) + "</td><td>" +
+         fixed(s.h2d_util * 100, 1) + " %</td><td>" +
          fixed(static_cast<double>(s.device_bytes) / (1024.0 * 1024.0 * 1024.0), 2) + " GiB" +
          (s.fits_device ? "" : " (does not fit)") + "</td></tr>";
   };

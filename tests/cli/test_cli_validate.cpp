@@ -1,0 +1,80 @@
+// `kvtier validate compare` and `kvtier validate fit` end to end on hand-made files.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "tests/cli/cli_runner.hpp"
+
+namespace kvtier {
+namespace {
+
+using testing::run_kvtier;
+
+std::string data(const std::string& name) {
+  const char* dir = std::getenv("KVTIER_VALIDATION_DATA");
+  return std::string(dir ? dir : ".") + "/" + name;
+}
+
+std::string pair(const std::string& gpu, const std::string& sim) {
+  return " --pair " + data(gpu) + " " + data(sim);
+}
+
+TEST(CliValidate, CompareTableJsonAndHtml) {
+  const std::string html = ::testing::TempDir() + "/compare.html";
+  const auto t = run_kvtier("validate compare" + pair("gpu_device.json", "sim_device.json") +
+                            pair("gpu_mirror.json", "sim_mirror.json") + " --html " + html);
+  ASSERT_EQ(t.exit_code, 0) << t.out;
+  EXPECT_NE(t.out.find("error = (sim - gpu) / gpu"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("device (1 runs)"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("7.50%"), std::string::npos) << t.out;  // device decode median |e|
+  EXPECT_NE(t.out.find("differ from forward 2"), std::string::npos) << t.out;
+  std::ifstream in(html);
+  std::stringstream page;
+  page << in.rdbuf();
+  EXPECT_NE(page.str().find("<svg"), std::string::npos);
+
+  const auto j =
+      run_kvtier("validate compare" + pair("gpu_device.json", "sim_device.json") + " --json");
+  ASSERT_EQ(j.exit_code, 0) << j.out;
+  const auto o = boost::json::parse(j.out).as_object();
+  const auto& dev = o.at("placements").as_array()[0].as_object();
+  EXPECT_DOUBLE_EQ(dev.at("decode").as_object().at("median_abs_error").as_double(), 0.075);
+  EXPECT_DOUBLE_EQ(dev.at("prefill").as_object().at("total_error").as_double(), -0.10);
+}
+
+TEST(CliValidate, CompareRefusesMismatchedRuns) {
+  const auto r = run_kvtier("validate compare" + pair("gpu_device.json", "sim_device_short.json"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("the GPU run has 5 forwards and the simulator 4"), std::string::npos)
+      << r.out;
+  const auto none = run_kvtier("validate compare");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.out.find("give at least one --pair"), std::string::npos) << none.out;
+  const auto one = run_kvtier("validate compare --pair " + data("gpu_device.json"));
+  EXPECT_NE(one.out.find("--pair takes two files"), std::string::npos) << one.out;
+}
+
+TEST(CliValidate, FitWritesAProfileThatPlanReads) {
+  const std::string points = ::testing::TempDir() + "/points.json";
+  const std::string profile = ::testing::TempDir() + "/fitted.json";
+  {
+    std::ofstream out(points);
+    out << R"j({"card": "H200 (test)", "driver": "580.65", "date": "2026-12-02",
+      "command": "kvtier validate calibrate", "series": [
+      {"term": "topk", "inputs": ["row_blocks"], "unit": "us",
+       "points": [[1000, 1.0], [2000, 2.0], [3000, 3.0], [4000, 4.0], [5000, 5.0]]}]})j";
+  }
+  const auto f = run_kvtier("validate fit --points " + points + " --out " + profile);
+  ASSERT_EQ(f.exit_code, 0) << f.out;
+  EXPECT_NE(f.out.find("topk_ns_per_row_block"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("no series (base values kept): launch_eager"), std::string::npos) << f.out;
+  const auto p = run_kvtier("sim --profile " + profile + " --placement device --json");
+  ASSERT_EQ(p.exit_code, 0) << p.out;
+  EXPECT_EQ(boost::json::parse(p.out).as_object().at("trust").as_string(), "not validated");
+}
+
+}  // namespace
+}  // namespace kvtier

@@ -1,0 +1,180 @@
+// fit_profile: points made from a known profile through the cost model's own formulas come
+// back as that profile's values, each with a source that says how it was fitted; terms without
+// a series keep the base value and source.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "model/config_error.hpp"
+#include "sim/profiles.hpp"
+#include "validation/fit/calibration_terms.hpp"
+#include "validation/fit/profile_fit.hpp"
+
+namespace kvtier::fit {
+namespace {
+
+constexpr std::uint64_t kSeed = 20261203;
+
+// The "true" card: what the synthetic micro-benchmarks measure.
+struct Truth {
+  double h2d_gbps = 53.0, latency_us = 2.4, zc_read_gbps = 48.0, hbm_gbps = 4100.0;
+  double attend_gbps = 2300.0, attend_fixed_us = 7.5;
+  double ensure_fixed_us = 6.0, per_lookup_ns = 0.8, per_slot_ns = 0.03, per_miss_ns = 35.0;
+  double indexer_ns = 0.09, launch_us = 3.9;
+};
+
+PointsFile synthetic(const Truth& t, double noise_rel) {
+  std::mt19937_64 rng(kSeed);
+  std::normal_distribution<double> n(0.0, noise_rel);
+  auto noisy = [&](double y) { return y * (1 + n(rng)); };
+  PointsFile p{"NVIDIA H200 (test)", "580.65.06", "2026-12-02", "kvtier validate calibrate", {}};
+  PointSeries h2d{"h2d_copy", {{"bytes", "transfers"}, {}, {}}};
+  for (double bytes : {2048.0, 262144.0, 4.0e6, 6.4e7}) {
+    for (double transfers : {1.0, 4.0, 16.0, 64.0}) {
+      h2d.samples.x.push_back({bytes, transfers});
+      h2d.samples.y.push_back(noisy(transfers * t.latency_us + bytes / (1000 * t.h2d_gbps)));
+    }
+  }
+  PointSeries zc{"zero_copy_read", {{"bytes"}, {}, {}}};
+  PointSeries hbm{"hbm_read", {{"bytes"}, {}, {}}};
+  PointSeries att{"attention", {{"hbm_bytes"}, {}, {}}};
+  for (double bytes = 1 << 20; bytes <= 1 << 28; bytes *= 2) {
+    zc.samples.x.push_back({bytes});
+    zc.samples.y.push_back(noisy(t.latency_us + bytes / (1000 * t.zc_read_gbps)));
+    hbm.samples.x.push_back({bytes});
+    hbm.samples.y.push_back(noisy(bytes / (1000 * t.hbm_gbps)));
+    att.samples.x.push_back({bytes});
+    att.samples.y.push_back(noisy(t.attend_fixed_us + bytes / (1000 * t.attend_gbps)));
+  }
+  PointSeries ens{"ensure", {{"lookups", "slots", "misses"}, {}, {}}};
+  for (double lookups : {512.0, 4096.0, 32768.0}) {
+    for (double slots : {1024.0, 8192.0, 65536.0}) {
+      for (double misses : {0.0, 64.0, 512.0}) {
+        ens.samples.x.push_back({lookups, slots, misses});
+        ens.samples.y.push_back(
+            noisy(t.ensure_fixed_us + 1e-3 * (lookups * t.per_lookup_ns + slots * t.per_slot_ns +
+                                              misses * t.per_miss_ns)));
+      }
+    }
+  }
+  PointSeries idx{"indexer", {{"row_blocks"}, {}, {}}};
+  PointSeries launch{"launch_eager", {{"kernels"}, {}, {}}};
+  for (int i = 1; i <= 10; ++i) {
+    idx.samples.x.push_back({8192.0 * i});
+    idx.samples.y.push_back(noisy(8192.0 * i * t.indexer_ns * 1e-3));
+    launch.samples.x.push_back({10.0 * i});
+    launch.samples.y.push_back(noisy(1.0 + 10.0 * i * t.launch_us));  // 1 us event overhead
+  }
+  p.series = {h2d, zc, hbm, att, ens, idx, launch};
+  return p;
+}
+
+TEST(ProfileFit, RecoversTheCardFromExactPoints) {
+  const Truth t;
+  const HardwareProfile base = sim::load_profile("h200-pcie5");
+  const ProfileFit f = fit_profile(synthetic(t, 0.0), base);
+  const HardwareProfile& p = f.profile;
+  EXPECT_NEAR(p.pcie_h2d_gbps, t.h2d_gbps, 1e-6);
+  EXPECT_NEAR(p.pcie_latency_us, t.latency_us, 1e-9);
+  EXPECT_NEAR(p.zero_copy_read_gbps, t.zc_read_gbps, 1e-6);
+  // The attend's effective rate, not the gather's ceiling, prices the attend's bytes.
+  EXPECT_NEAR(p.hbm_gbps, t.attend_gbps, 1e-6);
+  EXPECT_NEAR(p.attention_fixed_us, t.attend_fixed_us, 1e-6);
+  EXPECT_NEAR(p.ensure_fixed_us, t.ensure_fixed_us, 1e-6);
+  EXPECT_NEAR(p.ensure_ns_per_lookup, t.per_lookup_ns, 1e-9);
+  EXPECT_NEAR(p.ensure_ns_per_slot, t.per_slot_ns, 1e-9);
+  EXPECT_NEAR(p.ensure_ns_per_miss, t.per_miss_ns, 1e-9);
+  EXPECT_NEAR(p.indexer_ns_per_row_block, t.indexer_ns, 1e-9);
+  EXPECT_NEAR(p.launch_us, t.launch_us, 1e-9);
+  for (const SeriesFit& s : f.report.series)
+    EXPECT_NEAR(s.linear.quality.r2, 1.0, 1e-9) << s.term;
+}
+
+TEST(ProfileFit, RecoversTheCardFromNoisyPoints) {
+  SCOPED_TRACE("seed " + std::to_string(kSeed));
+  const Truth t;
+  const ProfileFit f = fit_profile(synthetic(t, 0.01), sim::load_profile("h200-pcie5"));
+  const HardwareProfile& p = f.profile;
+  EXPECT_NEAR(p.pcie_h2d_gbps / t.h2d_gbps, 1.0, 0.02);
+  EXPECT_NEAR(p.hbm_gbps / t.attend_gbps, 1.0, 0.02);
+  EXPECT_NEAR(p.ensure_ns_per_miss / t.per_miss_ns, 1.0, 0.05);
+  EXPECT_NEAR(p.launch_us / t.launch_us, 1.0, 0.02);
+  for (const SeriesFit& s : f.report.series)
+    EXPECT_GT(s.linear.quality.r2, 0.99) << s.term;
+}
+
+TEST(ProfileFit, EveryFittedValueSaysHowItWasFittedAndAbsentTermsKeepTheBase) {
+  const HardwareProfile base = sim::load_profile("h200-pcie5");
+  const ProfileFit f = fit_profile(synthetic(Truth{}, 0.0), base);
+  const std::string src = f.profile.source("ensure_ns_per_miss");
+  for (const char* part :
+       {"fitted (least squares, ensure: 27 points, R² 1.0000)", "'kvtier validate calibrate'",
+        "NVIDIA H200 (test)", "driver 580.65.06", "2026-12-02"}) {
+    EXPECT_NE(src.find(part), std::string::npos) << part << " not in: " << src;
+  }
+  EXPECT_NE(f.profile.source("hbm_gbps").find("attention: 9 points"), std::string::npos);
+  // No topk, d2h, zero-copy write, graph launch or non-QSA series: base values and sources.
+  for (const char* field : {"topk_ns_per_row_block", "pcie_d2h_gbps", "zero_copy_write_gbps",
+                            "graph_launch_us", "non_qsa_forward_us", "device_memory_gib"}) {
+    EXPECT_EQ(f.profile.param(field), base.param(field)) << field;
+    EXPECT_EQ(f.profile.source(field), base.source(field)) << field;
+  }
+  EXPECT_EQ(f.report.kept, (std::vector<std::string>{"launch_graph", "d2h_copy", "zero_copy_write",
+                                                     "topk", "non_qsa"}));
+  // The fixed parts the cost model does not price are reported, not dropped.
+  for (const SeriesFit& s : f.report.series) {
+    if (s.term != "launch_eager") continue;
+    ASSERT_EQ(s.unpriced.size(), 1u);
+    EXPECT_EQ(s.unpriced[0].coefficient, "intercept");
+    EXPECT_NEAR(s.unpriced[0].value, 1.0, 1e-9);
+  }
+  EXPECT_FALSE(f.profile.validation.has_value());
+}
+
+TEST(ProfileFit, AFitThatGivesANonPositiveRateIsRefused) {
+  PointsFile p = synthetic(Truth{}, 0.0);
+  PointSeries& zc = p.series[1];
+  for (std::size_t i = 0; i < zc.samples.y.size(); ++i)
+    zc.samples.y[i] = 100.0 - static_cast<double>(i);  // faster with more bytes
+  try {
+    fit_profile(p, sim::load_profile("h200-pcie5"));
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'zero_copy_read' gives zero_copy_read_gbps"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ProfileFit, EveryTermMapsToTheProfile) {
+  // One exact series per term: each sets at least one field (or, hbm_read with attention
+  // present, none) and the result is a valid profile.
+  PointsFile p{"c", "d", "2026-12-02", "cmd", {}};
+  for (const CalibrationTerm& t : calibration_terms()) {
+    PointSeries s{std::string(t.term), {{}, {}, {}}};
+    for (std::string_view in : t.inputs)
+      s.samples.inputs.emplace_back(in);
+    for (int i = 0; i < 12; ++i) {
+      std::vector<double> x;
+      double y = 1.0;
+      for (std::size_t j = 0; j < t.inputs.size(); ++j) {
+        x.push_back(1.0 + static_cast<double>((i * (j + 1) * 7 + j * 3) % 13) * 100.0);
+        y += 0.01 * x.back();
+      }
+      s.samples.x.push_back(x);
+      s.samples.y.push_back(y);
+    }
+    p.series.push_back(s);
+  }
+  const ProfileFit f = fit_profile(p, sim::load_profile("a100-80gb-pcie4"));
+  EXPECT_FALSE(f.profile.scaled_from_datasheets);
+  EXPECT_TRUE(f.report.kept.empty());
+  for (const SeriesFit& s : f.report.series) {
+    if (s.term != "hbm_read") {
+      EXPECT_FALSE(s.fields.empty()) << s.term;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvtier::fit

@@ -1,0 +1,30 @@
+#include "validation/fit/calibration_terms.hpp"
+
+namespace kvtier::fit {
+
+const std::vector<CalibrationTerm>& calibration_terms() {
+  static const std::vector<CalibrationTerm> terms = {
+      {"launch_eager", {"kernels"}},
+      {"launch_graph", {"kernels"}},
+      {"h2d_copy", {"bytes", "transfers"}},
+      {"d2h_copy", {"bytes", "transfers"}},
+      {"zero_copy_read", {"bytes"}},
+      {"zero_copy_write", {"bytes"}},
+      {"hbm_read", {"bytes"}},
+      {"indexer", {"row_blocks"}},
+      {"topk", {"row_blocks"}},
+      {"ensure", {"lookups", "slots", "misses"}},
+      {"attention", {"hbm_bytes"}},
+      {"non_qsa", {"tokens"}},
+  };
+  return terms;
+}
+
+const CalibrationTerm* find_calibration_term(std::string_view term) {
+  for (const CalibrationTerm& t : calibration_terms()) {
+    if (t.term == term) return &t;
+  }
+  return nullptr;
+}
+
+}  // namespace kvtier::fit

@@ -1,0 +1,55 @@
+#include "validation/fit/knee_fit.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "validation/fit/fit_error.hpp"
+
+namespace kvtier::fit {
+
+double KneeFit::predict(double x) const {
+  return x <= knee ? intercept + slope_below * x
+                   : intercept + slope_below * knee + slope_above * (x - knee);
+}
+
+KneeFit fit_knee(const Samples& s) {
+  if (s.inputs.size() != 1) {
+    throw FitError("knee fit: one input only, got " + std::to_string(s.inputs.size()));
+  }
+  std::vector<double> xs;
+  xs.reserve(s.x.size());
+  for (const auto& p : s.x) {
+    if (p.size() != 1) throw FitError("knee fit: a point without exactly one input");
+    xs.push_back(p[0]);
+  }
+  std::sort(xs.begin(), xs.end());
+  xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+  if (xs.size() < 4) {
+    throw FitError("knee fit of '" + s.inputs[0] + "': " + std::to_string(xs.size()) +
+                   " distinct values, at least 4 needed");
+  }
+  KneeFit best;
+  double best_ss = std::numeric_limits<double>::infinity();
+  // The hinge max(0, x - knee) as a second column: an ordinary linear fit for each knee.
+  Samples hinge{{s.inputs[0], s.inputs[0] + " past the knee"}, {}, s.y};
+  hinge.x.resize(s.x.size());
+  for (std::size_t c = 1; c + 1 < xs.size(); ++c) {
+    const double knee = xs[c];
+    for (std::size_t i = 0; i < s.x.size(); ++i) {
+      hinge.x[i] = {s.x[i][0], std::max(0.0, s.x[i][0] - knee)};
+    }
+    const LinearFit f = fit_linear(hinge);
+    const double ss = f.quality.rms * f.quality.rms;
+    if (ss < best_ss) {
+      best_ss = ss;
+      best.knee = knee;
+      best.intercept = f.intercept;
+      best.slope_below = f.slopes[0];
+      best.slope_above = f.slopes[0] + f.slopes[1];
+      best.quality = f.quality;
+    }
+  }
+  return best;
+}
+
+}  // namespace kvtier::fit

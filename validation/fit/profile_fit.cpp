@@ -1,0 +1,190 @@
+#include "validation/fit/profile_fit.hpp"
+
+#include <cstdio>
+
+#include "model/config_error.hpp"
+#include "validation/fit/calibration_terms.hpp"
+#include "validation/fit/fit_error.hpp"
+
+namespace kvtier::fit {
+namespace {
+
+// How a profile field comes from a fit: from the intercept or an input's slope (b, us per
+// unit), as b itself (us), 1000 b (ns) or 1 / (1000 b) (GB/s: 1 GB/s = 1,000 bytes per us).
+enum class Coef { intercept, slope };
+enum class As { us, ns, gbps };
+struct Rule {
+  const char* field;
+  Coef coef;
+  int input;  // for slopes
+  As as;
+};
+struct Unpriced {
+  Coef coef;
+  int input;
+  const char* note;
+};
+struct TermMap {
+  std::string_view term;
+  std::vector<Rule> rules;
+  std::vector<Unpriced> unpriced;
+};
+
+const std::vector<TermMap>& term_maps() {
+  static const std::vector<TermMap> maps = {
+      {"launch_eager",
+       {{"launch_us", Coef::slope, 0, As::us}},
+       {{Coef::intercept, 0, "the timing's own overhead; launches are priced per kernel"}}},
+      {"launch_graph",
+       {{"graph_launch_us", Coef::slope, 0, As::us}},
+       {{Coef::intercept, 0, "the timing's own overhead; graph nodes are priced per kernel"}}},
+      {"h2d_copy",
+       {{"pcie_h2d_gbps", Coef::slope, 0, As::gbps}, {"pcie_latency_us", Coef::slope, 1, As::us}},
+       {{Coef::intercept, 0, "copies are priced per transfer, without a fixed part"}}},
+      {"d2h_copy",
+       {{"pcie_d2h_gbps", Coef::slope, 0, As::gbps}},
+       {{Coef::intercept, 0, "copies are priced per transfer, without a fixed part"},
+        {Coef::slope, 1, "one pcie_latency_us (from h2d_copy) serves both directions"}}},
+      {"zero_copy_read",
+       {{"zero_copy_read_gbps", Coef::slope, 0, As::gbps}},
+       {{Coef::intercept, 0, "the cost model charges pcie_latency_us per zero-copy kernel"}}},
+      {"zero_copy_write",
+       {{"zero_copy_write_gbps", Coef::slope, 0, As::gbps}},
+       {{Coef::intercept, 0, "the cost model charges pcie_latency_us per zero-copy kernel"}}},
+      {"hbm_read",
+       {{"hbm_gbps", Coef::slope, 0, As::gbps}},
+       {{Coef::intercept, 0, "HBM bytes are priced inside the attend, without a fixed part"}}},
+      {"indexer",
+       {{"indexer_ns_per_row_block", Coef::slope, 0, As::ns}},
+       {{Coef::intercept, 0, "the indexer is priced per row-block, without a fixed part"}}},
+      {"topk",
+       {{"topk_ns_per_row_block", Coef::slope, 0, As::ns}},
+       {{Coef::intercept, 0, "top-k is priced per row-block, without a fixed part"}}},
+      {"ensure",
+       {{"ensure_fixed_us", Coef::intercept, 0, As::us},
+        {"ensure_ns_per_lookup", Coef::slope, 0, As::ns},
+        {"ensure_ns_per_slot", Coef::slope, 1, As::ns},
+        {"ensure_ns_per_miss", Coef::slope, 2, As::ns}},
+       {}},
+      {"attention",
+       {{"attention_fixed_us", Coef::intercept, 0, As::us}, {"hbm_gbps", Coef::slope, 0, As::gbps}},
+       {}},
+      {"non_qsa",
+       {{"non_qsa_forward_us", Coef::intercept, 0, As::us},
+        {"non_qsa_token_us", Coef::slope, 0, As::us}},
+       {}},
+  };
+  return maps;
+}
+
+const TermMap& map_of(std::string_view term) {
+  for (const TermMap& m : term_maps()) {
+    if (m.term == term) return m;
+  }
+  throw ConfigError("fit: no profile mapping for term '" + std::string(term) + "'");
+}
+
+double coefficient(const LinearFit& f, Coef c, int input) {
+  return c == Coef::intercept ? f.intercept : f.slopes[static_cast<std::size_t>(input)];
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string source_of(const PointsFile& p, const SeriesFit& s) {
+  return "fitted (least squares, " + s.term + ": " + std::to_string(s.points) + " points, R² " +
+         fmt("%.4f", s.linear.quality.r2) + ") by '" + p.command + "' on " + p.card + ", driver " +
+         p.driver + ", " + p.date;
+}
+
+SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& m,
+                     HardwareProfile& out, bool set_hbm) {
+  SeriesFit s;
+  s.term = ps.term;
+  s.inputs = ps.samples.inputs;
+  s.points = ps.samples.y.size();
+  try {
+    s.linear = fit_linear(ps.samples);
+  } catch (const FitError& e) {
+    throw FitError("series '" + ps.term + "': " + e.what());
+  }
+  if (s.inputs.size() == 1) {
+    try {
+      s.knee = fit_knee(ps.samples);
+    } catch (const FitError&) {
+      // fewer than 4 distinct x: the knee is not reported
+    }
+    const double unexplained = 1 - s.linear.quality.r2;
+    if (s.knee && unexplained > 0 && 1 - s.knee->quality.r2 < 0.5 * unexplained) {
+      s.notes.push_back("two pieces fit better: knee at " + s.inputs[0] + " = " +
+                        fmt("%g", s.knee->knee) + ", R² " + fmt("%.4f", s.knee->quality.r2) +
+                        " against " + fmt("%.4f", s.linear.quality.r2) +
+                        " (the profile keeps the linear fit)");
+    }
+  }
+  const std::string source = source_of(p, s);
+  for (const Rule& r : m.rules) {
+    if (std::string_view(r.field) == "hbm_gbps" && !set_hbm) {
+      const double b = coefficient(s.linear, r.coef, r.input);
+      s.notes.push_back("HBM gather ceiling " + fmt("%.1f", b > 0 ? 1.0 / (1000.0 * b) : 0.0) +
+                        " GB/s; hbm_gbps comes from the attention series");
+      continue;
+    }
+    const double b = coefficient(s.linear, r.coef, r.input);
+    const double value = r.as == As::us ? b : r.as == As::ns ? 1000.0 * b : 1.0 / (1000.0 * b);
+    if (!(b > 0)) {
+      const std::string what =
+          r.coef == Coef::intercept
+              ? std::string("intercept")
+              : "coefficient of " + s.inputs[static_cast<std::size_t>(r.input)];
+      throw ConfigError("fit: series '" + s.term + "' gives " + r.field + " from its " + what +
+                        " " + fmt("%g", b) + ", which is not positive: check the points");
+    }
+    s.fields.push_back({r.field, value, out.param(r.field), source});
+    out.set(r.field, value, source);
+  }
+  for (const Unpriced& u : m.unpriced) {
+    s.unpriced.push_back({u.coef == Coef::intercept ? std::string("intercept")
+                                                    : s.inputs[static_cast<std::size_t>(u.input)],
+                          coefficient(s.linear, u.coef, u.input), u.note});
+  }
+  return s;
+}
+
+}  // namespace
+
+ProfileFit fit_profile(const PointsFile& points, const HardwareProfile& base) {
+  ProfileFit r{base, {points.card, points.driver, points.date, points.command, {}, {}}};
+  const bool have_attention = points.find("attention") != nullptr;
+  for (const PointSeries& ps : points.series) {
+    const bool set_hbm = ps.term != "hbm_read" || !have_attention;
+    r.report.series.push_back(fit_series(points, ps, map_of(ps.term), r.profile, set_hbm));
+  }
+  // The attend's effective rate against the plain gather's ceiling, when both were measured.
+  const SeriesFit* hbm = nullptr;
+  SeriesFit* attend = nullptr;
+  for (SeriesFit& s : r.report.series) {
+    if (s.term == "hbm_read") hbm = &s;
+    if (s.term == "attention") attend = &s;
+  }
+  if (hbm != nullptr && attend != nullptr && hbm->linear.slopes[0] > 0) {
+    attend->notes.push_back("the attend reads at " +
+                            fmt("%.1f", 100.0 * hbm->linear.slopes[0] / attend->linear.slopes[0]) +
+                            " % of the HBM gather ceiling");
+  }
+  for (const CalibrationTerm& t : calibration_terms()) {
+    if (points.find(t.term) == nullptr) r.report.kept.emplace_back(t.term);
+  }
+  if (!points.series.empty()) {
+    r.profile.scaled_from_datasheets = false;
+    r.profile.description += "; fitted on " + points.card + ", " + points.date;
+  }
+  r.profile.validation.reset();
+  r.profile.validate();
+  return r;
+}
+
+}  // namespace kvtier::fit
