@@ -98,7 +98,8 @@ int validate_calibrate(const std::vector<std::string>& args) {
           "the miss copy, in-place host reads, the mirror's store, the attention in bf16 and "
           "fp8, index and top-k, the residency step), swept over what each cost depends on, "
           "and writes the points file that the fitter turns into a hardware profile "
-          "(docs/validation.md). About 30 s on an H200; needs a GPU."))
+          "(docs/validation.md). Well under a minute on an H200 (each group of sweeps stops at "
+          "its share of a 200 s budget); needs a GPU."))
     return 0;
   const int repeats = vm["repeats"].as<int>();
   if (repeats < 1) throw ConfigError("--repeats must be positive, got " + std::to_string(repeats));
@@ -111,6 +112,7 @@ int validate_calibrate(const std::vector<std::string>& args) {
   o.repeats = repeats;
   o.command = command_line(args);
   const std::string out = vm["out"].as<std::string>();
+  calibrate::check_points_path(out);
   calibrate::Points p =
       calibrate::run_calibration(o, [](const calibrate::Series& s, int done, int total) {
         std::fprintf(stderr, "calibrate [%2d/%d] %-15s %3zu points %6.1f s  %s%s\n", done, total,

@@ -176,8 +176,9 @@ void store_sweep(Bench& b, const cuda::DevicePool& pool, const cuda::HostBank& h
   const int max_n = *std::max_element(g.store_tokens.begin(), g.store_tokens.end());
   const int pages_per_request = (max_n / kStoreRequests + l.page_size - 1) / l.page_size + 1;
   const int calls = g.max_calls;
+  // distinct pages for every request of every call: no two rows write the same token
   const auto tables = to_device(
-      scattered_tables(b.rng, calls * kStoreRequests, pages_per_request, pool.num_slots()));
+      scattered_tables(b.rng, 1, calls * kStoreRequests * pages_per_request, pool.num_slots()));
   const std::size_t kv_elems = static_cast<std::size_t>(max_n) * kKvHeads * qsa::kHeadDim;
   const cuda::DeviceArray<std::uint16_t> k(kv_elems), v(kv_elems);
   b.filler.fill(k.get(), k.bytes(), Pattern::bf16, b.stream());

@@ -30,7 +30,8 @@ void run_decode_layer(Bench& b, const Emit& emit) {
   const PageLayout layout = qsa_layer_layout(false);
   const cuda::DevicePool pool(layout, rows * kContextPages);
   b.filler.fill(pool, b.stream());
-  const auto tables = to_device(scattered_tables(b.rng, rows, kContextPages, pool.num_slots()));
+  // every row its own pages (each stores a token into its last one)
+  const auto tables = to_device(scattered_tables(b.rng, 1, rows * kContextPages, pool.num_slots()));
   std::vector<std::int32_t> req(static_cast<std::size_t>(rows));
   for (int r = 0; r < rows; ++r)
     req[static_cast<std::size_t>(r)] = r;

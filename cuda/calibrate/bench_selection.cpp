@@ -131,36 +131,27 @@ void run_selection(Bench& b, const Emit& emit) {
   all.insert(all.end(), prefill.begin(), prefill.end());
   SelectionBuffers buf = make_buffers(b, all);
   const std::string timing =
-      "graph of calls over other requests' slabs each, after a pad; per "
-      "call";
-  Series index =
-      file_series("indexer", "qsa::index_scores, decode rows (one request each)", timing);
-  Series topk = file_series("topk", "qsa::topk + qsa::expand (k 512), decode rows", timing);
-  for (const Shape& sh : decode) {
-    if (stop_sweep(b, index)) {
-      topk.truncated = true;
-      break;
+      "graph of calls over other requests' slabs each, after a pad; per call";
+  // Both sweeps of one shape (index and top-k share their logits), then emitted.
+  auto sweep = [&](const std::vector<Shape>& shapes, Series index, Series topk) {
+    for (const Shape& sh : shapes) {
+      if (stop_sweep(b, index)) {
+        topk.truncated = true;
+        break;
+      }
+      time_shape(b, buf, sh, index, topk);
     }
-    time_shape(b, buf, sh, index, topk);
-  }
-  emit(std::move(index));
-  emit(std::move(topk));
-  Series pindex =
-      extra_series("indexer", {"row_blocks"},
-                   "qsa::index_scores, prefill rows of one request (not in the file)", timing);
-  Series ptopk = extra_series("topk", {"row_blocks"},
-                              "qsa::topk + qsa::expand, prefill rows of one request (not in the "
-                              "file)",
-                              timing);
-  for (const Shape& sh : prefill) {
-    if (stop_sweep(b, pindex)) {
-      ptopk.truncated = true;
-      break;
-    }
-    time_shape(b, buf, sh, pindex, ptopk);
-  }
-  emit(std::move(pindex));
-  emit(std::move(ptopk));
+    emit(std::move(index));
+    emit(std::move(topk));
+  };
+  sweep(decode, file_series("indexer", "qsa::index_scores, decode rows (one request each)", timing),
+        file_series("topk", "qsa::topk + qsa::expand (k 512), decode rows", timing));
+  sweep(prefill,
+        extra_series("indexer", {"row_blocks"},
+                     "qsa::index_scores, prefill rows of one request (not in the file)", timing),
+        extra_series("topk", {"row_blocks"},
+                     "qsa::topk + qsa::expand, prefill rows of one request (not in the file)",
+                     timing));
 }
 
 }  // namespace kvtier::calibrate

@@ -135,9 +135,25 @@ std::string points_file_json(const Points& p) {
   return boost::json::serialize(o) + "\n";
 }
 
+namespace {
+std::string temporary_path(const std::string& path) {
+  return path + ".partial-" + std::to_string(::getpid());
+}
+}  // namespace
+
+void check_points_path(const std::string& path) {
+  const std::string tmp = temporary_path(path);
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw ConfigError("cannot write the points file: cannot create '" + tmp + "'");
+  }
+  std::error_code ec;
+  std::filesystem::remove(tmp, ec);
+}
+
 void write_points_file(const Points& p, const std::string& path) {
   const std::string text = points_file_json(p);
-  const std::string tmp = path + ".partial-" + std::to_string(::getpid());
+  const std::string tmp = temporary_path(path);
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) throw ConfigError("cannot write the points file: cannot create '" + tmp + "'");

@@ -48,6 +48,9 @@ std::string points_file_json(const Points& p);
 // onto `path` once complete (a reader never sees half a file). Throws ConfigError naming the path
 // when it cannot.
 void write_points_file(const Points& p, const std::string& path);
+// Throws ConfigError naming the path unless a file can be created beside `path` (checked before
+// a run, so that minutes of GPU time do not end in an unwritable path).
+void check_points_path(const std::string& path);
 // Takes out of the file (in_points_file = false) the sweeps of every term with fewer than k + 2
 // points in all (a run cut short by its time budget), and returns those terms.
 std::vector<std::string> leave_out_short_terms(Points& p);

@@ -26,7 +26,7 @@ CalibrationGrid calibration_grid(bool quick) {
     g.store_tokens = {1, 64, 1024};
     g.index_rows = {1, 4};
     g.index_contexts = {16384, 65536};
-    g.prefill_rows = {128};
+    g.prefill_rows = {64, 128};
     g.prefill_contexts = {16384};
     g.slab_bytes = 256 * MiB;
     g.logits_bytes = 64 * MiB;

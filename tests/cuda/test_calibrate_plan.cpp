@@ -124,6 +124,8 @@ TEST(CalibrateSweep, GridsCoverEveryTerm) {
     EXPECT_GE(g.layer_misses.size() + g.attend_rows.size() * g.attend_tokens.size(), 3u);
     EXPECT_GE(g.store_tokens.size(), 3u);
     EXPECT_GE(g.index_rows.size() * g.index_contexts.size(), 3u);
+    EXPECT_GE(g.prefill_rows.size() * g.prefill_contexts.size(), 2u);  // extras: 2 points too
+    EXPECT_GE(g.layer_rows.size(), 1u);
     EXPECT_GE(g.ensure_rows.size() * g.ensure_slots.size() * g.ensure_misses.size(), 5u);
     EXPECT_GE(g.ensure_rows.size(), 2u);
     EXPECT_GE(g.ensure_slots.size(), 2u);
@@ -243,6 +245,8 @@ TEST(CalibratePointsFile, WrittenWholeThroughARename) {
     ++files;
   EXPECT_EQ(files, 1);  // no temporary file left
   EXPECT_THROW(write_points_file(canned(), (dir / "missing" / "p.json").string()), ConfigError);
+  EXPECT_THROW(check_points_path((dir / "missing" / "p.json").string()), ConfigError);
+  EXPECT_NO_THROW(check_points_path(path));
   std::filesystem::remove_all(dir);
 }
 
