@@ -74,7 +74,8 @@ class Filler {
  public:
   explicit Filler(cudaStream_t s);
   void fill(void* dst, std::size_t bytes, Pattern p, cudaStream_t s) const;
-  // Every bank of a device pool or a host bank (codes as the layout's dtype, scales as scales).
+  // Every bank of a device pool or a host bank (codes as the layout's dtype, scales as scales),
+  // after the zeroing their constructors enqueued.
   void fill(const cuda::DevicePool& pool, cudaStream_t s) const;
   void fill(const cuda::HostBank& bank, cudaStream_t s) const;
 
@@ -83,12 +84,19 @@ class Filler {
   cuda::DeviceArray<std::byte> bf16_, fp8_, scales_;
 };
 
-// Copies v into a new device array (synchronously; setup only).
+// Waits for everything enqueued on any stream: setup on the legacy stream (cudaMemcpy from
+// pageable memory may return before its DMA lands; the pools' and banks' zeroing) does not order
+// with the timer's non-blocking stream, so setup ends here before anything is timed.
+inline void settle() {
+  KVT_CUDA_CHECK(cudaDeviceSynchronize());
+}
+// Copies v into a new device array (setup only: settled).
 template <class T>
 cuda::DeviceArray<T> to_device(const std::vector<T>& v) {
   cuda::DeviceArray<T> d(std::max<std::size_t>(v.size(), 1));
   if (!v.empty())
     KVT_CUDA_CHECK(cudaMemcpy(d.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  settle();
   return d;
 }
 // Bytes of one token of one layer, every bank (K and V codes, fp8 scales).

@@ -60,6 +60,7 @@ void bulk_copies(Bench& b, const Emit& emit, bool h2d) {
   const PinnedHost host(max_bytes);
   const cuda::DeviceArray<std::byte> dev(max_bytes);
   KVT_CUDA_CHECK(cudaMemset(dev.get(), 1, max_bytes));
+  settle();
   Series s = file_series(h2d ? "h2d_copy" : "d2h_copy",
                          std::string("cudaMemcpyAsync ") +
                              (h2d ? "pinned host -> device" : "device -> pinned host") +

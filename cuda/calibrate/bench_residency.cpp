@@ -135,8 +135,7 @@ Steps make_steps(Bench& b, const Pool& pool, int rows, int misses, int calls) {
     stamps.push_back(kStepBase + c);
   st.stamps = to_device(stamps);
   st.totals = cuda::DeviceArray<long long>(3);
-  st.counters = cuda::DeviceArray<int>(3);
-  KVT_CUDA_CHECK(cudaMemset(st.counters.get(), 0, st.counters.bytes()));
+  st.counters = to_device(std::vector<int>(3, 0));
   return st;
 }
 

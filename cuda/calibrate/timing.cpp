@@ -166,12 +166,14 @@ Pattern Filler::bank_pattern(const PageLayout& l, int bank) {
 }
 
 void Filler::fill(const cuda::DevicePool& pool, cudaStream_t s) const {
+  settle();
   for (int b = 0; b < pool.banks(); ++b)
     fill(pool.bank(b), static_cast<std::size_t>(pool.bank_bytes(b)), bank_pattern(pool.layout(), b),
          s);
 }
 
 void Filler::fill(const cuda::HostBank& bank, cudaStream_t s) const {
+  settle();
   for (int b = 0; b < bank.banks(); ++b)
     fill(bank.host(b), static_cast<std::size_t>(bank.bank_bytes(b)), bank_pattern(bank.layout(), b),
          s);
