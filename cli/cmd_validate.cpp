@@ -1,12 +1,15 @@
 // `kvtier validate`: the simulator held to the GPU (docs/validation.md).
-//   compare  per-forward error of `kvtier sim --forward trace-replay --per-forward --json` against `kvtier run --trace
-//            --json` (median, p95, max, total; decode and prefill apart; counters)
-//   fit      a hardware profile fitted from the GPU micro-benchmarks' points file
+//   calibrate  the GPU micro-benchmarks of every priced op, as a points file (needs a GPU)
+//   fit        a hardware profile fitted from that points file
+//   compare    per-forward error of `kvtier sim --forward trace-replay --per-forward --json`
+//              against `kvtier run --trace --json` (median, p95, max, total; decode and
+//              prefill apart; counters)
 #include <fstream>
 #include <iostream>
 
 #include "cli/command.hpp"
 #include "cli/options.hpp"
+#include "cli/run_modes.hpp"
 #include "cli/table.hpp"
 #include "model/config_error.hpp"
 #include "sim/profiles.hpp"
@@ -198,21 +201,24 @@ int run_fit(const std::vector<std::string>& args) {
 
 int run_validate(const std::vector<std::string>& args) {
   const char* usage =
-      "usage: kvtier validate <compare|fit> [options]   (each takes --help)\n"
-      "  compare  per-forward error of the simulator against the GPU replay\n"
-      "  fit      a hardware profile fitted from calibration points\n";
+      "usage: kvtier validate <calibrate|fit|compare> [options]   (each takes --help)\n"
+      "  calibrate  GPU micro-benchmarks of every priced op, written as a points file\n"
+      "  fit        a hardware profile fitted from calibration points\n"
+      "  compare    per-forward error of the simulator against the GPU replay\n";
   if (args.size() < 2 || args[1] == "--help" || args[1] == "-h") {
     std::fputs(usage, args.size() < 2 ? stderr : stdout);
     return args.size() < 2 ? 2 : 0;
   }
   const std::string sub = args[1];
+  if (sub == "calibrate") return validate_calibrate(sub_args(args, sub));
   if (sub == "compare") return run_compare(sub_args(args, sub));
   if (sub == "fit") return run_fit(sub_args(args, sub));
-  throw ConfigError("unknown validate subcommand '" + sub + "' (compare, fit)");
+  throw ConfigError("unknown validate subcommand '" + sub + "' (calibrate, fit, compare)");
 }
 
-const CommandRegistrar reg{
-    {"validate", "hold the simulator to the GPU: compare runs, fit a profile", run_validate}};
+const CommandRegistrar reg{{"validate",
+                            "hold the simulator to the GPU: calibrate, fit a profile, compare runs",
+                            run_validate}};
 
 }  // namespace
 }  // namespace kvtier::cli

@@ -1,0 +1,268 @@
+// The attention (qsa::attend) over device banks (attention, bf16 and fp8) and over mapped host
+// banks (zero_copy_read: the host placement's in-place read), the checksum gather of device pages
+// (hbm_read), and the mirror's write-through store (qsa::store_kv with a host bank:
+// zero_copy_write). Rows are decode rows, one request each, reading `tokens` selected positions
+// (4-token blocks + the causal tail) of a context whose pages are scattered over the bank.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda/calibrate/bench.hpp"
+#include "cuda/kernels.hpp"
+#include "cuda/kv_banks.hpp"
+#include "cuda/qsa/qsa_kernels.hpp"
+#include "model/page_space.hpp"
+
+namespace kvtier::calibrate {
+namespace {
+
+constexpr int kQHeads = 24;
+constexpr int kKvHeads = 2;
+constexpr int kStoreRequests = 16;  // the store's rows spread over at most this many requests
+
+// For one count of selected tokens per row: every call's rows' page tables and positions
+// ([calls][rows][...]: call c reads its own tables and tokens).
+struct Selections {
+  int tokens = 0;
+  cuda::DeviceArray<std::int32_t> tables;     // [calls][rows][context_pages]
+  cuda::DeviceArray<std::int32_t> positions;  // [calls][rows][tokens] (qsa::attend)
+  cuda::DeviceArray<std::int64_t> wide;       // the same, 64-bit (launch_read)
+};
+
+// What every sweep of the group reads: the selections and the rows' buffers.
+struct AttendInputs {
+  int max_rows = 0, calls = 0, context_pages = 0;
+  std::vector<Selections> sel;
+  cuda::DeviceArray<std::int32_t> req, pos;  // [max_rows]: request r, position context - 1
+  cuda::DeviceArray<std::int64_t> table_len;
+  cuda::DeviceArray<std::uint16_t> q;  // [max_rows][24][256]
+  cuda::DeviceArray<float> work, o;
+
+  const Selections& at(int tokens) const {
+    for (const auto& s : sel)
+      if (s.tokens == tokens) return s;
+    throw std::logic_error("calibration: no selections of " + std::to_string(tokens) + " tokens");
+  }
+  const std::int32_t* table(const Selections& s, int call) const {
+    return s.tables.get() + std::int64_t{call} * max_rows * context_pages;
+  }
+  const std::int32_t* tokens(const Selections& s, int call) const {
+    return s.positions.get() + std::int64_t{call} * max_rows * s.tokens;
+  }
+};
+
+AttendInputs make_inputs(Bench& b) {
+  const CalibrationGrid& g = b.grid;
+  AttendInputs r;
+  r.max_rows = *std::max_element(g.attend_rows.begin(), g.attend_rows.end());
+  r.calls = g.max_calls;
+  r.context_pages = g.context_pages;
+  const std::int64_t context = std::int64_t{g.context_pages} * 64;
+  std::int64_t work = 1;
+  for (const int tokens : g.attend_tokens) {
+    std::vector<std::int32_t> pos;
+    for (int i = 0; i < r.calls * r.max_rows; ++i) {
+      const std::vector<std::int32_t> p = decode_positions(b.rng, context, tokens);
+      pos.insert(pos.end(), p.begin(), p.end());
+    }
+    Selections s;
+    s.tokens = tokens;
+    s.tables =
+        to_device(scattered_tables(b.rng, r.calls * r.max_rows, g.context_pages, g.bank_pages));
+    s.positions = to_device(pos);
+    s.wide = to_device(std::vector<std::int64_t>(pos.begin(), pos.end()));
+    r.sel.push_back(std::move(s));
+    for (const int rows : g.attend_rows)
+      work = std::max(work, qsa::attend_workspace_floats(
+                                rows, kQHeads, qsa::attend_default_splits(rows, kKvHeads, tokens)));
+  }
+  std::vector<std::int32_t> req(static_cast<std::size_t>(r.max_rows));
+  for (int i = 0; i < r.max_rows; ++i)
+    req[static_cast<std::size_t>(i)] = i;
+  r.req = to_device(req);
+  r.pos = to_device(std::vector<std::int32_t>(static_cast<std::size_t>(r.max_rows),
+                                              static_cast<std::int32_t>(context - 1)));
+  r.table_len =
+      to_device(std::vector<std::int64_t>(static_cast<std::size_t>(r.max_rows), g.context_pages));
+  const std::size_t q_elems = static_cast<std::size_t>(r.max_rows) * kQHeads * qsa::kHeadDim;
+  r.q = cuda::DeviceArray<std::uint16_t>(q_elems);
+  b.filler.fill(r.q.get(), r.q.bytes(), Pattern::bf16, b.stream());
+  r.work = cuda::DeviceArray<float>(static_cast<std::size_t>(work));
+  r.o = cuda::DeviceArray<float>(q_elems);
+  KVT_CUDA_CHECK(cudaStreamSynchronize(b.stream()));
+  return r;
+}
+
+// One layer's banks as the attention takes them (the addresses of a pool's or a host bank's).
+qsa::KvBanks banks_of(const PageLayout& l, const std::vector<std::byte*>& addresses, bool host) {
+  return cuda::layer_kv_banks(l, 0, addresses.data(), host);
+}
+std::vector<std::byte*> addresses(const cuda::DevicePool& p) {
+  std::vector<std::byte*> a;
+  for (int i = 0; i < p.banks(); ++i)
+    a.push_back(p.bank(i));
+  return a;
+}
+std::vector<std::byte*> addresses(const cuda::HostBank& h) {
+  std::vector<std::byte*> a;
+  for (int i = 0; i < h.banks(); ++i)
+    a.push_back(h.device(i));
+  return a;
+}
+
+// qsa::attend over rows x tokens for every point of the grid; x = rows x tokens x token bytes.
+void attend_sweep(Bench& b, const AttendInputs& r, const qsa::KvBanks& kv, std::int32_t dummy,
+                  std::int64_t token_bytes, Series& s) {
+  for (const int rows : b.grid.attend_rows) {
+    for (const int tokens : b.grid.attend_tokens) {
+      if (stop_sweep(b, s)) return;
+      const Selections& sel = r.at(tokens);
+      const int splits = qsa::attend_default_splits(rows, kKvHeads, tokens);
+      const double us = b.kernel_us(
+          [&](int call, cudaStream_t st) {
+            const qsa::PageTable pt{r.table(sel, call), r.context_pages, dummy};
+            qsa::attend(r.q.get(), kQHeads, qsa::Rows{r.req.get(), r.pos.get(), rows},
+                        r.tokens(sel, call), tokens, kv, pt, splits, r.work.get(), r.o.get(),
+                        nullptr, st);
+          },
+          {}, r.calls);
+      s.points.push_back({static_cast<double>(std::int64_t{rows} * tokens * token_bytes), us});
+    }
+  }
+}
+
+// launch_read (the trace replay's checksum read) of the same selections from a device pool.
+void read_sweep(Bench& b, const AttendInputs& r, const cuda::DevicePool& pool, Series& s) {
+  const cuda::DeviceArray<int> missing(1);
+  const cuda::DeviceArray<unsigned long long> checksum(1);
+  const PageLayout& l = pool.layout();
+  for (const int rows : b.grid.attend_rows) {
+    for (const int tokens : b.grid.attend_tokens) {
+      if (stop_sweep(b, s)) return;
+      const Selections& sel = r.at(tokens);
+      const double us = b.kernel_us(
+          [&](int call, cudaStream_t st) {
+            cuda::ReadParams rp{};
+            rp.positions = sel.wide.get() + std::int64_t{call} * r.max_rows * tokens;
+            rp.tables = r.table(sel, call);
+            rp.table_len = r.table_len.get();
+            rp.banks = pool.device_bank_table();
+            rp.slot_of_page = nullptr;  // device placement: slot = page
+            rp.missing = missing.get();
+            rp.checksum = checksum.get();
+            rp.layout = l;
+            rp.layer = 0;
+            rp.rows = rows;
+            rp.max_tokens = tokens;
+            rp.table_stride = r.context_pages;
+            rp.num_pages = pool.num_slots();
+            rp.dummy = dummy_slot(pool.num_slots());
+            cuda::launch_read(rp, st);
+          },
+          {}, r.calls);
+      s.points.push_back(
+          {static_cast<double>(std::int64_t{rows} * tokens * layer_token_bytes(l)), us});
+    }
+  }
+}
+
+// qsa::store_kv of n tokens into the pool with the host bank written through (the mirror's
+// store, as the trace replay and the runner call it): decode rows for n <= 16, else prefill
+// chunks of 16 requests. Each call of a timed graph writes other pages.
+void store_sweep(Bench& b, const cuda::DevicePool& pool, const cuda::HostBank& host, Series& s) {
+  const CalibrationGrid& g = b.grid;
+  const PageLayout& l = pool.layout();
+  const int max_n = *std::max_element(g.store_tokens.begin(), g.store_tokens.end());
+  const int pages_per_request = (max_n / kStoreRequests + l.page_size - 1) / l.page_size + 1;
+  const int calls = g.max_calls;
+  // distinct pages for every request of every call: no two rows write the same token
+  const auto tables = to_device(
+      scattered_tables(b.rng, 1, calls * kStoreRequests * pages_per_request, pool.num_slots()));
+  const std::size_t kv_elems = static_cast<std::size_t>(max_n) * kKvHeads * qsa::kHeadDim;
+  const cuda::DeviceArray<std::uint16_t> k(kv_elems), v(kv_elems);
+  b.filler.fill(k.get(), k.bytes(), Pattern::bf16, b.stream());
+  b.filler.fill(v.get(), v.bytes(), Pattern::bf16, b.stream());
+  const qsa::KvBanks pool_kv = banks_of(l, addresses(pool), false);
+  const qsa::KvBanks host_kv = banks_of(l, addresses(host), true);
+  for (const int n : g.store_tokens) {
+    if (stop_sweep(b, s)) return;
+    const int requests = std::min(n, kStoreRequests);
+    std::vector<std::int32_t> req, pos;
+    const std::vector<int> per = spread(n, requests);
+    for (int j = 0; j < requests; ++j)
+      for (int t = 0; t < per[static_cast<std::size_t>(j)]; ++t) {
+        req.push_back(j);
+        pos.push_back(t);
+      }
+    const auto d_req = to_device(req), d_pos = to_device(pos);
+    const double us = b.kernel_us(
+        [&](int call, cudaStream_t st) {
+          const std::int32_t* t =
+              tables.get() + std::int64_t{call} * kStoreRequests * pages_per_request;
+          qsa::store_kv(k.get(), v.get(), qsa::Rows{d_req.get(), d_pos.get(), n}, pool_kv,
+                        qsa::PageTable{t, pages_per_request, dummy_slot(pool.num_slots())}, host_kv,
+                        qsa::PageTable{t, pages_per_request, dummy_page(host.num_pages())}, st);
+        },
+        {}, calls);
+    s.points.push_back({static_cast<double>(std::int64_t{n} * layer_token_bytes(l)), us});
+  }
+}
+
+const char* kGraphTiming = "graph of calls reading other pages each, after a pad; per call";
+
+// One dtype: the pool (attention, and for bf16 hbm_read), the host bank (in-place reads), the
+// store through both.
+void dtype_sweeps(Bench& b, const Emit& emit, const AttendInputs& r, bool fp8) {
+  const CalibrationGrid& g = b.grid;
+  const PageLayout l = qsa_layer_layout(fp8);
+  const std::string dt = fp8 ? "fp8" : "bf16";
+  const cuda::DevicePool pool(l, g.bank_pages);
+  b.filler.fill(pool, b.stream());
+  KVT_CUDA_CHECK(cudaStreamSynchronize(b.stream()));
+  Series att =
+      file_series("attention",
+                  "qsa::attend, device banks, " + dt +
+                      (fp8 ? " (SIMT kernel)" : " (tensor cores)") + ", rows x selected tokens",
+                  kGraphTiming);
+  attend_sweep(b, r, banks_of(l, addresses(pool), false), dummy_slot(g.bank_pages),
+               layer_token_bytes(l), att);
+  emit(std::move(att));
+  if (!fp8) {
+    Series rd =
+        file_series("hbm_read", "launch_read (checksum gather), device pool, bf16", kGraphTiming);
+    read_sweep(b, r, pool, rd);
+    emit(std::move(rd));
+  }
+  const cuda::HostBank host(l, g.bank_pages);
+  b.filler.fill(host, b.stream());
+  KVT_CUDA_CHECK(cudaStreamSynchronize(b.stream()));
+  // bf16 in-place reads are link-bound (zero_copy_read); the fp8 SIMT kernel over host banks is
+  // not, so its points are reported beside and not fitted into the link's rate
+  Series in_place = fp8 ? extra_series("zero_copy_read", {"bytes"},
+                                       "qsa::attend, host banks in place, fp8 (SIMT kernel; "
+                                       "compute-bound, not in the file)",
+                                       kGraphTiming)
+                        : file_series("zero_copy_read",
+                                      "qsa::attend, host banks in place, bf16 (the host "
+                                      "placement's decode read)",
+                                      kGraphTiming);
+  attend_sweep(b, r, banks_of(l, addresses(host), true), dummy_page(g.bank_pages),
+               layer_token_bytes(l), in_place);
+  emit(std::move(in_place));
+  Series st = file_series("zero_copy_write",
+                          "qsa::store_kv into the pool, written through to the host bank, " + dt,
+                          "graph of calls writing other pages each, after a pad; per call");
+  store_sweep(b, pool, host, st);
+  emit(std::move(st));
+}
+
+}  // namespace
+
+void run_attention(Bench& b, const Emit& emit) {
+  const AttendInputs r = make_inputs(b);
+  dtype_sweeps(b, emit, r, false);
+  dtype_sweeps(b, emit, r, true);
+}
+
+}  // namespace kvtier::calibrate

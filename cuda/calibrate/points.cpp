@@ -1,0 +1,203 @@
+#include "cuda/calibrate/points.hpp"
+
+#include <unistd.h>
+#include <boost/json.hpp>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+
+#include "model/config_error.hpp"
+
+namespace kvtier::calibrate {
+namespace {
+
+// docs/validation.md, "Series, inputs and the profile fields they set", in the table's order.
+const std::vector<std::pair<std::string, std::vector<std::string>>>& term_table() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> t{
+      {"launch_eager", {"kernels"}},
+      {"launch_graph", {"kernels"}},
+      {"h2d_copy", {"bytes", "transfers"}},
+      {"d2h_copy", {"bytes", "transfers"}},
+      {"zero_copy_read", {"bytes"}},
+      {"zero_copy_write", {"bytes"}},
+      {"hbm_read", {"bytes"}},
+      {"indexer", {"row_blocks"}},
+      {"topk", {"row_blocks"}},
+      {"ensure", {"lookups", "slots", "misses"}},
+      {"attention", {"hbm_bytes"}},
+      {"non_qsa", {"tokens"}},
+  };
+  return t;
+}
+
+std::string where(const Series& s) {
+  return "series '" + s.term + "' (" + s.sweep + ")";
+}
+
+void check_series(const Series& s) {
+  if (s.inputs != term_inputs(s.term)) {
+    std::string want;
+    for (const auto& n : term_inputs(s.term))
+      want += (want.empty() ? "" : ", ") + n;
+    throw std::invalid_argument(where(s) + ": inputs must be [" + want + "]");
+  }
+  const std::size_t len = s.inputs.size() + 1;
+  for (std::size_t i = 0; i < s.points.size(); ++i) {
+    const auto& pt = s.points[i];
+    if (pt.size() != len)
+      throw std::invalid_argument(where(s) + ": point " + std::to_string(i) + " has " +
+                                  std::to_string(pt.size()) + " numbers, expected " +
+                                  std::to_string(len));
+    for (const double x : pt)
+      if (!std::isfinite(x) || x < 0)
+        throw std::invalid_argument(where(s) + ": point " + std::to_string(i) +
+                                    " holds a negative or non-finite number");
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& term_inputs(const std::string& term) {
+  for (const auto& [name, inputs] : term_table())
+    if (name == term) return inputs;
+  throw std::invalid_argument("points file: unknown term '" + term +
+                              "' (docs/validation.md lists the terms)");
+}
+
+const std::vector<std::string>& points_file_terms() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& t : term_table())
+      v.push_back(t.first);
+    return v;
+  }();
+  return names;
+}
+
+namespace {
+std::size_t file_points(const Points& p, const std::string& term) {
+  std::size_t n = 0;
+  for (const Series& s : p.series)
+    if (s.in_points_file && s.term == term) n += s.points.size();
+  return n;
+}
+}  // namespace
+
+std::vector<std::string> leave_out_short_terms(Points& p) {
+  std::vector<std::string> out;
+  for (const std::string& term : points_file_terms()) {
+    const std::size_t n = file_points(p, term);
+    if (n == 0 || n >= term_inputs(term).size() + 2) continue;
+    out.push_back(term);
+    for (Series& s : p.series)
+      if (s.term == term) s.in_points_file = false;
+  }
+  return out;
+}
+
+std::string points_file_json(const Points& p) {
+  for (const Series& s : p.series)
+    if (s.in_points_file) check_series(s);
+  boost::json::array series;
+  for (const std::string& term : points_file_terms()) {
+    boost::json::array pts;
+    for (const Series& s : p.series) {
+      if (!s.in_points_file || s.term != term) continue;
+      for (const auto& pt : s.points) {
+        boost::json::array a;
+        for (const double x : pt)
+          a.push_back(x);
+        pts.push_back(std::move(a));
+      }
+    }
+    if (pts.empty()) continue;
+    const auto& inputs = term_inputs(term);
+    if (pts.size() < inputs.size() + 2)
+      throw std::invalid_argument("series '" + term + "': " + std::to_string(pts.size()) +
+                                  " points, at least " + std::to_string(inputs.size() + 2) +
+                                  " needed for a fit");
+    boost::json::array names;
+    for (const auto& n : inputs)
+      names.push_back(boost::json::string(n));
+    series.push_back(boost::json::object{
+        {"term", term}, {"inputs", std::move(names)}, {"unit", "us"}, {"points", std::move(pts)}});
+  }
+  const boost::json::object o{{"card", p.card},
+                              {"driver", p.driver},
+                              {"date", p.date},
+                              {"command", p.command},
+                              {"series", std::move(series)}};
+  return boost::json::serialize(o) + "\n";
+}
+
+namespace {
+std::string temporary_path(const std::string& path) {
+  return path + ".partial-" + std::to_string(::getpid());
+}
+}  // namespace
+
+void check_points_path(const std::string& path) {
+  const std::string tmp = temporary_path(path);
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw ConfigError("cannot write the points file: cannot create '" + tmp + "'");
+  }
+  std::error_code ec;
+  std::filesystem::remove(tmp, ec);
+}
+
+void write_points_file(const Points& p, const std::string& path) {
+  const std::string text = points_file_json(p);
+  const std::string tmp = temporary_path(path);
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw ConfigError("cannot write the points file: cannot create '" + tmp + "'");
+    f << text;
+    f.close();
+    if (!f) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw ConfigError("cannot write the points file '" + tmp + "' (disk full?)");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw ConfigError("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
+  }
+}
+
+std::string utc_date(std::time_t t) {
+  std::tm tm{};
+  if (gmtime_r(&t, &tm) == nullptr) throw std::invalid_argument("utc_date: time out of range");
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
+std::string nvidia_driver_version(const std::string& proc_version_text) {
+  // The first word of the first line made of digits and dots (at least one dot): the proprietary
+  // module says "Kernel Module  580.65.06", the open one "Kernel Module for x86_64  580.65.06".
+  std::istringstream in(proc_version_text.substr(0, proc_version_text.find('\n')));
+  std::string word;
+  while (in >> word) {
+    const bool digits_and_dots = word.find_first_not_of("0123456789.") == std::string::npos;
+    if (digits_and_dots && std::isdigit(static_cast<unsigned char>(word.front())) &&
+        word.find('.') != std::string::npos)
+      return word;
+  }
+  return "";
+}
+
+std::string cuda_version_text(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+}  // namespace kvtier::calibrate

@@ -1,0 +1,82 @@
+#pragma once
+// The plain arithmetic of the GPU calibration (no CUDA): what each benchmark sweeps, medians, how
+// many calls go into one timed graph, and the random selections and page tables the attention,
+// read and residency benchmarks walk.
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace kvtier::calibrate {
+
+// What every sweep covers. The full grid (quick = false) takes about 30 s of an H200; the quick
+// one (tests) a few seconds, with at least k + 2 points per term and every input varying alone.
+struct CalibrationGrid {
+  // launch_eager, launch_graph: kernels per point
+  std::vector<int> launch_kernels;
+  // h2d_copy, d2h_copy: bytes per cudaMemcpyAsync x transfers, points up to copy_max_bytes
+  std::vector<std::int64_t> copy_pieces;
+  std::vector<int> copy_transfers;
+  std::int64_t copy_max_bytes = 0;
+  // zero_copy_read, the miss copy: misses per copy of per-layer pages (bf16, fp8) and of
+  // all-layers pages (12 layers, bf16); host bank pages behind each
+  std::vector<int> layer_misses;
+  std::vector<int> all_layers_misses;
+  int layer_copy_bank_pages = 0;
+  int all_layers_copy_bank_pages = 0;
+  // attention, zero_copy_read (in place), hbm_read: rows x selected tokens per row, each row a
+  // request of context_pages pages scattered over a bank of bank_pages pages
+  std::vector<int> attend_rows;
+  std::vector<int> attend_tokens;
+  int context_pages = 0;
+  int bank_pages = 0;
+  // zero_copy_write: tokens stored per call (the mirror's write-through)
+  std::vector<int> store_tokens;
+  // indexer, topk: decode rows (one request each) x context tokens; the prefill shape (rows of
+  // one request ending at the context) is an extra sweep
+  std::vector<int> index_rows;
+  std::vector<std::int64_t> index_contexts;
+  std::vector<int> prefill_rows;
+  std::vector<std::int64_t> prefill_contexts;
+  std::int64_t slab_bytes = 0;    // index slabs of every call of a point, at most
+  std::int64_t logits_bytes = 0;  // index logits, likewise (at least one call always fits)
+  // ensure: rows (lookups = rows x (1 + 513)) x pool slots x misses per layer-step
+  std::vector<int> ensure_rows;
+  std::vector<int> ensure_slots;
+  std::vector<int> ensure_misses;
+  // the decode layer, graph against eager: rows
+  std::vector<int> layer_rows;
+  // calls of one timed graph: enough for about target_us per replay, at most max_calls
+  int max_calls = 1;
+  double target_us = 0;
+  // wall-clock budget of the whole run, shared by the groups of sweeps
+  double budget_s = 0;
+};
+CalibrationGrid calibration_grid(bool quick);
+
+// Median of v (mean of the middle two for an even count); throws std::invalid_argument when v is
+// empty or holds a NaN.
+double median(std::vector<double> v);
+
+// Calls of one operation in one timed graph: about target_us / probe_us (so that the graph's own
+// launch weighs little against the calls), clamped to [1, max_calls]; 1 for a probe that is not
+// positive and finite.
+int calls_per_graph(double probe_us, double target_us, int max_calls);
+
+// `total` spread over `parts` as evenly as possible, the larger shares first.
+std::vector<int> spread(int total, int parts);
+
+// k distinct values of [0, n), ascending. Throws std::invalid_argument unless 0 <= k <= n.
+std::vector<std::int32_t> sample_sorted(std::mt19937_64& rng, std::int32_t n, std::int32_t k);
+
+// The positions a decode row of a context of `context` tokens attends: tokens / 4 distinct
+// 4-token blocks below the last block, ascending, expanded, then the last tokens % 4 positions
+// (the causal tail, as qsa::expand writes it: 2051 = 512 blocks + 3). Needs context % 4 == 0 and
+// tokens / 4 < context / 4.
+std::vector<std::int32_t> decode_positions(std::mt19937_64& rng, std::int64_t context, int tokens);
+
+// Each of `rows` rows' page table: `pages` distinct pages of a bank of `bank_pages`, in random
+// order ([rows][pages]).
+std::vector<std::int32_t> scattered_tables(std::mt19937_64& rng, int rows, int pages,
+                                           std::int32_t bank_pages);
+
+}  // namespace kvtier::calibrate

@@ -1,0 +1,169 @@
+// `kvtier validate calibrate --quick` on the GPU (label gpu; skips without a device): every sweep
+// is measured, every time is positive and finite, times grow with the work where they must, the
+// residency steps miss exactly what they were built to, and the points file is what
+// docs/validation.md says the fitter reads.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <boost/json.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "cli/run_modes.hpp"
+#include "cuda/calibrate/points.hpp"
+#include "tests/cuda/gpu_test_util.hpp"
+
+namespace kvtier::calibrate {
+namespace {
+
+namespace json = boost::json;
+
+std::vector<std::vector<double>> points_of(const json::value& s) {
+  std::vector<std::vector<double>> out;
+  for (const auto& p : s.at("points").as_array()) {
+    std::vector<double> v;
+    for (const auto& x : p.as_array())
+      v.push_back(x.to_number<double>());
+    out.push_back(v);
+  }
+  return out;
+}
+
+// The time of the first point whose inputs satisfy `match`.
+double y_at(const std::vector<std::vector<double>>& pts,
+            const std::function<bool(const std::vector<double>&)>& match) {
+  for (const auto& p : pts)
+    if (match(p)) return p.back();
+  ADD_FAILURE() << "no such point";
+  return std::nan("");
+}
+
+double y_at_min_x(const std::vector<std::vector<double>>& pts) {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < pts.size(); ++i)
+    if (pts[i][0] < pts[best][0]) best = i;
+  return pts[best].back();
+}
+
+double y_at_max_x(const std::vector<std::vector<double>>& pts) {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < pts.size(); ++i)
+    if (pts[i][0] > pts[best][0]) best = i;
+  return pts[best].back();
+}
+
+TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
+  KVT_REQUIRE_GPU();
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("kvtier_calibrate_gpu_" + std::to_string(::getpid()) + ".json"))
+                               .string();
+  testing::internal::CaptureStdout();
+  int rc = -1;
+  try {
+    rc = cli::validate_calibrate(
+        {"kvtier validate calibrate", "--quick", "--repeats", "3", "--out", path, "--json"});
+  } catch (...) {
+    testing::internal::GetCapturedStdout();
+    throw;
+  }
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(rc, 0);
+  const json::object report = json::parse(out).as_object();
+  EXPECT_TRUE(report.at("failures").as_array().empty()) << json::serialize(report.at("failures"));
+  EXPECT_TRUE(report.at("terms_left_out").as_array().empty());
+
+  // Every sweep: points, positive finite times, non-negative inputs, not cut at its budget.
+  std::map<std::string, std::vector<std::vector<double>>> by_sweep;
+  const auto& series = report.at("series").as_array();
+  EXPECT_EQ(series.size(), 21u);
+  for (const auto& s : series) {
+    const std::string name =
+        std::string(s.at("term").as_string()) + " / " + std::string(s.at("sweep").as_string());
+    SCOPED_TRACE(name);
+    const auto pts = points_of(s);
+    EXPECT_GE(pts.size(), 2u);
+    EXPECT_FALSE(s.at("truncated").as_bool());
+    for (const auto& p : pts) {
+      ASSERT_EQ(p.size(), s.at("inputs").as_array().size() + 1);
+      EXPECT_TRUE(std::isfinite(p.back()) && p.back() > 0) << p.back();
+      for (std::size_t i = 0; i + 1 < p.size(); ++i)
+        EXPECT_TRUE(std::isfinite(p[i]) && p[i] >= 0) << p[i];
+    }
+    by_sweep[name] = pts;
+  }
+  auto sweep = [&](const std::string& prefix) {
+    for (const auto& [name, pts] : by_sweep)
+      if (name.rfind(prefix, 0) == 0) return pts;
+    ADD_FAILURE() << "no sweep " << prefix;
+    return std::vector<std::vector<double>>{};
+  };
+
+  // Times that must grow with the work.
+  constexpr double MiB = 1 << 20;
+  for (const char* term : {"h2d_copy / ", "d2h_copy / "}) {
+    SCOPED_TRACE(term);
+    const auto pts = sweep(term);
+    EXPECT_GT(y_at(pts, [&](const auto& p) { return p[0] == 64 * MiB; }),
+              y_at(pts, [&](const auto& p) { return p[0] == MiB; }));
+  }
+  EXPECT_GT(y_at_max_x(sweep("launch_eager / ")), y_at_min_x(sweep("launch_eager / ")));
+  EXPECT_GT(y_at_max_x(sweep("launch_graph / ")), y_at_min_x(sweep("launch_graph / ")));
+  for (const char* s :
+       {"zero_copy_read / miss copy (launch_copy), bf16 layer",
+        "zero_copy_read / miss copy (launch_copy), bf16 all-layers",
+        "zero_copy_read / qsa::attend, host banks in place, bf16",
+        "attention / qsa::attend, device banks, bf16", "attention / qsa::attend, device banks, fp8",
+        "zero_copy_write / ", "hbm_read / ", "indexer / qsa::index_scores, decode"}) {
+    SCOPED_TRACE(s);
+    const auto pts = sweep(s);
+    EXPECT_GT(y_at_max_x(pts), y_at_min_x(pts));
+  }
+  // The residency steps missed exactly the planned pages (quick grid: 0 or 32 per step).
+  for (const auto& p : sweep("ensure / MirrorEngine::residency_step_async"))
+    EXPECT_TRUE(p[2] == 0 || p[2] == 32) << p[2];
+  for (const auto& p : sweep("ensure / MirrorEngine::residency_beside_async"))
+    EXPECT_TRUE(p[2] == 0 || p[2] == 32) << p[2];
+
+  // The points file, as docs/validation.md defines it.
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const json::object file = json::parse(text.str()).as_object();
+  EXPECT_EQ(file.size(), 5u);
+  for (const char* k : {"card", "driver", "date", "command"})
+    EXPECT_FALSE(file.at(k).as_string().empty()) << k;
+  EXPECT_TRUE(std::regex_match(std::string(file.at("date").as_string()),
+                               std::regex("[0-9]{4}-[0-9]{2}-[0-9]{2}")));
+  std::set<std::string> terms;
+  for (const auto& s : file.at("series").as_array()) {
+    const auto& o = s.as_object();
+    const std::string term(o.at("term").as_string());
+    SCOPED_TRACE(term);
+    EXPECT_EQ(o.size(), 4u);
+    EXPECT_TRUE(terms.insert(term).second) << "twice";
+    EXPECT_EQ(o.at("unit").as_string(), "us");
+    std::vector<std::string> inputs;
+    for (const auto& n : o.at("inputs").as_array())
+      inputs.emplace_back(n.as_string());
+    EXPECT_EQ(inputs, term_inputs(term));
+    const auto pts = points_of(s);
+    EXPECT_GE(pts.size(), inputs.size() + 2);
+    for (const auto& p : pts) {
+      ASSERT_EQ(p.size(), inputs.size() + 1);
+      EXPECT_GT(p.back(), 0);
+    }
+  }
+  EXPECT_EQ(terms, (std::set<std::string>{"launch_eager", "launch_graph", "h2d_copy", "d2h_copy",
+                                          "zero_copy_read", "zero_copy_write", "hbm_read",
+                                          "indexer", "topk", "ensure", "attention"}));
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace kvtier::calibrate
