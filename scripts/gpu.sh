@@ -16,7 +16,11 @@
 #             mirror at the pool `kvtier plan --json` qualifies for that trace
 #   figures   the model runner's figures (`kvtier run --weights`; NEEDLE_1M=1 adds the 1M needle)
 #   bench     bench_qsa (default, b2b, link), bench_qsa_decode, kvtier bench residency
-#   all       all of these, in this order
+#   validate  kvtier validate calibrate (the points file), then the validation traces (generated
+#             from VALIDATION_TRACES below, seeds the calibration never saw) replayed in every
+#             placement, the mirror below, at and above its cliff: OUT/validate.tgz holds the
+#             points and every replay's JSON for `scripts/validate.sh` here (docs/validation.md)
+#   all       all of these but validate, in this order
 # OUT (default $OUT, else /tmp/kvtier-gpu) receives summary.txt (the table printed last: name,
 # rc, seconds; trace runs add digest and median GPU us per decode forward), all.log (every
 # run's output) and logs-MODE.tgz (a file per run, trace runs' JSON included). Without a GPU
@@ -52,9 +56,9 @@ build() {
 mode=${1:-}
 case $mode in
   build) build; exit ;;
-  tests | sanitize | trace | figures | bench | all) ;;
+  tests | sanitize | trace | figures | bench | validate | all) ;;
   *) echo "usage: scripts/gpu.sh build, then: bash gpu-carry/gpu.sh MODE [OUT]" \
-       "(MODE: tests, sanitize, trace, figures, bench or all)" >&2
+       "(MODE: tests, sanitize, trace, figures, bench, validate or all)" >&2
      exit 2 ;;
 esac
 
@@ -163,6 +167,52 @@ figures() {
     run needle-1m-yarn-device 420 "${k[@]}" --yarn --prompt-tokens 1048575 --needle-at 314159 \
       --decode 2 --chunk 4096 --placement device
   fi
+}
+
+# name:requests:concurrent:prompt-min:prompt-max:decode:seed (kvtier trace gen, prefill chunks
+# of 4096): the same recipes on both machines give byte-identical traces.
+VALIDATION_TRACES=(r1-32k:1:1:32768:32768:128:901 r8-16k-128k:8:8:16384:131072:32:902
+  r32-16k-32k:32:32:16384:32768:16:903 r4-256k:4:4:262144:262144:16:904)
+
+gen_args() {  # spec, output file: the kvtier trace gen arguments, one a line
+  local name n c lo hi d seed
+  IFS=: read -r name n c lo hi d seed <<<"$1"
+  printf '%s\n' trace gen --out "$2" --requests "$n" --concurrent "$c" --prompt-min "$lo" \
+    --prompt-max "$hi" --decode "$d" --seed "$seed" --prefill-chunk 4096
+}
+
+# The mirror pools of a trace: the smallest that runs, the cliff, and the smallest within 5 %.
+plan_pools() {
+  python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+u = [u for u in d["mirror"] if u["unit"] == "layer"][0]
+print(d["min_slots"], u["cliff_slots"], u["within_slots"] or u["chosen_slots"])' "$1"
+}
+
+validate() {
+  local v=/tmp/kvtier-validate spec name t pool dtype gen
+  rm -rf "$v" && mkdir -p "$v"
+  run calibrate 300 "$K" validate calibrate --out "$v/points.json"
+  for spec in "${VALIDATION_TRACES[@]}"; do
+    name=${spec%%:*} t=$v/${spec%%:*}.ktr
+    mapfile -t gen < <(gen_args "$spec" "$t")
+    run "gen-$name" 120 "$K" "${gen[@]}"
+    sha256sum "$t" | tee -a "$v/traces.sha256"
+    run "plan-$name" 300 "$K" plan --trace "$t" --placement mirror --unit layer --json
+    for dtype in bf16 fp8; do
+      [[ $dtype == fp8 && $name != r8-16k-128k && $name != r1-32k ]] && continue
+      for p in device host; do
+        run "vt-$name-$p-$dtype" 300 "$K" run --trace "$t" --placement $p --kv-dtype $dtype --json
+        cp "$logs/vt-$name-$p-$dtype.log" "$v/"
+      done
+      for pool in $(plan_pools "$logs/plan-$name.log"); do
+        run "vt-$name-mirror-$pool-$dtype" 300 "$K" run --trace "$t" --placement mirror \
+          --pool-pages "$pool" --kv-dtype $dtype --json
+        cp "$logs/vt-$name-mirror-$pool-$dtype.log" "$v/"
+      done
+    done
+  done
+  tar czf "$out/validate.tgz" -C "$v" .
 }
 
 bench() {
