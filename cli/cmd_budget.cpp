@@ -9,11 +9,27 @@
 #include "cli/table.hpp"
 #include "model/config_error.hpp"
 #include "model/memory_budget.hpp"
+#include "model/page_space.hpp"
 
 namespace kvtier::cli {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// The most memory a --device-gib / --host-gib may name: 1 PiB, far past any machine and far
+// below what an int64 byte count holds.
+constexpr double kMaxGiB = 1024.0 * 1024.0;
+
+// --device-gib / --host-gib in bytes: a finite number 0 .. kMaxGiB (0: not checked).
+std::int64_t gib_option(const po::variables_map& vm, const std::string& name) {
+  const double v = vm[name].as<double>();
+  if (!(v >= 0 && v <= kMaxGiB)) {
+    char got[64];
+    std::snprintf(got, sizeof got, "%g", v);
+    throw ConfigError("--" + name + ": a number of GiB from 0 (do not check) to " +
+                      std::to_string(static_cast<long long>(kMaxGiB)) + ", got " + got);
+  }
+  return static_cast<std::int64_t>(v * kGiB);
+}
 
 int run_budget(const std::vector<std::string>& args) {
   po::options_description desc("options");
@@ -38,22 +54,32 @@ int run_budget(const std::vector<std::string>& args) {
 
   BudgetRequest r;
   if (vm.count("geometry")) {
-    r.geometry = geometry_from_json(read_text_file(vm["geometry"].as<std::string>()));
+    r.geometry = read_geometry_file(vm["geometry"].as<std::string>());
   }
   r.placement = parse_placement(vm["placement"].as<std::string>(), "--placement");
   r.dtype = parse_kv_dtype(vm["kv-dtype"].as<std::string>(), "--kv-dtype");
   r.unit = parse_residency_unit(vm["unit"].as<std::string>(), "--unit");
   const std::int64_t context = vm["context"].as<std::int64_t>();
-  if (context <= 0) throw ConfigError("--context must be positive");
+  const std::int64_t max_context = kMaxPages * r.geometry.page_size;
+  if (context <= 0 || context > max_context)
+    throw ConfigError("--context: 1.." + std::to_string(max_context) + " tokens (" +
+                      std::to_string(kMaxPages) + " pages of " +
+                      std::to_string(r.geometry.page_size) + ": page ids are 32-bit), got " +
+                      std::to_string(context));
   r.host_pages = r.geometry.pages_for_context(context);
   r.context_tokens = context;
   r.pool_slots = vm["pool-slots"].as<std::int64_t>();
+  if (r.placement == Placement::mirror && (r.pool_slots < 1 || r.pool_slots > kMaxPages))
+    throw ConfigError("--pool-slots: 1.." + std::to_string(kMaxPages) +
+                      " slots (slot ids are 32-bit), got " + std::to_string(r.pool_slots));
   r.batch_rows = vm["batch"].as<int>();
+  if (r.batch_rows < 1)
+    throw ConfigError("--batch: at least 1 row, got " + std::to_string(r.batch_rows));
   r.staging_window_tokens = vm["window"].as<std::int64_t>();
-  const double dev = vm["device-gib"].as<double>(), host = vm["host-gib"].as<double>();
-  if (dev < 0 || host < 0) throw ConfigError("--device-gib and --host-gib must be >= 0");
-  r.device_capacity_bytes = static_cast<std::int64_t>(dev * kGiB);
-  r.host_capacity_bytes = static_cast<std::int64_t>(host * kGiB);
+  if (r.placement == Placement::host && r.staging_window_tokens < 1)
+    throw ConfigError("--window: at least 1 token, got " + std::to_string(r.staging_window_tokens));
+  r.device_capacity_bytes = gib_option(vm, "device-gib");
+  r.host_capacity_bytes = gib_option(vm, "host-gib");
   const MemoryBudget b = memory_budget(r);
 
   if (vm.count("json")) {

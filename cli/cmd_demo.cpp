@@ -34,7 +34,10 @@ int run_demo(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "kvtier demo [--slots N] [--json]")) return 0;
   const int slots = vm["slots"].as<int>();
-  if (slots <= 0) throw ConfigError("--slots must be positive");
+  if (slots < 1 || slots > kPages)
+    throw ConfigError("--slots: 1.." + std::to_string(kPages) + " (the demo's " +
+                      std::to_string(kPages) + " pages all fit in " + std::to_string(kPages) +
+                      "), got " + std::to_string(slots));
 
   ResidencyState state(kPages, slots);
   HeapVictims victims(slots);

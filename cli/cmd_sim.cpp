@@ -10,6 +10,7 @@
 #include "cli/rest_of_model_options.hpp"
 #include "cli/table.hpp"
 #include "model/config_error.hpp"
+#include "model/page_space.hpp"
 #include "model/profile_trust.hpp"
 #include "sim/planner.hpp"
 #include "sim/profiles.hpp"
@@ -28,8 +29,8 @@ int run_sim(const std::vector<std::string>& args) {
       "unit", po::value<std::string>()->default_value("layer"), "layer or all-layers")(
       "dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp8")(
       "policy", po::value<std::string>()->default_value("lru"), "lru, hybrid or prefetch")(
-      "slots", po::value<long long>()->default_value(0),
-      "mirror pool slots (per layer with --unit layer)")(
+      "slots", po::value<long long>(),
+      "mirror pool slots (per layer with --unit layer); placement mirror needs it")(
       "no-graphs", "price kernel launches as plain stream launches")(
       "forward", po::value<std::string>()->default_value("model"),
       "which forward is priced: model (kvtier run --weights: non-QSA layers, indexer, the QSA "
@@ -56,7 +57,16 @@ int run_sim(const std::vector<std::string>& args) {
   c.unit = parse_residency_unit(vm["unit"].as<std::string>(), "--unit");
   c.dtype = parse_kv_dtype(vm["dtype"].as<std::string>(), "--dtype");
   c.policy = parse_mirror_policy(vm["policy"].as<std::string>());
-  c.pool_slots = vm["slots"].as<long long>();
+  if (c.placement == Placement::mirror && !vm.count("slots"))
+    throw ConfigError(
+        "placement mirror needs --slots N: the GPU pool's slots (per layer with --unit layer); "
+        "`kvtier plan` sizes the pool for a trace");
+  c.pool_slots = vm.count("slots") ? vm["slots"].as<long long>() : 0;
+  if (c.pool_slots < 0)
+    throw ConfigError("--slots: pool size must be positive, got " + std::to_string(c.pool_slots));
+  if (c.pool_slots > kMaxPages)
+    throw ConfigError("--slots: at most " + std::to_string(kMaxPages) +
+                      " (slot ids are 32-bit), got " + std::to_string(c.pool_slots));
   c.record_timeline = vm.count("timeline") != 0;
   const std::string forward = vm["forward"].as<std::string>();
   if (forward != "model" && forward != "trace-replay")

@@ -10,6 +10,7 @@
 #include "cli/options.hpp"
 #include "cli/progress.hpp"
 #include "cli/table.hpp"
+#include "io/pending_output.hpp"
 #include "model/config_error.hpp"
 #include "traces/format_internal.hpp"
 #include "traces/generator.hpp"
@@ -20,6 +21,8 @@ namespace kvtier::cli {
 namespace {
 
 using namespace kvtier::traces;
+
+constexpr int kMaxZstdLevel = 22;  // zstd's highest level (ZSTD_maxCLevel())
 
 std::string join_args(const std::vector<std::string>& args) {
   std::string s;
@@ -108,12 +111,15 @@ int run_info(const std::vector<std::string>& args) {
   t.add({"newest block selected", fmt_fixed(s.newest_share, 3)});
   for (std::size_t i = 0; i < s.windows.size(); ++i) {
     t.add({"working set over " + std::to_string(s.windows[i]) + " steps (blocks)",
-           fmt_fixed(s.working_set_blocks[i], 1)});
+           s.working_set_windows[i] > 0
+               ? fmt_fixed(s.working_set_blocks[i], 1)
+               : "n/a (no request decoded " + std::to_string(s.windows[i]) + " steps)"});
   }
   for (std::size_t i = 0; i < s.lru_multiple.size(); ++i) {
     t.add({"LRU hit rate, " + std::to_string(s.lru_multiple[i]) + "x top-k (" +
                std::to_string(s.lru_capacity[i]) + " blocks)",
-           fmt_fixed(100 * s.lru_hit[i], 1) + " %"});
+           s.lru_lookups > 0 ? fmt_fixed(100 * s.lru_hit[i], 1) + " %"
+                             : std::string("n/a (no decode rows)")});
   }
   t.print();
   std::printf("\nstep overlap per layer:");
@@ -121,6 +127,16 @@ int run_info(const std::vector<std::string>& args) {
     std::printf(" %.3f", o);
   std::printf("\n");
   return 0;
+}
+
+// --zstd-level of a binary output, checked against zstd's range.
+WriterOptions writer_options(const po::variables_map& vm) {
+  WriterOptions wo;
+  wo.zstd_level = vm["zstd-level"].as<int>();
+  if (wo.zstd_level < 0 || wo.zstd_level > kMaxZstdLevel)
+    throw ConfigError("--zstd-level: 0 (uncompressed) .. " + std::to_string(kMaxZstdLevel) +
+                      ", got " + std::to_string(wo.zstd_level));
+  return wo;
 }
 
 // IN and OUT (positional) and the output's zstd level: what convert and repair take.
@@ -150,11 +166,13 @@ int run_convert(const std::vector<std::string>& args) {
                               : trace_format_for_path(out);
   const std::string in = vm["in"].as<std::string>();
   auto reader = TraceReader::open(in);
-  WriterOptions wo;
-  wo.zstd_level = vm["zstd-level"].as<int>();
-  auto writer = TraceWriter::create(out, reader->header(), fmt, wo);
+  const WriterOptions wo = writer_options(vm);
+  io::PendingOutput pending(out);  // OUT appears only when the whole input converted
+  auto writer = TraceWriter::create(pending.write_path(), reader->header(), fmt, wo);
   for_each_record(*reader, in, "kvtier trace convert", [&](const Record& r) { writer->write(r); });
   writer->close();
+  writer.reset();
+  pending.commit();
   return 0;
 }
 
@@ -168,8 +186,7 @@ int run_repair(const std::vector<std::string>& args) {
   if (!parse_options(args, desc, vm, "kvtier trace repair IN OUT [--zstd-level N]", &pos)) {
     return 0;
   }
-  WriterOptions wo;
-  wo.zstd_level = vm["zstd-level"].as<int>();
+  const WriterOptions wo = writer_options(vm);
   const std::string in = vm["in"].as<std::string>(), out = vm["out"].as<std::string>();
   const detail::RepairReport r = detail::repair_trace(in, out, wo);
   if (r.complete) {
@@ -325,18 +342,17 @@ int run_gen(const std::vector<std::string>& args) {
   set("zipf", p.zipf_s);
   p.validate();
   TraceHeader h;
-  if (vm.count("geometry"))
-    h.geometry = geometry_from_json(read_text_file(vm["geometry"].as<std::string>()));
+  if (vm.count("geometry")) h.geometry = read_geometry_file(vm["geometry"].as<std::string>());
   h.producer = join_args(args);
   h.created = vm["created"].as<std::string>();
   const std::string out = vm["out"].as<std::string>();
   const TraceFormat fmt = vm.count("format")
                               ? trace_format_from_name(vm["format"].as<std::string>())
                               : trace_format_for_path(out);
-  WriterOptions wo;
-  wo.zstd_level = vm["zstd-level"].as<int>();
-  TraceGenerator gen(h.geometry, p);
-  auto writer = TraceWriter::create(out, h, fmt, wo);
+  const WriterOptions wo = writer_options(vm);
+  TraceGenerator gen(h.geometry, p);  // checks the parameters before anything is written
+  io::PendingOutput pending(out);     // OUT appears only when the whole trace is written
+  auto writer = TraceWriter::create(pending.write_path(), h, fmt, wo);
   std::uint64_t expected = 0;  // forwards, for the progress bar: roughly decode tokens
   expected = static_cast<std::uint64_t>(p.requests) *
              static_cast<std::uint64_t>((p.decode_min + p.decode_max) / 2) /
@@ -348,6 +364,8 @@ int run_gen(const std::vector<std::string>& args) {
     progress.update(gen.forwards_done());
   }
   writer->close();
+  writer.reset();
+  pending.commit();
   progress.finish();
   return 0;
 }

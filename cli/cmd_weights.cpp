@@ -2,6 +2,7 @@
 // safetensors file (info), and the check of a file against a geometry (check).
 #include <boost/json.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -27,10 +28,27 @@ std::vector<std::string> sub_args(const std::vector<std::string>& args, const st
 
 Geometry geometry_option(const po::variables_map& vm) {
   Geometry g;
-  if (vm.count("geometry"))
-    g = geometry_from_json(read_text_file(vm["geometry"].as<std::string>()));
+  if (vm.count("geometry")) g = read_geometry_file(vm["geometry"].as<std::string>());
   g.validate();
   return g;
+}
+
+// Says on stderr how big the file will be before writing it, and refuses one that the disk
+// it goes to has no room for.
+void say_size_or_refuse(const std::string& out, const std::vector<QsaTensor>& tensors) {
+  std::int64_t bytes = 0;
+  for (const QsaTensor& t : tensors)
+    if (__builtin_add_overflow(bytes, t.spec.bytes(), &bytes))
+      throw ConfigError("--out " + out + ": the tensors of this geometry exceed 2^63 bytes");
+  std::fprintf(stderr, "kvtier weights gen: writing %s (%zu tensors) to %s\n",
+               fmt_bytes(static_cast<double>(bytes)).c_str(), tensors.size(), out.c_str());
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::absolute(out, ec).parent_path();
+  const std::filesystem::space_info disk = std::filesystem::space(dir, ec);
+  if (!ec && disk.available < static_cast<std::uintmax_t>(bytes))
+    throw ConfigError("--out " + out + ": the file needs " + fmt_bytes(static_cast<double>(bytes)) +
+                      ", the disk holding '" + dir.string() + "' has " +
+                      fmt_bytes(static_cast<double>(disk.available)) + " free");
 }
 
 // ------------------------------------------------------------------------------------ gen
@@ -50,10 +68,14 @@ int run_gen(const std::vector<std::string>& args) {
   if (!vm.count("out")) throw ConfigError("--out is required");
   const Geometry g = geometry_option(vm);
   const std::int64_t vocab = vm["vocab"].as<std::int64_t>();
+  if (vocab < 1 || vocab > kMaxVocab)
+    throw ConfigError("--vocab: 1.." + std::to_string(kMaxVocab) + " token ids, got " +
+                      std::to_string(vocab));
   SynthOptions opt;
   opt.seed = vm["seed"].as<std::uint64_t>();
   opt.needle = vm.count("needle") > 0;
   const std::string out = vm["out"].as<std::string>();
+  say_size_or_refuse(out, qsa_tensors(g, vocab));
   {
     Progress progress("kvtier weights gen", 0, "MiB", std::uint64_t{1} << 20);
     write_synthetic_weights(out, g, vocab, opt, [&](std::int64_t done, std::int64_t total) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/command.hpp"
+#include "io/pending_output.hpp"
 
 namespace kvtier::cli {
 
@@ -38,6 +39,8 @@ void usage(std::FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Ctrl-C or a kill mid-write removes the output's temporary (io/pending_output.hpp).
+  kvtier::io::install_cleanup_on_signals();
   if (argc < 2) {
     usage(stderr);
     return 2;

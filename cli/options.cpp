@@ -1,12 +1,61 @@
 #include "cli/options.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include "model/config_error.hpp"
 
 namespace kvtier::cli {
+
+namespace {
+
+template <class T>
+bool holds(const po::value_semantic* s) {
+  return dynamic_cast<const po::typed_value<T>*>(s) != nullptr;
+}
+
+template <class T>
+std::string integer_range() {
+  return ": expected an integer from " + std::to_string(std::numeric_limits<T>::min()) + " to " +
+         std::to_string(std::numeric_limits<T>::max());
+}
+
+// What a value of the option named `name` ("--slots", "-n") must look like, from its type:
+// ": expected an integer from A to B" or ": expected a number"; "" when not known.
+std::string expected_value(const po::options_description& desc, const std::string& name) {
+  const std::string key = name.substr(std::min(name.find_first_not_of('-'), name.size()));
+  const po::option_description* d = desc.find_nothrow(key, false);
+  if (!d) d = desc.find_nothrow(name, false);
+  if (!d) return "";
+  const po::value_semantic* s = d->semantic().get();
+  if (holds<int>(s)) return integer_range<int>();
+  if (holds<long>(s)) return integer_range<long>();
+  if (holds<long long>(s)) return integer_range<long long>();
+  if (holds<unsigned long>(s)) return integer_range<unsigned long>();
+  if (holds<unsigned long long>(s)) return integer_range<unsigned long long>();
+  if (holds<double>(s)) return ": expected a number";
+  return "";
+}
+
+// Boost reads "-1" for an unsigned option as 2^64 - 1; a negative seed is a mistake to say.
+void refuse_negative_unsigned(const po::options_description& desc,
+                              const po::parsed_options& parsed) {
+  for (const po::option& o : parsed.options) {
+    const po::option_description* d = desc.find_nothrow(o.string_key, false);
+    if (!d) continue;
+    const po::value_semantic* s = d->semantic().get();
+    if (!holds<unsigned long>(s) && !holds<unsigned long long>(s)) continue;
+    for (const std::string& v : o.value)
+      if (v.find('-') != std::string::npos)
+        throw ConfigError("the argument ('" + v + "') for option '--" + o.string_key +
+                          "' is invalid" + expected_value(desc, o.string_key));
+  }
+}
+
+}  // namespace
 
 bool parse_options(const std::vector<std::string>& args, const po::options_description& desc,
                    po::variables_map& vm, const std::string& usage_line,
@@ -16,12 +65,17 @@ bool parse_options(const std::vector<std::string>& args, const po::options_descr
     po::command_line_parser parser(rest);
     parser.options(desc);
     if (positional) parser.positional(*positional);
-    po::store(parser.run(), vm);
+    const po::parsed_options parsed = parser.run();
+    refuse_negative_unsigned(desc, parsed);
+    po::store(parsed, vm);
     if (vm.count("help")) {
       std::cout << "usage: " << usage_line << "\n\n" << desc << "\n";
       return false;
     }
     po::notify(vm);
+  } catch (const po::invalid_option_value& e) {
+    throw ConfigError(std::string(e.what()) + expected_value(desc, e.get_option_name()) + " (see " +
+                      args[0] + " --help)");
   } catch (const po::error& e) {
     throw ConfigError(std::string(e.what()) + " (see " + args[0] + " --help)");
   }
@@ -35,6 +89,15 @@ std::string read_text_file(const std::string& path) {
   ss << in.rdbuf();
   if (in.bad()) throw ConfigError("cannot read '" + path + "'");
   return ss.str();
+}
+
+Geometry read_geometry_file(const std::string& path) {
+  const std::string text = read_text_file(path);
+  try {
+    return geometry_from_json(text);
+  } catch (const ConfigError& e) {
+    throw ConfigError("geometry file '" + path + "': " + e.what());
+  }
 }
 
 std::vector<std::int64_t> parse_positive_list(const std::string& text, const std::string& option,

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "model/geometry.hpp"
+
 namespace kvtier::cli {
 
 namespace po = boost::program_options;
@@ -21,5 +23,9 @@ std::vector<std::int64_t> parse_positive_list(const std::string& text, const std
 
 // Reads a whole text file; throws ConfigError naming the path when it cannot.
 std::string read_text_file(const std::string& path);
+
+// A geometry JSON file (--geometry FILE). Throws ConfigError "geometry file 'PATH': ..." that
+// goes on with the field at fault and what it expected (or where the JSON stopped).
+Geometry read_geometry_file(const std::string& path);
 
 }  // namespace kvtier::cli

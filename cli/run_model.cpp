@@ -6,11 +6,13 @@
 // tokens/s, hits, misses and drops, bytes moved each way, memory held on the device and in
 // host RAM. --record writes the indexer's selections as a trace; --fill-depth decodes at a
 // depth written directly instead of prefilled; --needle-at runs the needle proof.
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <random>
 #include <sstream>
 
 #include "cli/options.hpp"
@@ -18,16 +20,14 @@
 #include "cli/run_modes.hpp"
 #include "cli/table.hpp"
 #include "cuda/runner/session.hpp"
+#include "cuda/runner/session_plan.hpp"
+#include "cuda/weights/needle.hpp"
 #include "cuda/weights/qsa_tensors.hpp"
 #include "cuda/weights/safetensors.hpp"
 #include "model/config_error.hpp"
 #include "model/kv_dtype.hpp"
+#include "model/page_space.hpp"
 #include "model/placement.hpp"
-#if defined(KVTIER_WITH_CUDA) && defined(KVTIER_WITH_RUNNER)
-#include <random>
-
-#include "cuda/weights/needle.hpp"
-#endif
 
 namespace kvtier::cli {
 
@@ -37,7 +37,7 @@ constexpr const char* kUsage =
     "kvtier run --weights W (--prompt-tokens N[,N...] | --prompt FILE) "
     "[--decode N] [--placement device|mirror|host] [--pool-pages P] "
     "[--host-pages H] [--kv-dtype bf16|fp8] [--yarn] [--fill-depth D] "
-    "[--record FILE] [--micro-batches K] [--json]";
+    "[--record FILE] [--micro-batches K] [--allow-drops] [--json]";
 
 po::options_description model_options() {
   po::options_description desc("options");
@@ -50,6 +50,9 @@ po::options_description model_options() {
       "decode", po::value<int>()->default_value(16), "greedy decode steps per request")(
       "placement", po::value<std::string>()->default_value("device"), "device, mirror or host")(
       "pool-pages", po::value<long long>()->default_value(0), "mirror: GPU slots per QSA layer")(
+      "allow-drops",
+      "mirror: run with a pool below the smallest that drops no selected page (refused "
+      "otherwise): the attention then runs on truncated selections, an experiment")(
       "host-pages", po::value<long long>()->default_value(0),
       "logical pages of the page space (0: every request's whole context)")(
       "kv-dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp8")(
@@ -80,7 +83,8 @@ po::options_description model_options() {
       "the host bank in place while the ensure and copy run beside it; same bytes, same "
       "decisions)")("no-graphs",
                     "run decode forwards eagerly (default: replay a CUDA graph per shape)")(
-      "profile", "time the phases of every forward with CUDA events (runs eagerly: no graphs)")(
+      "profile-phases",
+      "time the phases of every forward with CUDA events (runs eagerly: no graphs)")(
       "seed", po::value<std::uint64_t>()->default_value(1), "seed of random prompts")(
       "json", "print JSON instead of tables");
   return desc;
@@ -148,7 +152,9 @@ ModelArgs check_args(const po::variables_map& vm) {
   if (o.decode < 1) throw ConfigError("--decode: at least 1 step (the token after the prompt)");
   const bool needle = vm.count("needle-at") > 0;
   o.fill_depth = vm["fill-depth"].as<long long>();
-  if (o.fill_depth < 0) throw ConfigError("--fill-depth: must be >= 0");
+  if (o.fill_depth < 0 || o.fill_depth > kMaxContextTokens)
+    throw ConfigError("--fill-depth: 0.." + std::to_string(kMaxContextTokens) + " positions, got " +
+                      std::to_string(o.fill_depth));
   if (o.fill_depth > 0 && vm.count("record"))
     throw ConfigError("--record: a filled context has no trace");
   if (!prompt_file) a.lengths = parse_lengths(vm["prompt-tokens"].as<std::string>());
@@ -158,8 +164,8 @@ ModelArgs check_args(const po::variables_map& vm) {
   if (o.chunk < 1) throw ConfigError("--chunk: must be positive");
   o.micro_batches = vm["micro-batches"].as<int>();
   if (o.micro_batches < 1) throw ConfigError("--micro-batches: must be positive");
-  if (o.micro_batches > 1 && (needle || vm.count("record") || vm.count("profile")))
-    throw ConfigError("--micro-batches: not with --needle-at, --record or --profile");
+  if (o.micro_batches > 1 && (needle || vm.count("record") || vm.count("profile-phases")))
+    throw ConfigError("--micro-batches: not with --needle-at, --record or --profile-phases");
   rc.decode_splits = vm["decode-splits"].as<int>();
   if (rc.decode_splits < 0 || rc.decode_splits > 65535)
     throw ConfigError("--decode-splits: 0 (the kernels' default) .. 65535");
@@ -172,15 +178,35 @@ ModelArgs check_args(const po::variables_map& vm) {
     throw ConfigError("--pool-pages applies to placement mirror only");
   if (rc.placement == Placement::mirror && rc.pool_pages < 1)
     throw ConfigError("--placement mirror needs --pool-pages N (GPU slots per QSA layer)");
+  if (rc.pool_pages > kMaxPages)
+    throw ConfigError("--pool-pages: at most " + std::to_string(kMaxPages) +
+                      " (slot ids are 32-bit), got " + std::to_string(rc.pool_pages));
+  o.allow_drops = vm.count("allow-drops") > 0;
+  if (o.allow_drops && rc.placement != Placement::mirror)
+    throw ConfigError("--allow-drops applies to placement mirror only");
   rc.yarn = vm.count("yarn") > 0;
   rc.host_pages = vm["host-pages"].as<long long>();
+  if (rc.host_pages < 0 || rc.host_pages > kMaxPages)
+    throw ConfigError("--host-pages: 0 (every request's whole context) .. " +
+                      std::to_string(kMaxPages) + " (page ids are 32-bit), got " +
+                      std::to_string(rc.host_pages));
   rc.staging_window_tokens = vm["window"].as<long long>();
+  if (rc.staging_window_tokens < 1 || rc.staging_window_tokens > kMaxContextTokens)
+    throw ConfigError("--window: 1.." + std::to_string(kMaxContextTokens) + " tokens, got " +
+                      std::to_string(rc.staging_window_tokens));
   rc.stand_in_width = vm["stand-in-width"].as<int>();
+  if (rc.stand_in_width < 0)
+    throw ConfigError("--stand-in-width: 0 (off) or a width, got " +
+                      std::to_string(rc.stand_in_width));
   rc.graphs = vm.count("no-graphs") == 0;
   rc.copy_first = vm.count("copy-first") > 0;
-  rc.profile_phases = vm.count("profile") > 0;
+  rc.profile_phases = vm.count("profile-phases") > 0;
   if (vm.count("record")) o.record_path = vm["record"].as<std::string>();
-  if (needle) a.needle_at = vm["needle-at"].as<long long>();
+  if (needle) {
+    a.needle_at = vm["needle-at"].as<long long>();
+    if (*a.needle_at < 0)
+      throw ConfigError("--needle-at: a position >= 0, got " + std::to_string(*a.needle_at));
+  }
   a.weights = vm["weights"].as<std::string>();
   if (prompt_file) a.prompt_file = vm["prompt"].as<std::string>();
   a.seed = vm["seed"].as<std::uint64_t>();
@@ -188,17 +214,19 @@ ModelArgs check_args(const po::variables_map& vm) {
   return a;
 }
 
-#if defined(KVTIER_WITH_CUDA) && defined(KVTIER_WITH_RUNNER)
 // The session's options complete: the checks that need the weights file, the prompts (the
-// file's, or random ones of the given lengths from the seed) and, with --needle-at, the needle
-// prompt in place of the one request's.
+// file's, or random ones of the given lengths from the seed, after their context is checked
+// against the geometry's) and, with --needle-at, the needle prompt in place of the one
+// request's.
 runner::SessionOptions session_options(const ModelArgs& a, const weights::SafetensorsFile& file,
-                                       std::int64_t vocab,
+                                       const Geometry& g, std::int64_t vocab,
                                        std::vector<std::vector<std::int32_t>> prompts) {
   runner::SessionOptions o = a.session;
   if (o.runner.copy_first && o.runner.placement != Placement::mirror)
     throw ConfigError("--copy-first: only the mirror placement copies");
   if (!a.prompt_file) {
+    runner::check_context(g, o.runner.yarn, o.fill_depth,
+                          *std::max_element(a.lengths.begin(), a.lengths.end()), o.decode);
     std::mt19937_64 rng(a.seed);
     for (std::int64_t n : a.lengths) {
       std::vector<std::int32_t> p(static_cast<std::size_t>(n));
@@ -226,6 +254,7 @@ runner::SessionOptions session_options(const ModelArgs& a, const weights::Safete
   return o;
 }
 
+#if defined(KVTIER_WITH_CUDA) && defined(KVTIER_WITH_RUNNER)
 // The session's progress as bars on stderr: a bar per phase from its first report (phases
 // come one after another), closed when the phase ends.
 class SessionBars {
@@ -301,6 +330,7 @@ void print_json(const runner::SessionOptions& o, const std::string& weights_path
       {"decode_gpu_ms", s.decode_gpu_ms},
       {"decode_gpu_ms_per_step", f.gpu_ms_per_step},
       {"micro_batches", o.micro_batches},
+      {"allow_drops", o.allow_drops},
       {"decode_splits", res.decode_splits},
       {"decode_timing", o.micro_batches > 1 ? "wall time of the overlapped decode steps "
                                               "after the first"
@@ -391,7 +421,13 @@ void print_table(const runner::SessionOptions& o, const Geometry& g,
     t.add({"hits / misses / evictions",
            fmt_int(s.hits) + " / " + fmt_int(s.misses) + " / " + fmt_int(s.evictions)});
     t.add({"hit rate", fmt_fixed(100.0 * f.hit_rate, 2) + " %"});
-    t.add({"drops (pages past the width)", fmt_int(s.drops)});
+    if (o.allow_drops)
+      t.add({"DROPPED SELECTED PAGES (--allow-drops)",
+             fmt_int(s.drops) + (s.drops > 0 ? ": the attention ran on truncated selections; "
+                                               "these tokens are not the model's"
+                                             : ": none dropped in this run")});
+    else
+      t.add({"drops (pages past the width)", fmt_int(s.drops)});
     t.add({"decode reads", res.mirror_reads});
   }
   t.add({"host -> device", fmt_bytes(static_cast<double>(f.h2d)) + " (misses " +
@@ -427,8 +463,12 @@ int run_model(const std::vector<std::string>& args) {
   const std::int64_t vocab = weights::file_vocab(file);
   std::vector<std::vector<std::int32_t>> prompts;
   if (a.prompt_file) prompts = read_prompts(*a.prompt_file, vocab);
+  const runner::SessionOptions o = session_options(a, file, g, vocab, std::move(prompts));
+  // The session's checks (context, micro-batches, a mirror pool that would drop selected
+  // pages) before a device is looked for: run_session plans again with the SM count, which
+  // only sets decode splits.
+  runner::plan_session(o, g, 1);
 #if defined(KVTIER_WITH_CUDA) && defined(KVTIER_WITH_RUNNER)
-  const runner::SessionOptions o = session_options(a, file, vocab, std::move(prompts));
   SessionBars bars;
   const runner::SessionResult res = runner::run_session(file, g, vocab, o, bars.callbacks());
   if (a.json)
@@ -437,7 +477,6 @@ int run_model(const std::vector<std::string>& args) {
     print_table(o, g, res);
   return 0;
 #else
-  (void)g;
   throw ConfigError("run --weights: this kvtier was built without the CUDA model runner");
 #endif
 }

@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "cli/options.hpp"
 #include "cli/progress.hpp"
@@ -14,12 +15,13 @@
 #include "cli/table.hpp"
 #include "model/config_error.hpp"
 #include "model/kv_dtype.hpp"
+#include "model/page_space.hpp"
 #include "model/placement.hpp"
 #if defined(KVTIER_WITH_CUDA)
 #include "cuda/host_bank.hpp"
 #include "cuda/trace_replay.hpp"
-#include "traces/trace_source.hpp"
 #endif
+#include "traces/trace_source.hpp"
 
 namespace kvtier::cli {
 namespace {
@@ -80,6 +82,24 @@ po::options_description run_trace_options() {
   return desc;
 }
 
+// The options' own checks, in every build: before the trace is read or a device looked for.
+void check_options(const po::variables_map& vm) {
+  const Placement placement = parse_placement(vm["placement"].as<std::string>(), "--placement");
+  parse_kv_dtype(vm["kv-dtype"].as<std::string>(), "--kv-dtype");
+  const long long pool = vm["pool-pages"].as<long long>();
+  if (pool < 0 || pool > kMaxPages)
+    throw ConfigError("--pool-pages: 1.." + std::to_string(kMaxPages) +
+                      " GPU slots per QSA layer (placement mirror), got " + std::to_string(pool));
+  if (placement != Placement::mirror && pool != 0)
+    throw ConfigError("--pool-pages applies to placement mirror only");
+  if (vm["forwards"].as<long long>() < -1)
+    throw ConfigError("--forwards: -1 (all) or a count, got " +
+                      std::to_string(vm["forwards"].as<long long>()));
+  if (vm["steps"].as<int>() < 0)
+    throw ConfigError("--steps: 0 or more forwards listed, got " +
+                      std::to_string(vm["steps"].as<int>()));
+}
+
 #if defined(KVTIER_WITH_CUDA)
 cuda::EnsureForm parse_ensure_form(const std::string& form) {
   if (form == "block") return cuda::EnsureForm::block;
@@ -114,10 +134,10 @@ cuda::ReplayConfig replay_config(const po::variables_map& vm, std::ofstream& dec
   return c;
 }
 
-double replay_hit_rate(const cuda::ReplayStep& t) {
-  return t.hits + t.misses > 0
-             ? static_cast<double>(t.hits) / static_cast<double>(t.hits + t.misses)
-             : 1.0;
+// Hits over pool lookups; none without lookups (device and host placements look up no pool).
+std::optional<double> replay_hit_rate(const cuda::ReplayStep& t) {
+  if (t.hits + t.misses == 0) return std::nullopt;
+  return static_cast<double>(t.hits) / static_cast<double>(t.hits + t.misses);
 }
 
 double us_per_forward(const cuda::ReplayStep& t) {
@@ -127,6 +147,7 @@ double us_per_forward(const cuda::ReplayStep& t) {
 void print_replay_json(const traces::TraceInput& input, const cuda::ReplayConfig& c,
                        const cuda::ReplayResult& r) {
   const cuda::ReplayStep& t = r.total;
+  const std::optional<double> hit_rate = replay_hit_rate(t);
   boost::json::array steps;
   for (const auto& s : r.steps)
     steps.push_back(step_json(s));
@@ -141,7 +162,7 @@ void print_replay_json(const traces::TraceInput& input, const cuda::ReplayConfig
                         {"host_bytes", r.host_bytes},
                         {"checksum", hex64(r.checksum)},
                         {"gpu_us_per_forward", us_per_forward(t)},
-                        {"hit_rate", replay_hit_rate(t)},
+                        {"hit_rate", hit_rate ? boost::json::value(*hit_rate) : nullptr},
                         {"total", step_json(t)},
                         {"steps", steps}};
   if (c.read == cuda::ReadMode::attend) {
@@ -199,7 +220,9 @@ void print_replay_table(const traces::TraceInput& input, const cuda::ReplayConfi
                                                 : " (whole forward)")});
   tt.add({"hits / misses / evictions",
           fmt_int(t.hits) + " / " + fmt_int(t.misses) + " / " + fmt_int(t.evictions)});
-  tt.add({"hit rate", fmt_fixed(100.0 * replay_hit_rate(t), 2) + " %"});
+  const std::optional<double> hit_rate = replay_hit_rate(t);
+  tt.add({"hit rate", hit_rate ? fmt_fixed(100.0 * *hit_rate, 2) + " %"
+                               : std::string("n/a (no pool lookups)")});
   tt.add({"drops (pages past the width)", fmt_int(t.drops)});
   tt.add({"selected tokens read", fmt_int(t.selected_tokens)});
   tt.add({c.read == cuda::ReadMode::attend ? "selected pages not resident" : "non-resident reads",
@@ -254,12 +277,14 @@ int run_trace(const std::vector<std::string>& args) {
           "forward including the generation of the K/V bytes."))
     return 0;
   if (!vm.count("trace")) throw ConfigError("run: --trace FILE is required");
+  check_options(vm);
+  // The trace before any device: a file that is not a trace is reported as such, GPU or not.
+  const traces::TraceInput input = traces::file_trace(vm["trace"].as<std::string>());
 #if defined(KVTIER_WITH_CUDA)
   std::ofstream decisions;
   cuda::ReplayConfig c = replay_config(vm, decisions);
   if (cuda::device_count() == 0)
     throw ConfigError("run: no CUDA device (cudaGetDeviceCount found none)");
-  const traces::TraceInput input = traces::file_trace(vm["trace"].as<std::string>());
   std::unique_ptr<Progress> progress;
   c.on_forward = [&](std::int64_t done, std::int64_t total) {
     if (!progress)
@@ -275,6 +300,7 @@ int run_trace(const std::vector<std::string>& args) {
   }
   return verification_status(c, r);
 #else
+  (void)input;
   throw ConfigError("run: this kvtier was built without the CUDA backend");
 #endif
 }

@@ -14,8 +14,14 @@ namespace json = boost::json;
   throw ConfigError("geometry." + field + ": " + why);
 }
 
+// Sizes of a geometry stay below 2^20, so that products of three of them (bytes of a page:
+// heads x head_dim x page_size) fit an int64 with room to multiply by counts.
+constexpr std::int64_t kMaxDimension = std::int64_t{1} << 20;
+
 void require_positive(const std::string& field, std::int64_t v) {
   if (v <= 0) fail(field, "must be positive, got " + std::to_string(v));
+  if (v > kMaxDimension)
+    fail(field, "must be at most " + std::to_string(kMaxDimension) + ", got " + std::to_string(v));
 }
 
 std::int64_t as_int(const json::value& v, const std::string& field) {
@@ -78,7 +84,8 @@ void Geometry::validate() const {
     fail("page_size", "must be a multiple of compress_ratio (" + std::to_string(compress_ratio) +
                           "), got " + std::to_string(page_size));
   }
-  require_positive("rope_max_positions", rope_max_positions);
+  if (rope_max_positions <= 0)
+    fail("rope_max_positions", "must be positive, got " + std::to_string(rope_max_positions));
   if (!(yarn_factor >= 1.0)) fail("yarn_factor", "must be >= 1");
   // Compared in double before max_context() converts, so that no factor overflows the cast.
   if (static_cast<double>(rope_max_positions) * yarn_factor >
@@ -106,12 +113,26 @@ std::int64_t Geometry::max_pages_per_row(std::int64_t tokens) const {
 }
 
 Geometry geometry_from_json(const std::string& json_text) {
-  json::value root;
-  try {
-    root = json::parse(json_text);
-  } catch (const std::exception& e) {
-    throw ConfigError(std::string("geometry: not valid JSON: ") + e.what());
+  json::stream_parser parser;
+  json::error_code ec;
+  const std::size_t used = parser.write(json_text.data(), json_text.size(), ec);
+  if (!ec) parser.finish(ec);
+  if (ec) {
+    // Where it stopped, as an editor shows it: line and column, from 1.
+    const std::size_t at = std::min(used, json_text.size());
+    std::size_t line = 1, column = 1;
+    for (std::size_t i = 0; i < at; ++i) {
+      if (json_text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    throw ConfigError("geometry: not valid JSON at line " + std::to_string(line) + ", column " +
+                      std::to_string(column) + ": " + ec.message());
   }
+  const json::value root = parser.release();
   if (!root.is_object()) throw ConfigError("geometry: expected a JSON object");
   Geometry g;
   for (const auto& [key_sv, v] : root.as_object()) {

@@ -33,7 +33,8 @@ struct Geometry {
   std::int64_t rope_max_positions = 262144;
   double yarn_factor = 4.0;  // context multiplier when YaRN scaling is switched on
 
-  // Throws ConfigError naming the first field that is out of range or inconsistent.
+  // Throws ConfigError naming the first field that is out of range or inconsistent (sizes
+  // are 1 .. 2^20; the context is bounded by kMaxContextTokens).
   void validate() const;
 
   int qsa_layers() const { return static_cast<int>(qsa_layer_ids.size()); }
@@ -68,7 +69,9 @@ struct Geometry {
 };
 
 // JSON text <-> Geometry. Fields missing from the JSON keep their defaults; unknown fields
-// are errors (a typo must not silently fall back to a default). Both throw ConfigError.
+// are errors (a typo must not silently fall back to a default). Both throw ConfigError: text
+// that is not JSON says the line and column where it stopped, a bad field names the field
+// ("geometry.page_size: ...") and what it expected.
 Geometry geometry_from_json(const std::string& json_text);
 std::string geometry_to_json(const Geometry& g);
 

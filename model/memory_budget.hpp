@@ -36,10 +36,15 @@ struct MemoryBudget {
   std::int64_t device_bytes = 0;
   std::int64_t host_bytes = 0;
   int select_width_pages = 0;  // mirror: distinct pages a row keeps
+  // mirror: the smallest pool at which no row's selection is truncated (select_width's
+  // no_drop_slots): below it, selected pages can be dropped.
+  std::int64_t no_drop_slots = 0;
 };
 
 // Device and host bytes a configuration needs at start-up, item by item. Throws
-// ConfigError for a pool that cannot hold one batch's selection (saying the minimum), and
+// ConfigError for a pool that cannot hold one batch's selection (saying the minimum), for
+// more pages or slots than 32-bit ids address (kMaxPages), for a size whose bytes do not fit
+// an int64 (nothing is wrapped), and
 // CapacityError when a given capacity is exceeded (saying what is needed, what there is and,
 // for mirror, the largest pool that would fit).
 MemoryBudget memory_budget(const BudgetRequest& req);

@@ -1,4 +1,5 @@
 #pragma once
+#include <climits>
 #include <cstdint>
 #include <span>
 #include <unordered_map>
@@ -16,6 +17,9 @@ using RequestId = std::uint64_t;
 // Padding in fixed-width page lists, and "not resident" in slot_of_page.
 inline constexpr PageId kNoPage = -1;
 inline constexpr SlotId kNoSlot = -1;
+// The most pages a page space (or slots a pool) may hold: ids are 32-bit and the id past the
+// last is the dummy's.
+inline constexpr std::int64_t kMaxPages = std::int64_t{INT32_MAX} - 1;
 
 // The dummy page is the one past the last real page: its bank bytes are zero, and it is
 // what a padded or non-resident entry resolves to, so nothing outside the space is read.

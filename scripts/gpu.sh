@@ -147,20 +147,25 @@ figures() {
     run "decode-8x128k-$p" 120 "${k[@]}" "${eight[@]}" --fill-depth 131071 --decode 32 \
       --placement "$p"
   done
-  run decode-128k-mirror-256 120 "${k[@]}" "${at128k[@]}" --decode 64 "${mirror[@]}" 256
-  run decode-128k-host-profile 120 "${k[@]}" "${at128k[@]}" --decode 16 --placement host --profile
+  # 256 slots hold half of one 128k step's 515-page selection: an experiment on truncated
+  # selections (kvtier run refuses it without --allow-drops)
+  run decode-128k-mirror-256 120 "${k[@]}" "${at128k[@]}" --decode 64 "${mirror[@]}" 256 \
+    --allow-drops
+  run decode-128k-host-profile 120 "${k[@]}" "${at128k[@]}" --decode 16 --placement host \
+    --profile-phases
   run decode-8x16k-mirror-2400 120 "${k[@]}" "${eight[@]}" --fill-depth 16383 --decode 64 \
     "${mirror[@]}" 2400
   run decode-8x16k-mirror-2400-copy-first 120 "${k[@]}" "${eight[@]}" --fill-depth 16383 \
     --decode 64 "${mirror[@]}" 2400 --copy-first
   run stand-in-host-profile 120 "${k[@]}" "${at128k[@]}" --decode 16 --placement host \
-    --stand-in-width 6912 --profile
+    --stand-in-width 6912 --profile-phases
   run prefill-128k-device-profile 180 "${k[@]}" --prompt-tokens 131072 --decode 1 --chunk 4096 \
-    --placement device --profile
-  # CLI paths: a prompt file of two requests of 1,500 ids recorded, the recording replayed
+    --placement device --profile-phases
+  # CLI paths: a prompt file of two requests of 1,500 ids recorded, the recording replayed (64
+  # slots, below the 98 that drop nothing: the recording carries the drops on purpose)
   seq 1 3000 | awk '{printf "%d%s", ($1 * 7919) % 1024, NR % 1500 ? " " : "\n"}' >/tmp/prompt.txt
   run cli-prompt-file-record 60 "${k[@]}" --prompt /tmp/prompt.txt --decode 16 "${mirror[@]}" 64 \
-    --record /tmp/kvtier-gpu-rec.ktr
+    --allow-drops --record /tmp/kvtier-gpu-rec.ktr
   run cli-recorded-replay 60 "$K" run --trace /tmp/kvtier-gpu-rec.ktr "${mirror[@]}" 64 \
     --read checksum --verify --json
   if [[ ${NEEDLE_1M:-0} == 1 ]]; then

@@ -106,12 +106,19 @@ struct SweepJob {
 // `points` sizes up to everything resident with no row truncated by the select width.
 std::vector<std::int64_t> sweep_sizes(const PlanConfig& cfg, const PlanResult& res) {
   const frontend::TraceBounds& st = res.stats;
+  // Everything resident with no row truncated: the largest pool the trace can use.
+  const std::int64_t usable =
+      std::max({res.min_slots, std::int64_t{st.peak_pages}, st.max_step_pages});
   if (cfg.sizes.empty()) {
-    const std::int64_t hi =
-        std::max({res.min_slots, std::int64_t{st.peak_pages}, st.max_step_pages});
-    return auto_sizes(res.min_slots, hi, cfg.points);
+    return auto_sizes(res.min_slots, usable, cfg.points);
   }
   for (std::int64_t s : cfg.sizes) {
+    if (s > usable) {
+      throw ConfigError("--sizes: a pool of " + std::to_string(s) +
+                        " slots is beyond what this trace can use: every page it holds at once "
+                        "fits in " +
+                        std::to_string(usable) + " slots, and a larger pool changes nothing");
+    }
     if (s < res.min_slots) {
       throw ConfigError(
           "pool of " + std::to_string(s) +
@@ -279,6 +286,15 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
   res.device_capacity_bytes = device_capacity;
   if (!(cfg.within > 0 && cfg.within < 1) || !(cfg.chosen > 0 && cfg.chosen < 1)) {
     throw ConfigError("--within and --chosen are percentages between 0 and 100 (exclusive)");
+  }
+  if (cfg.points < 1 || cfg.points > kMaxPlanPoints) {
+    throw ConfigError("--points: 1.." + std::to_string(kMaxPlanPoints) +
+                      " automatic sizes (each one a simulation of the whole trace), got " +
+                      std::to_string(cfg.points));
+  }
+  if (cfg.threads < 0 || cfg.threads > kMaxPlanThreads) {
+    throw ConfigError("--threads: 0 (every core) .. " + std::to_string(kMaxPlanThreads) + ", got " +
+                      std::to_string(cfg.threads));
   }
   res.stats = frontend::scan_trace(input);
   const frontend::TraceBounds& st = res.stats;

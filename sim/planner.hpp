@@ -11,6 +11,11 @@
 
 namespace kvtier::sim {
 
+// The most automatic sizes a plan sweeps (each is a simulation of the whole trace) and the
+// most threads it runs on.
+inline constexpr int kMaxPlanPoints = 1000;
+inline constexpr int kMaxPlanThreads = 1024;
+
 struct PlanConfig {
   std::vector<Placement> placements = {Placement::device, Placement::mirror, Placement::host};
   std::vector<ResidencyUnit> units = {ResidencyUnit::layer_page, ResidencyUnit::all_layers_page};
@@ -81,7 +86,9 @@ struct PlanResult {
   std::string trust;   // the profile's validation status (model/profile_trust.hpp)
 };
 
-// Throws ConfigError for bad options (an explicit size below the minimum says the minimum).
+// Throws ConfigError for bad options: an explicit size below the minimum says the minimum, one
+// above every page the trace holds at once says that size; points and threads outside
+// 1..kMaxPlanPoints and 0..kMaxPlanThreads.
 PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const PlanConfig& cfg);
 
 // Every figure as JSON; the same inputs give the same bytes.

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "io/pending_output.hpp"
 #include "traces/format_internal.hpp"
 #include "traces/validate.hpp"
 #include "traces/varint.hpp"
@@ -582,42 +583,40 @@ RepairReport repair_trace(const std::string& in, const std::string& out,
   std::error_code ec;
   rep.input_bytes = std::filesystem::file_size(in, ec);
   auto reader = TraceReader::open(in);  // a header that does not read: nothing to keep
-  const std::string tmp = out + ".tmp";
-  try {
-    auto writer = TraceWriter::create(tmp, reader->header(), trace_format_for_path(out), options);
-    std::unordered_set<RequestId> open;
-    Record r;
-    for (;;) {
-      bool more = false;
-      try {
-        more = reader->next(r);
-      } catch (const TraceError& e) {  // the cut (or damage): keep what came before it
-        rep.stopped = e.what();
-        break;
-      }
-      if (!more) {
-        rep.complete = true;
-        break;
-      }
-      writer->write(r);
-      ++rep.records;
-      rep.bytes_kept = reader->bytes_read();
-      if (const auto* b = std::get_if<RequestBegin>(&r)) {
-        open.insert(b->id);
-      } else if (const auto* e = std::get_if<RequestEnd>(&r)) {
-        open.erase(e->id);
-      } else {
-        ++rep.forwards;
-      }
+  io::PendingOutput pending(out);
+  auto writer = TraceWriter::create(pending.write_path(), reader->header(),
+                                    trace_format_for_path(out), options);
+  std::unordered_set<RequestId> open;
+  Record r;
+  for (;;) {
+    bool more = false;
+    try {
+      more = reader->next(r);
+    } catch (const TraceError& e) {  // the cut (or damage): keep what came before it
+      rep.stopped = e.what();
+      break;
     }
-    writer->close();
-    rep.open_requests = open.size();
-    std::filesystem::rename(tmp, out, ec);
-    if (ec) throw TraceError("cannot rename '" + tmp + "' to '" + out + "': " + ec.message());
-  } catch (...) {
-    std::filesystem::remove(tmp, ec);
-    throw;
+    if (!more) {
+      rep.complete = true;
+      break;
+    }
+    writer->write(r);
+    ++rep.records;
+    rep.bytes_kept = reader->bytes_read();
+    if (const auto* b = std::get_if<RequestBegin>(&r)) {
+      open.insert(b->id);
+    } else if (const auto* e = std::get_if<RequestEnd>(&r)) {
+      open.erase(e->id);
+    } else {
+      ++rep.forwards;
+    }
   }
+  writer->close();
+  writer.reset();
+  rep.open_requests = open.size();
+  if (const std::error_code renamed = pending.try_commit())
+    throw TraceError("cannot rename '" + pending.write_path() + "' to '" + out +
+                     "': " + renamed.message());
   return rep;
 }
 

@@ -46,8 +46,9 @@ struct RepairReport {
 // Turns a trace that was cut (a recording process killed mid-write) or damaged into a valid
 // one: reads `in` up to its first unreadable or invalid record -- for a cut binary trace,
 // the end of its last whole frame, since a frame is read whole before any of its records --
-// and writes the records before it to `out` in the form its extension names. The output is
-// written to "<out>.tmp" and renamed to `out` at the end, and removed on any failure. Throws
+// and writes the records before it to `out` in the form its extension names, through an
+// io::PendingOutput (written to "<out>.tmp", renamed at the end, removed on any failure or
+// signal). Throws
 // TraceError when `in`'s header cannot be read (nothing to keep) or `out` cannot be written.
 RepairReport repair_trace(const std::string& in, const std::string& out,
                           const WriterOptions& options);

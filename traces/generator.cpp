@@ -1,8 +1,10 @@
 #include "traces/generator.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <numeric>
+#include <string>
 
 #include "model/config_error.hpp"
 
@@ -41,7 +43,8 @@ void GenParams::validate() const {
   need(concurrent >= 1, "concurrent must be >= 1");
   need(prompt_min >= 1 && prompt_max >= prompt_min, "need 1 <= prompt_min <= prompt_max");
   need(decode_min >= 1 && decode_max >= decode_min, "need 1 <= decode_min <= decode_max");
-  need(prefill_chunk >= 1, "prefill_chunk must be >= 1");
+  need(prefill_chunk >= 1 && prefill_chunk <= INT32_MAX,
+       "prefill_chunk must be 1.." + std::to_string(INT32_MAX) + " (a row's 32-bit count)");
   need(prefill_samples >= 1, "prefill_samples must be >= 1");
   need(shared_prefix >= 0, "shared_prefix must be >= 0");
   need(step_overlap >= 0 && step_overlap <= 1, "step_overlap must be in [0, 1]");
@@ -223,6 +226,15 @@ TraceGenerator::TraceGenerator(const Geometry& g, const GenParams& p)
     : g_(g), p_(p), sched_state_(mix(p.seed, 0x5eed)) {
   g_.validate();
   p_.validate();
+  // Before anything is allocated: a request's blocks are sized by its whole context.
+  const std::int64_t max_context = g_.max_context(true);
+  if (p_.prompt_max > max_context - p_.decode_max) {  // no overflow: both are >= 1
+    throw ConfigError("generator: prompt_max " + std::to_string(p_.prompt_max) + " + decode_max " +
+                      std::to_string(p_.decode_max) +
+                      " tokens (--prompt/--prompt-max, --decode/--decode-max) is beyond the "
+                      "geometry's largest context, " +
+                      std::to_string(max_context) + " tokens (rope_max_positions x yarn_factor)");
+  }
 }
 
 TraceGenerator::~TraceGenerator() = default;

@@ -59,6 +59,9 @@ std::vector<std::string> gen_preset_names();
 // seed (same parameters and seed: identical records on any platform).
 class TraceGenerator {
  public:
+  // Throws ConfigError, before anything is allocated, for a bad geometry or parameters and
+  // for a request that could outgrow the geometry's largest context (prompt_max + decode_max
+  // beyond rope_max_positions x yarn_factor).
   TraceGenerator(const Geometry& g, const GenParams& p);
   ~TraceGenerator();
   bool next(Record& out);

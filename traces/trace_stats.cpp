@@ -248,7 +248,9 @@ TraceSummary TraceStats::summary() const {
   s.windows = windows_;
   for (std::size_t w = 0; w < windows_.size(); ++w) {
     s.working_set_blocks.push_back(ratio(ws_sum_[w], static_cast<double>(ws_n_[w])));
+    s.working_set_windows.push_back(ws_n_[w]);
   }
+  s.lru_lookups = lru_n_;
   s.lru_multiple = lru_multiples_;
   for (std::size_t m = 0; m < lru_multiples_.size(); ++m) {
     s.lru_capacity.push_back(std::int64_t{lru_multiples_[m]} * g_.block_topk());
@@ -267,12 +269,14 @@ boost::json::object TraceSummary::to_json() const {
   };
   json::array ws, lru;
   for (std::size_t i = 0; i < windows.size(); ++i) {
-    ws.push_back({{"steps", windows[i]}, {"mean_distinct_blocks", working_set_blocks[i]}});
+    json::value mean = nullptr;  // null: no request decoded that many steps
+    if (working_set_windows[i] > 0) mean = working_set_blocks[i];
+    ws.push_back({{"steps", windows[i]}, {"mean_distinct_blocks", mean}});
   }
   for (std::size_t i = 0; i < lru_multiple.size(); ++i) {
     lru.push_back({{"multiple_of_topk", lru_multiple[i]},
                    {"capacity_blocks", lru_capacity[i]},
-                   {"hit_rate", lru_hit[i]}});
+                   {"hit_rate", lru_lookups > 0 ? json::value(lru_hit[i]) : json::value()}});
   }
   return {{"records", records},
           {"requests", requests},

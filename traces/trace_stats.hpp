@@ -30,14 +30,18 @@ struct TraceSummary {
   // the newest complete block.
   std::vector<double> sink_share;
   double newest_share = 0;
-  // Mean distinct blocks a (request, layer) selects over a window of W decode steps.
+  // Mean distinct blocks a (request, layer) selects over a window of W decode steps, over
+  // working_set_windows[i] whole windows: with none (no request decoded W steps) the mean is
+  // not defined (0 here, null in JSON, "n/a" in kvtier trace info).
   std::vector<int> windows;
   std::vector<double> working_set_blocks;
+  std::vector<std::uint64_t> working_set_windows;
   // LRU cache per (request, layer) of lru_capacity[i] blocks (lru_multiple[i] x block_topk),
   // cold at the request's first decode row: share of decode-row block selections that hit.
   std::vector<int> lru_multiple;
   std::vector<std::int64_t> lru_capacity;
   std::vector<double> lru_hit;
+  std::uint64_t lru_lookups = 0;  // decode-row block selections looked up; 0: lru_hit undefined
 
   boost::json::object to_json() const;
 };

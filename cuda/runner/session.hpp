@@ -31,6 +31,10 @@ struct SessionOptions {
   int decode = 16;              // greedy tokens per request; the first is the one after the prompt
   std::int64_t fill_depth = 0;  // > 0: positions written directly first (QsaRunner::fill)
   int micro_batches = 1;
+  // Mirror: run with a pool below the smallest that drops no selected page (memory_budget's
+  // no_drop_slots). Dropped pages change the model's output, so plan_session refuses such a
+  // pool unless this is set (an experiment).
+  bool allow_drops = false;
   // >= 0: the needle protocol at this position, for one request whose prompt ends with the
   // query token (weights::needle_prompt).
   std::int64_t needle_at = -1;

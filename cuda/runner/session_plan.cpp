@@ -24,6 +24,44 @@ int half_sm_decode_splits(int sms, int requests, int kv_heads) {
   return std::max(1, sms / 2 / (requests * kv_heads));
 }
 
+void check_context(const Geometry& g, bool yarn, std::int64_t fill_depth,
+                   std::int64_t longest_prompt, int decode) {
+  const std::int64_t max = g.max_context(yarn);
+  // Compared piece by piece, so that no sum overflows.
+  if (fill_depth < 0 || longest_prompt < 1 || decode < 1 || longest_prompt > max ||
+      fill_depth > max - longest_prompt || decode - 1 > max - longest_prompt - fill_depth) {
+    throw ConfigError("runner: a context of --fill-depth " + std::to_string(fill_depth) +
+                      " + a prompt (--prompt-tokens, --prompt) of " +
+                      std::to_string(longest_prompt) + " + --decode " + std::to_string(decode) +
+                      " - 1 positions is beyond the geometry's largest, " + std::to_string(max) +
+                      (yarn ? " (rope_max_positions x yarn_factor)"
+                            : " (rope_max_positions; --yarn reaches " +
+                                  std::to_string(g.max_context(true)) + ")"));
+  }
+}
+
+namespace {
+
+// Placement mirror: a micro-batch's pool must hold every page its rows' selections can touch
+// (memory_budget's no_drop_slots, from select_width), else selected pages are dropped and the
+// attention runs on truncated selections.
+void check_no_drops(const Geometry& g, const MicroBatch& b, int rows_per_request) {
+  const BudgetRequest br = budget_request(g, b, rows_per_request, 0, 0);
+  const MemoryBudget need = memory_budget(br);
+  if (b.config.pool_pages >= need.no_drop_slots) return;
+  throw ConfigError("runner: --pool-pages " + std::to_string(b.config.pool_pages) +
+                    " drops selected pages: " + std::to_string(br.batch_rows) +
+                    " requests at a context of " + std::to_string(br.context_tokens) +
+                    " select up to " + std::to_string(g.max_pages_per_row(br.context_tokens)) +
+                    " pages each per layer, and a forward writes up to " +
+                    std::to_string(br.write_pages) + "; the smallest pool that drops nothing is " +
+                    std::to_string(need.no_drop_slots) + " slots (--pool-pages " +
+                    std::to_string(need.no_drop_slots) +
+                    "), or --allow-drops to run the experiment on truncated selections");
+}
+
+}  // namespace
+
 SessionPlan plan_session(const SessionOptions& o, const Geometry& g, int sms) {
   if (o.prompts.empty()) throw ConfigError("runner: a session needs at least one prompt");
   if (o.chunk < 1) throw ConfigError("runner: the prefill chunk must be positive");
@@ -36,6 +74,7 @@ SessionPlan plan_session(const SessionOptions& o, const Geometry& g, int sms) {
   std::int64_t longest = 0;
   for (const auto& p : o.prompts)
     longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(p.size()));
+  check_context(g, o.runner.yarn, o.fill_depth, longest, o.decode);
   SessionPlan plan;
   plan.rows_per_request = static_cast<int>(std::min<std::int64_t>(o.chunk, longest));
   plan.batches = split_requests(static_cast<int>(o.prompts.size()), o.micro_batches);
@@ -47,6 +86,8 @@ SessionPlan plan_session(const SessionOptions& o, const Geometry& g, int sms) {
     c.max_rows = plan.rows_per_request * b.requests;
     if (o.runner.decode_splits == 0 && o.micro_batches > 1 && c.placement == Placement::host)
       c.decode_splits = half_sm_decode_splits(sms, b.requests, g.kv_heads);
+    if (c.placement == Placement::mirror && !o.allow_drops)
+      check_no_drops(g, b, plan.rows_per_request);
   }
   return plan;
 }

@@ -36,8 +36,17 @@ std::vector<MicroBatch> split_requests(int requests, int micro_batches);
 // projections) in the meantime.
 int half_sm_decode_splits(int sms, int requests, int kv_heads);
 
+// Throws ConfigError when a request's context -- fill_depth + its prompt + decode - 1
+// positions (the last decoded token is not stored) -- is beyond the geometry's largest
+// (rope_max_positions, or x yarn_factor with YaRN). Cheap: run it before building prompts.
+void check_context(const Geometry& g, bool yarn, std::int64_t fill_depth,
+                   std::int64_t longest_prompt, int decode);
+
 // Throws ConfigError for no prompt, micro-batches outside 1..requests, chunk or decode below
-// 1, and for the needle protocol or a recorded trace with more than one micro-batch.
+// 1, a context beyond the geometry's (check_context), the needle protocol or a recorded trace
+// with more than one micro-batch, and, on placement mirror without allow_drops, a pool below
+// the smallest that drops no selected page (memory_budget's no_drop_slots, named in the
+// message).
 SessionPlan plan_session(const SessionOptions& o, const Geometry& g, int sms);
 
 // What memory_budget prices for a micro-batch's runner, against the device memory free now

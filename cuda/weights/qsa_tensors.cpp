@@ -19,7 +19,9 @@ LayerNames layer_names(int layer_id) {
 
 std::vector<QsaTensor> qsa_tensors(const Geometry& g, std::int64_t vocab) {
   g.validate();
-  if (vocab < 1) throw ConfigError("vocab: must be positive, got " + std::to_string(vocab));
+  if (vocab < 1 || vocab > kMaxVocab)
+    throw ConfigError("vocab: 1.." + std::to_string(kMaxVocab) + " token ids, got " +
+                      std::to_string(vocab));
   const std::int64_t h = g.hidden_size;
   const std::int64_t qd = std::int64_t{g.q_heads} * g.head_dim;
   const std::int64_t kvd = std::int64_t{g.kv_heads} * g.head_dim;

@@ -60,9 +60,13 @@ struct QsaTensor {
   int layer_id = -1;  // -1 for embedding, final norm, LM head
 };
 
+// The largest vocabulary of a stack: 2^20 token ids (the largest real vocabularies hold about
+// 262k); token ids are 32-bit throughout.
+inline constexpr std::int64_t kMaxVocab = std::int64_t{1} << 20;
+
 // Every tensor of the stack in file order: embedding, then per QSA layer (ascending id) the
 // ten of LayerNames, then the final norm and the LM head. Throws ConfigError on a bad geometry
-// or a vocabulary < 1.
+// or a vocabulary outside 1..kMaxVocab.
 std::vector<QsaTensor> qsa_tensors(const Geometry& g, std::int64_t vocab);
 
 // Checks that `file` holds every tensor of `qsa_tensors(g, vocab)` with the right dtype and

@@ -15,6 +15,8 @@
 #include <limits>
 #include <set>
 
+#include "io/pending_output.hpp"
+
 namespace kvtier::weights {
 
 namespace json = boost::json;
@@ -311,14 +313,15 @@ void write_safetensors(const std::string& path, const std::vector<TensorSpec>& s
   std::string header = header_json(specs, metadata);
   while ((8 + header.size()) % 8 != 0)
     header.push_back(' ');
-  const std::string tmp = path + ".tmp";
+  io::PendingOutput pending(path);
+  const std::string& tmp = pending.write_path();
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail(tmp, std::string("cannot create: ") + std::strerror(errno));
+  // The temporary goes with `pending` on every error below.
   auto put = [&](const void* p, std::size_t n) {
     if (n && std::fwrite(p, 1, n, f) != n) {
       const int e = errno;
       std::fclose(f);
-      std::remove(tmp.c_str());
       fail(tmp, std::string("write failed: ") + std::strerror(e));
     }
   };
@@ -339,21 +342,14 @@ void write_safetensors(const std::string& path, const std::vector<TensorSpec>& s
         fill(s, off, std::span<std::byte>(buf));
       } catch (...) {
         std::fclose(f);
-        std::remove(tmp.c_str());
         throw;
       }
       put(buf.data(), buf.size());
     }
   }
-  if (std::fclose(f) != 0) {
-    std::remove(tmp.c_str());
-    fail(tmp, std::string("close failed: ") + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    std::remove(tmp.c_str());
-    fail(path, std::string("cannot rename from .tmp: ") + std::strerror(e));
-  }
+  if (std::fclose(f) != 0) fail(tmp, std::string("close failed: ") + std::strerror(errno));
+  if (const std::error_code ec = pending.try_commit())
+    fail(path, "cannot rename from .tmp: " + ec.message());
 }
 
 // ---- bf16 ----

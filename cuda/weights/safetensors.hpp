@@ -124,7 +124,8 @@ using FillFn =
 
 // Writes `specs` in the given order (the header lists them in that order too, after
 // __metadata__); the data section starts at a multiple of 8 (the header is padded with spaces).
-// Writes to `path`.tmp and renames, so a failed write never leaves a half file under `path`.
+// Writes to `path`.tmp and renames (io::PendingOutput), so a failed write or a signal never
+// leaves a half file under `path`, nor the temporary.
 // Same inputs -> byte-identical file. Throws WeightsError on a duplicate or empty name or an
 // I/O error.
 void write_safetensors(const std::string& path, const std::vector<TensorSpec>& specs,

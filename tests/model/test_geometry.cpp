@@ -78,6 +78,28 @@ TEST(Geometry, ValidationNamesTheField) {
   expect_error_mentions(R"({"page_size": )", "not valid JSON");
 }
 
+TEST(Geometry, BadJsonSaysWhereAndNothingOfTheParser) {
+  for (const char* text : {"{\"page_size\": 64,\n \"head_dim\": }", "{\"a\" 1}", "", "{\n\n"}) {
+    try {
+      geometry_from_json(text);
+      FAIL() << text;
+    } catch (const ConfigError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("geometry: not valid JSON at line "), std::string::npos) << m;
+      EXPECT_EQ(m.find("boost"), std::string::npos) << m;
+      EXPECT_EQ(m.find(".hpp"), std::string::npos) << m;
+    }
+  }
+  expect_error_mentions("{\"page_size\": 64,\n \"head_dim\": }", "line 2, column 14");
+}
+
+TEST(Geometry, SizesAreBoundedSoThatByteCountsFit) {
+  expect_error_mentions(R"({"kv_heads": 2097152, "q_heads": 2097152})", "at most 1048576");
+  expect_error_mentions(R"({"hidden_size": 1048577})", "geometry.hidden_size: must be at most");
+  expect_error_mentions(R"({"page_size": 2097152})", "geometry.page_size");
+  EXPECT_NO_THROW(geometry_from_json(R"({"hidden_size": 1048576})"));
+}
+
 TEST(KvDtype, ParseAndName) {
   EXPECT_EQ(parse_kv_dtype("bf16"), KvDtype::bf16);
   EXPECT_EQ(parse_kv_dtype("fp8"), KvDtype::fp8);

@@ -3,6 +3,8 @@
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
 #include "model/memory_budget.hpp"
+#include "model/page_space.hpp"
+#include "tests/error_of.hpp"
 
 namespace kvtier {
 namespace {
@@ -102,6 +104,46 @@ TEST(MemoryBudget, LargestPoolReportedActuallyFits) {
   EXPECT_LE(memory_budget(r).device_bytes, r.device_capacity_bytes);
   r.pool_slots = fit + 1;
   EXPECT_THROW(memory_budget(r), CapacityError);
+}
+
+TEST(MemoryBudget, NoDropSlotsIsTheCoresSelectWidthRule) {
+  BudgetRequest r;
+  r.placement = Placement::mirror;
+  r.host_pages = 2048 * 16;
+  r.pool_slots = 2048;
+  r.batch_rows = 16;
+  r.write_pages = 16;
+  r.context_tokens = 131072;  // 2048 pages: a row touches at most 512 blocks' pages + 1
+  const MemoryBudget b = memory_budget(r);
+  EXPECT_EQ(b.no_drop_slots, 16 * 513 + 16);
+  EXPECT_EQ(b.select_width_pages, (2048 - 16) / 16);
+}
+
+// Sizes past what an int64 holds are refused, never wrapped into a negative total.
+TEST(MemoryBudget, SizesBeyondInt64AreRefusedNotWrapped) {
+  BudgetRequest r;
+  r.placement = Placement::mirror;
+  r.host_pages = 16384;
+  r.pool_slots = 10'000'000'000'000;
+  auto refusal = [&r] { return testing::error_of<ConfigError>([&r] { memory_budget(r); }); };
+  EXPECT_NE(refusal().find("slot ids are 32-bit, at most 2147483646"), std::string::npos);
+  r.pool_slots = 4096;
+  r.host_pages = 3'000'000'000;
+  EXPECT_NE(refusal().find("page ids are 32-bit"), std::string::npos);
+  // Within the ids, a geometry of large pages overflows the bytes: refused by name.
+  r.host_pages = kMaxPages;
+  r.pool_slots = kMaxPages;
+  r.geometry.head_dim = 1 << 20;
+  r.geometry.page_size = 1 << 20;
+  EXPECT_NE(refusal().find("beyond what 64-bit byte counts can price"), std::string::npos);
+  // The largest sizes that can be priced give positive totals.
+  r.geometry = Geometry{};
+  const MemoryBudget b = memory_budget(r);
+  EXPECT_GT(b.device_bytes, 0);
+  EXPECT_GT(b.host_bytes, 0);
+  r.placement = Placement::host;
+  r.staging_window_tokens = std::int64_t{1} << 62;
+  EXPECT_NE(refusal().find("the staging window"), std::string::npos);
 }
 
 }  // namespace

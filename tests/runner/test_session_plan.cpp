@@ -7,6 +7,7 @@
 
 #include "model/config_error.hpp"
 #include "model/memory_budget.hpp"
+#include "tests/error_of.hpp"
 
 namespace kvtier::runner_test {
 namespace {
@@ -149,6 +150,83 @@ TEST(SessionPlan, BudgetPricesAMicroBatchAtItsContext) {
   EXPECT_EQ(runner::budget_request(g, b, 100, 0, 0).host_pages, 12345);
   b.config.pool_pages = 1;  // a pool that cannot hold one forward's selection
   EXPECT_THROW(memory_budget(runner::budget_request(g, b, 100, 0, 0)), ConfigError);
+}
+
+// The message of the ConfigError `f` throws.
+template <class F>
+std::string refusal(F&& f) {
+  return kvtier::testing::error_of<ConfigError>(std::forward<F>(f));
+}
+
+// Issue 19: 16 requests at 128k on a mirror pool of 2,048 slots dropped a million selected
+// pages in silence. The pool is now refused unless allow_drops, naming the smallest that drops
+// nothing: memory_budget's no_drop_slots (the core's select_width), not a figure of its own.
+TEST(SessionPlan, AMirrorPoolThatDropsSelectedPagesIsRefusedNamingTheSmallest) {
+  SessionOptions o = options_of(std::vector<std::int64_t>(16, 1));
+  o.fill_depth = 131071;
+  o.decode = 16;
+  o.runner.placement = Placement::mirror;
+  o.runner.pool_pages = 2048;
+  const Geometry g;
+  const std::string m = refusal([&] { runner::plan_session(o, g, 132); });
+  // 16 requests x 513 pages (512 blocks in pages of their own + the causal tail's) + 16
+  // pages a forward of one row per request writes (two each: a chunk may straddle pages).
+  const std::int64_t smallest = 16 * 513 + 16 * 2;
+  EXPECT_NE(m.find("--pool-pages 2048 drops selected pages"), std::string::npos) << m;
+  EXPECT_NE(m.find("the smallest pool that drops nothing is " + std::to_string(smallest)),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("--allow-drops"), std::string::npos) << m;
+
+  // The figure is the core's: memory_budget of the micro-batch the session would build.
+  o.allow_drops = true;
+  const runner::SessionPlan p = runner::plan_session(o, g, 132);
+  const MemoryBudget need =
+      memory_budget(runner::budget_request(g, p.batches[0], p.rows_per_request, 0, 0));
+  EXPECT_EQ(need.no_drop_slots, smallest);
+
+  o.allow_drops = false;
+  o.runner.pool_pages = smallest - 1;
+  EXPECT_THROW(runner::plan_session(o, g, 132), ConfigError);
+  o.runner.pool_pages = smallest;
+  EXPECT_NO_THROW(runner::plan_session(o, g, 132));
+
+  // One request at 128k: 513 + 2 slots; the GPU script's 256 needs --allow-drops.
+  SessionOptions one = options_of({1});
+  one.fill_depth = 131071;
+  one.decode = 64;
+  one.runner.placement = Placement::mirror;
+  one.runner.pool_pages = 256;
+  EXPECT_NE(refusal([&] {
+              runner::plan_session(one, g, 132);
+            }).find("the smallest pool that drops nothing is 515 slots"),
+            std::string::npos);
+  // Each micro-batch is checked with its own requests.
+  o.micro_batches = 2;
+  o.runner.pool_pages = 8 * 513 + 8 * 2;
+  EXPECT_NO_THROW(runner::plan_session(o, g, 132));
+  o.runner.pool_pages -= 1;
+  EXPECT_THROW(runner::plan_session(o, g, 132), ConfigError);
+}
+
+TEST(SessionPlan, AContextBeyondTheGeometrysIsRefusedBeforeAnyPrompt) {
+  const Geometry g;  // 262,144 positions, 1,048,576 with YaRN
+  EXPECT_NO_THROW(runner::check_context(g, false, 0, 262144, 1));
+  EXPECT_NE(refusal([&] {
+              runner::check_context(g, false, 0, 262144, 2);
+            }).find("beyond the geometry's largest, 262144"),
+            std::string::npos);
+  EXPECT_NO_THROW(runner::check_context(g, true, 1048544, 1, 32));
+  EXPECT_THROW(runner::check_context(g, true, 1048544, 1, 33), ConfigError);
+  // Sizes that would overflow a sum are refused, not wrapped.
+  EXPECT_THROW(runner::check_context(g, true, INT64_MAX, 1, 1), ConfigError);
+  EXPECT_THROW(runner::check_context(g, true, 0, INT64_MAX, 1), ConfigError);
+  EXPECT_THROW(runner::check_context(g, true, 1, 1, INT32_MAX), ConfigError);
+  SessionOptions o = options_of({8});
+  o.fill_depth = 262144;
+  EXPECT_THROW(runner::plan_session(o, g, 132), ConfigError);
+  o.runner.yarn = true;
+  EXPECT_NO_THROW(runner::plan_session(o, g, 132));
 }
 
 }  // namespace

@@ -152,5 +152,54 @@ TEST(TraceGenerator, PresetsSpanThePublishedOverlaps) {
   EXPECT_THROW(gen_preset("nope"), ConfigError);
 }
 
+// Issue 19: --prompt 2000000000 allocated for 31 s before bad_alloc. The generator now checks
+// a request's whole context against the geometry's before it allocates anything.
+TEST(TraceGenerator, RefusesAContextBeyondTheGeometryBeforeAllocating) {
+  const Geometry g = small_geometry();  // 262,144 x 4 = 1,048,576 positions with YaRN
+  GenParams p = small_params(1);
+  p.prompt_min = p.prompt_max = 2'000'000'000;
+  try {
+    TraceGenerator gen(g, p);
+    FAIL() << "accepted a prompt of 2e9 tokens";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("beyond the geometry's largest context, 1048576 tokens"), std::string::npos)
+        << m;
+    EXPECT_NE(m.find("--prompt"), std::string::npos) << m;
+  }
+  p.prompt_min = p.prompt_max = 1'048'576 - 40;  // with decode_max 40: exactly the largest
+  EXPECT_NO_THROW(TraceGenerator(g, p));
+  p.decode_max = INT64_MAX;  // no overflow in the check itself
+  EXPECT_THROW(TraceGenerator(g, p), ConfigError);
+  p = small_params(1);
+  p.prefill_chunk = std::int64_t{1} << 40;  // a row's count is 32-bit
+  EXPECT_THROW(TraceGenerator(g, p), ConfigError);
+}
+
+// A trace shorter than a working-set window, or without decode rows, has no figure there:
+// "n/a", not 0.0 (kvtier trace info) and null in the JSON.
+TEST(TraceStats, FiguresWithoutSamplesAreMarkedUndefined) {
+  const Geometry g = small_geometry();
+  GenParams p = small_params(2);
+  p.decode_min = p.decode_max = 20;  // shorter than the 64- and 512-step windows
+  const TraceSummary s = summarize(g, p);
+  ASSERT_EQ(s.windows, (std::vector<int>{8, 64, 512}));
+  EXPECT_GT(s.working_set_windows[0], 0u);
+  EXPECT_EQ(s.working_set_windows[1], 0u);
+  EXPECT_EQ(s.working_set_windows[2], 0u);
+  EXPECT_GT(s.lru_lookups, 0u);
+  const boost::json::object o = s.to_json();
+  const auto& ws = o.at("working_set").as_array();
+  EXPECT_TRUE(ws[0].as_object().at("mean_distinct_blocks").is_double());
+  EXPECT_TRUE(ws[2].as_object().at("mean_distinct_blocks").is_null());
+  EXPECT_TRUE(o.at("lru").as_array()[0].as_object().at("hit_rate").is_double());
+
+  TraceHeader h;
+  h.geometry = g;
+  const TraceSummary empty = TraceStats(h).summary();
+  EXPECT_EQ(empty.lru_lookups, 0u);
+  EXPECT_TRUE(empty.to_json().at("lru").as_array()[0].as_object().at("hit_rate").is_null());
+}
+
 }  // namespace
 }  // namespace kvtier::traces

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "cuda/weights/safetensors.hpp"
+#include "tests/error_of.hpp"
 #include "tests/weights/weights_test_util.hpp"
 
 namespace kvtier::weights {
@@ -30,13 +31,7 @@ void fill_pattern(const TensorSpec& s, std::int64_t offset, std::span<std::byte>
 // The message of the WeightsError `f` throws; fails the test when it throws nothing else.
 template <class F>
 std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const WeightsError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no WeightsError";
-  return "";
+  return kvtier::testing::error_of<WeightsError>(std::forward<F>(f));
 }
 
 const std::vector<TensorSpec> kMixed = {

@@ -1,0 +1,254 @@
+// Issue 19's bad input, each found by trying, each now a clear error (exit 1, the option and
+// its limit or need on stderr) that ends at once and leaves no file behind.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/cli/cli_fixtures.hpp"
+#include "traces/trace_io.hpp"
+
+namespace kvtier {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CliRun;
+using testing::run_kvtier_argv;
+using testing::TinyInputs;
+
+bool has(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+// A refusal: exit 1 within a few seconds, the message holding every one of `parts`.
+void expect_refused(const std::vector<std::string>& args, const std::vector<std::string>& parts,
+                    double seconds = 5) {
+  const CliRun r = run_kvtier_argv(args, 60);
+  std::string cmd;
+  for (const auto& a : args)
+    cmd += " " + a;
+  EXPECT_EQ(r.exit_code, 1) << "kvtier" << cmd << "\n" << r.out;
+  EXPECT_LT(r.seconds, seconds) << "kvtier" << cmd;
+  for (const auto& p : parts)
+    EXPECT_TRUE(has(r.out, p)) << "'" << p << "' not in: kvtier" << cmd << "\n" << r.out;
+  for (const char* internal : {"bad_alloc", "boost::", "[boost.json", "std::"})
+    EXPECT_FALSE(has(r.out, internal)) << "kvtier" << cmd << "\n" << r.out;
+}
+
+TEST(CliBadInput, SimSlotsBeyondWhatCanBePriced) {
+  const TinyInputs& in = testing::tiny_inputs();
+  const std::string t = in.trace;
+  // was: killed for memory (rc 137), and bad_alloc
+  expect_refused({"sim", "--trace", t, "--slots", "99999999999999"},
+                 {"--slots: at most 2147483646 (slot ids are 32-bit), got 99999999999999"});
+  expect_refused({"sim", "--trace", t, "--slots", "1e13"}, {"--slots"});
+  // within the ids, beyond the profile's card: the largest pool that fits
+  expect_refused({"sim", "--trace", t, "--slots", "1000000000"},
+                 {"device memory", "the largest pool that fits is"});
+}
+
+TEST(CliBadInput, BudgetNeverPrintsANegativeTotal) {
+  // was: "device total -2716664072901836704", exit 0
+  expect_refused({"budget", "--pool-slots", "10000000000000"},
+                 {"--pool-slots: 1..2147483646 slots", "got 10000000000000"});
+  expect_refused({"budget", "--context", "999999999999999999"}, {"--context: 1..", "32-bit"});
+  // The largest sizes that can be priced are priced, positive.
+  const CliRun r = run_kvtier_argv(
+      {"budget", "--pool-slots", "2147483646", "--context", "137438953344", "--json"}, 10);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto o = boost::json::parse(r.out).as_object();
+  EXPECT_GT(o.at("device_bytes").as_int64(), 0);
+  EXPECT_GT(o.at("host_bytes").as_int64(), 0);
+  // was: accepted silently
+  expect_refused({"budget", "--device-gib", "nan"}, {"--device-gib", "got nan"});
+  expect_refused({"budget", "--host-gib", "inf"}, {"--host-gib", "got inf"});
+  expect_refused({"budget", "--device-gib", "-1"}, {"--device-gib"});
+}
+
+TEST(CliBadInput, TraceGenChecksBeforeItAllocatesOrWrites) {
+  const TinyInputs& in = testing::tiny_inputs();
+  // was: 31 s, then bad_alloc, and a header-only .ktr
+  expect_refused({"trace", "gen", "--prompt", "2000000000", "-o", in.out + "/a.ktr"},
+                 {"--prompt", "beyond the geometry's largest context, 1048576 tokens"}, 2);
+  EXPECT_TRUE(testing::files_in(in.out).empty());
+  expect_refused(
+      {"trace", "gen", "--geometry", in.geometry, "--decode", "16400", "-o", in.out + "/a.ktr"},
+      {"16384 tokens"}, 2);
+  EXPECT_TRUE(testing::files_in(in.out).empty());
+}
+
+TEST(CliBadInput, PlanSizesPointsAndThreadsAreBounded) {
+  const TinyInputs& in = testing::tiny_inputs();
+  const std::string t = in.trace;
+  // were: still running after 60 s (and bad_alloc)
+  expect_refused({"plan", "--trace", t, "--sizes", "99999999999"},
+                 {"--sizes: a pool of 99999999999 slots is beyond what this trace can use",
+                  "a larger pool changes nothing"});
+  expect_refused({"plan", "--trace", t, "--points", "1000000000"},
+                 {"--points: 1..1000", "got 1000000000"});
+  // was: accepted silently
+  expect_refused({"plan", "--trace", t, "--threads", "-1"}, {"--threads: 0 (every core) .. 1024"});
+}
+
+TEST(CliBadInput, WeightsGenIsBoundedAndSaysItsSizeFirst) {
+  const TinyInputs& in = testing::tiny_inputs();
+  // was: a 9.8 GB .tmp in 60 s with no warning
+  expect_refused({"weights", "gen", "--vocab", "99999999999", "--out", in.out + "/w.st"},
+                 {"--vocab: 1..1048576 token ids, got 99999999999"});
+  EXPECT_TRUE(testing::files_in(in.out).empty());
+  const CliRun r = run_kvtier_argv({"weights", "gen", "--geometry", in.geometry, "--vocab", "64",
+                                    "--out", in.out + "/w.safetensors"},
+                                   30);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "kvtier weights gen: writing ")) << r.out;
+  EXPECT_EQ(testing::files_in(in.out), std::vector<std::string>{"w.safetensors"});
+}
+
+// Ctrl-C (SIGINT) or SIGTERM in the middle of a write: the temporary goes, no output appears.
+void expect_signal_leaves_nothing(const std::vector<std::string>& args, const std::string& out,
+                                  int sig) {
+  bool sent = false;
+  const CliRun r = run_kvtier_argv(args, 60, [&](pid_t pid) {
+    std::error_code ec;
+    if (!sent && fs::exists(out + ".tmp", ec) && fs::file_size(out + ".tmp", ec) > 0) {
+      ::kill(pid, sig);
+      sent = true;
+    }
+  });
+  if (!sent && has(r.out, "free")) GTEST_SKIP() << "no room on the disk: " << r.out;
+  ASSERT_TRUE(sent) << "finished before it could be signalled: " << r.out;
+  EXPECT_EQ(r.signal, sig) << r.out;
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(CliBadInput, ASignalMidWriteLeavesNoTemporary) {
+  const TinyInputs& in = testing::tiny_inputs();
+  // weights gen of the reference geometry: 1.6 GB, so the write is still going on
+  const std::string w = in.out + "/big.safetensors";
+  expect_signal_leaves_nothing({"weights", "gen", "--out", w}, w, SIGINT);
+  const std::string t = in.out + "/big.ktr";
+  expect_signal_leaves_nothing({"trace", "gen", "--decode", "20000", "-o", t}, t, SIGTERM);
+  EXPECT_TRUE(testing::files_in(in.out).empty());
+}
+
+TEST(CliBadInput, AnOutputAppearsOnlyWhenComplete) {
+  const TinyInputs& in = testing::tiny_inputs();
+  // was: convert of a truncated file left a 57 MB .jsonl
+  const std::string cut = in.dir + "/cut.ktr";
+  {
+    std::ifstream src(in.trace, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(src)), {});
+    std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() - 9);
+  }
+  expect_refused({"trace", "convert", cut, in.out + "/c.jsonl"}, {"truncated"});
+  EXPECT_TRUE(testing::files_in(in.out).empty());
+  // the whole file converts, and only the output is there
+  ASSERT_EQ(run_kvtier_argv({"trace", "convert", in.trace, in.out + "/c.jsonl"}, 30).exit_code, 0);
+  EXPECT_EQ(testing::files_in(in.out), std::vector<std::string>{"c.jsonl"});
+  testing::empty_dir(in.out);
+  // a gen whose output cannot be renamed into place (a directory there) leaves no .tmp
+  fs::create_directories(in.out + "/taken.ktr/inside");
+  expect_refused({"trace", "gen", "--geometry", in.geometry, "--prompt", "100", "--decode", "8",
+                  "-o", in.out + "/taken.ktr"},
+                 {"cannot rename"});
+  EXPECT_EQ(testing::files_in(in.out), std::vector<std::string>{"taken.ktr"});
+}
+
+TEST(CliBadInput, RunChecksTheTraceBeforeLookingForADevice) {
+  const TinyInputs& in = testing::tiny_inputs();
+  const std::string junk = in.dir + "/garbage.ktr";
+  std::ofstream(junk) << "this is not a trace at all";
+  // was: "no CUDA device"; now the file is read first, with or without CUDA in the build
+  const CliRun r = run_kvtier_argv({"run", "--trace", junk, "--placement", "device"}, 10);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(has(r.out, junk)) << r.out;
+  EXPECT_FALSE(has(r.out, "CUDA")) << r.out;
+  expect_refused({"run", "--trace", in.trace, "--placement", "device", "--pool-pages", "64"},
+                 {"--pool-pages applies to placement mirror only"});
+}
+
+TEST(CliBadInput, ABadGeometryFileSaysWhichFileFieldAndExpectation) {
+  const TinyInputs& in = testing::tiny_inputs();
+  const std::string field = in.dir + "/field.json", broken = in.dir + "/broken.json";
+  std::ofstream(field) << R"({"page_size": "sixty-four"})";
+  std::ofstream(broken) << "{\"page_size\": 64,\n \"head_dim\": }";
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"budget", "--geometry"},
+        std::vector<std::string>{"weights", "gen", "--out", in.out + "/w.st", "--geometry"},
+        std::vector<std::string>{"trace", "gen", "-o", in.out + "/t.ktr", "--geometry"}}) {
+    std::vector<std::string> a = cmd, b = cmd;
+    a.push_back(field);
+    b.push_back(broken);
+    expect_refused(a, {"geometry file '" + field + "'", "geometry.page_size",
+                       "expected an integer, got \"sixty-four\""});
+    expect_refused(b, {"geometry file '" + broken + "'", "not valid JSON at line 2, column 14"});
+  }
+  EXPECT_TRUE(testing::files_in(in.out).empty());
+}
+
+TEST(CliBadInput, BareSimSaysWhatToPassAndItsHelpShowsNoFalseDefault) {
+  const TinyInputs& in = testing::tiny_inputs();
+  expect_refused({"sim", "--trace", in.trace}, {"placement mirror needs --slots N"});
+  const CliRun help = run_kvtier_argv({"sim", "--help"}, 10);
+  ASSERT_EQ(help.exit_code, 0);
+  EXPECT_TRUE(has(help.out, "--slots arg ")) << help.out;
+  EXPECT_FALSE(has(help.out, "--slots arg (=0)")) << help.out;
+  EXPECT_EQ(run_kvtier_argv({"sim", "--trace", in.trace, "--placement", "device"}, 30).exit_code,
+            0);
+}
+
+TEST(CliBadInput, RunTimesPhasesWithProfilePhases) {
+  const TinyInputs& in = testing::tiny_inputs();
+  const CliRun help = run_kvtier_argv({"run", "--weights", in.weights, "--help"}, 10);
+  ASSERT_EQ(help.exit_code, 0);
+  EXPECT_TRUE(has(help.out, "--profile-phases")) << help.out;
+  EXPECT_FALSE(has(help.out, "--profile  ")) << help.out;
+  EXPECT_TRUE(has(help.out, "--allow-drops")) << help.out;
+  expect_refused({"run", "--weights", in.weights, "--prompt-tokens", "8", "--micro-batches", "2",
+                  "--profile-phases"},
+                 {"not with --needle-at, --record or --profile-phases"});
+}
+
+TEST(CliBadInput, TraceInfoSaysNaWhereThereIsNoFigure) {
+  const TinyInputs& in = testing::tiny_inputs();
+  // 12 decode steps: no 64- or 512-step window is whole
+  const CliRun r = run_kvtier_argv({"trace", "info", in.trace}, 10);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "n/a (no request decoded 512 steps)")) << r.out;
+  EXPECT_FALSE(has(r.out, "working set over 512 steps (blocks)  0.0")) << r.out;
+  const CliRun j = run_kvtier_argv({"trace", "info", in.trace, "--json"}, 10);
+  ASSERT_EQ(j.exit_code, 0) << j.out;
+  const auto ws = boost::json::parse(j.out).as_object().at("working_set").as_array();
+  EXPECT_TRUE(ws.back().as_object().at("mean_distinct_blocks").is_null()) << j.out;
+}
+
+TEST(CliBadInput, AMirrorPoolThatDropsSelectedPagesIsRefusedByDefault) {
+  const TinyInputs& in = testing::tiny_inputs();
+  // 2 requests of 1,000 tokens + 16 decoded: a selection touches up to 17 pages (16 blocks
+  // in pages of their own + the tail's) and a prefill forward writes 2 x 64: 162 slots drop
+  // nothing; 140 hold a forward (130) but drop selected pages
+  std::vector<std::string> small = {"run",       "--weights",   in.weights, "--prompt-tokens",
+                                    "1000,1000", "--placement", "mirror",   "--pool-pages",
+                                    "140"};
+  expect_refused(small, {"--pool-pages 140 drops selected pages",
+                         "the smallest pool that drops nothing is 162 slots", "--allow-drops"});
+  // With --allow-drops the plan passes; what stops it here is the build or the machine.
+  small.push_back("--allow-drops");
+  const CliRun r = run_kvtier_argv(small, 10);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_FALSE(has(r.out, "drops selected pages")) << r.out;
+  EXPECT_TRUE(has(r.out, "CUDA")) << r.out;
+  expect_refused({"run", "--weights", in.weights, "--prompt-tokens", "8", "--allow-drops"},
+                 {"--allow-drops applies to placement mirror only"});
+  // A prompt beyond the geometry's context is refused before it is built.
+  expect_refused({"run", "--weights", in.weights, "--prompt-tokens", "99999999999"},
+                 {"beyond the geometry's largest, 4096", "--yarn reaches 16384"});
+}
+
+}  // namespace
+}  // namespace kvtier
