@@ -111,8 +111,12 @@ TEST(CliSweep, SimPlanBudgetDemoBench) {
       {{"budget", "--placement", "device", "--geometry", in.geometry}, "--context"},
       {{"demo"}, "--slots"},
       {{"bench", "residency"}, "--repeats"},
+      {{"sim", "--trace", t, "--placement", "device"}, "--non-qsa-forward-us"},
+      {{"sim", "--trace", t, "--placement", "device"}, "--non-qsa-token-us"},
+      {{"plan", "--trace", t, "--placement", "device"}, "--non-qsa-forward-us"},
+      {{"plan", "--trace", t, "--placement", "device"}, "--non-qsa-token-us"},
   };
-  EXPECT_EQ(sweep(cases, in.out), 16 * 7);
+  EXPECT_EQ(sweep(cases, in.out), 20 * 7);
 }
 
 TEST(CliSweep, Trace) {
