@@ -13,6 +13,13 @@ void same(const std::string& what, const std::string& gpu, const std::string& si
   }
 }
 
+// A trace is named by its file; the two sides may read it from different directories (the GPU
+// machine's checkout and this one's), so the file name is what must agree.
+std::string file_name(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
 ErrorStats stats_of(const std::vector<ForwardError>& f, int which) {  // 0 all, 1 decode, 2 prefill
   std::vector<double> sim, gpu;
   for (const ForwardError& e : f) {
@@ -29,7 +36,7 @@ ErrorStats stats_of(const std::vector<ForwardError>& f, int which) {  // 0 all, 
 PairComparison compare_pair(const ForwardResults& gpu, const ForwardResults& sim) {
   same("placement", gpu.placement, sim.placement, gpu, sim);
   same("dtype", gpu.dtype, sim.dtype, gpu, sim);
-  same("trace", gpu.trace, sim.trace, gpu, sim);
+  same("trace", file_name(gpu.trace), file_name(sim.trace), gpu, sim);
   if (gpu.placement == "mirror" && gpu.slots != 0 && sim.slots != 0 && gpu.slots != sim.slots) {
     throw ConfigError("pair " + gpu.file + " / " + sim.file + ": mirror pool differs (GPU " +
                       std::to_string(gpu.slots) + " pages, simulator " + std::to_string(sim.slots) +
