@@ -96,8 +96,8 @@ int run_plan(const std::vector<std::string>& args) {
   auto add = [&](const std::string& p, const std::string& u, const std::string& s,
                  const sim::PointSummary& x, const std::string& lru, const std::string& opt) {
     t.add({p, u, s, fmt_fixed(x.decode_tps, 1), fmt_fixed(x.prefill_tps, 1),
-           fmt_fixed(x.qsa_us / 1e3, 2), fmt_fixed(x.hit_rate * 100, 2) + "%", lru, opt,
-           fmt_int(x.drops),
+           fmt_fixed(x.qsa_us / 1e3, 2),
+           x.has_lookups ? fmt_fixed(x.hit_rate * 100, 2) + "%" : "n/a", lru, opt, fmt_int(x.drops),
            fmt_bytes(static_cast<double>(x.device_bytes)) +
                (x.fits_device ? "" : " (does not fit)")});
   };

@@ -114,33 +114,34 @@ int run_sim(const std::vector<std::string>& args) {
                         {"drops", x.drops},
                         {"prefetched", x.prefetched}});
     }
-    boost::json::object o{{"trace", input.name},
-                          {"profile", cost.profile().name},
-                          {"placement", std::string(to_string(c.placement))},
-                          {"unit", std::string(to_string(c.unit))},
-                          {"dtype", std::string(to_string(c.dtype))},
-                          {"policy", std::string(to_string(c.policy))},
-                          {"slots", c.pool_slots},
-                          {"forwards", r.forwards},
-                          {"decode_tokens_per_s", s.decode_tps},
-                          {"prefill_tokens_per_s", s.prefill_tps},
-                          {"hit_rate", s.hit_rate},
-                          {"drops", t.drops},
-                          {"h2d_bytes", r.h2d_bytes},
-                          {"d2h_bytes", r.d2h_bytes},
-                          {"copy_bytes", r.copy_bytes},
-                          {"in_place_bytes", r.in_place_bytes},
-                          {"h2d_utilisation", s.h2d_util},
-                          {"d2h_utilisation", d2h_util},
-                          {"makespan_ns", r.makespan_ns},
-                          {"device_bytes", r.device_bytes},
-                          {"host_bytes", r.host_bytes},
-                          {"forward", forward},
-                          {"layers", std::move(layers)},
-                          {"forward_us", s.forward_us},
-                          {"qsa_stack_us", qsa_us},
-                          {"rest_of_model", sim::rest_of_model_json(rest, rest_us)},
-                          {"trust", trust}};
+    boost::json::object o{
+        {"trace", input.name},
+        {"profile", cost.profile().name},
+        {"placement", std::string(to_string(c.placement))},
+        {"unit", std::string(to_string(c.unit))},
+        {"dtype", std::string(to_string(c.dtype))},
+        {"policy", std::string(to_string(c.policy))},
+        {"slots", c.pool_slots},
+        {"forwards", r.forwards},
+        {"decode_tokens_per_s", s.decode_tps},
+        {"prefill_tokens_per_s", s.prefill_tps},
+        {"hit_rate", s.has_lookups ? boost::json::value(s.hit_rate) : boost::json::value(nullptr)},
+        {"drops", t.drops},
+        {"h2d_bytes", r.h2d_bytes},
+        {"d2h_bytes", r.d2h_bytes},
+        {"copy_bytes", r.copy_bytes},
+        {"in_place_bytes", r.in_place_bytes},
+        {"h2d_utilisation", s.h2d_util},
+        {"d2h_utilisation", d2h_util},
+        {"makespan_ns", r.makespan_ns},
+        {"device_bytes", r.device_bytes},
+        {"host_bytes", r.host_bytes},
+        {"forward", forward},
+        {"layers", std::move(layers)},
+        {"forward_us", s.forward_us},
+        {"qsa_stack_us", qsa_us},
+        {"rest_of_model", sim::rest_of_model_json(rest, rest_us)},
+        {"trust", trust}};
 
     if (c.record_forwards) {
       // qsa_us: the QSA layers' span, comparable with `kvtier run --trace`'s gpu_us (the
@@ -176,7 +177,8 @@ int run_sim(const std::vector<std::string>& args) {
   sum.add({"rest of the model", fmt_fixed(rest_us / 1e3, 2) + " ms (" + rest_figures(rest) + ")"});
   sum.add({"decode tokens/s", fmt_fixed(s.decode_tps, 1)});
   sum.add({"prefill tokens/s", fmt_fixed(s.prefill_tps, 1)});
-  sum.add({"hit rate", fmt_fixed(s.hit_rate * 100, 2) + "%"});
+  sum.add({"hit rate", s.has_lookups ? fmt_fixed(s.hit_rate * 100, 2) + "%"
+                                     : "n/a (no pool: every page is read where it lives)"});
   sum.add({"dropped pages", fmt_int(t.drops)});
   sum.add({"host -> device", fmt_bytes(static_cast<double>(r.h2d_bytes))});
   sum.add({"device -> host", fmt_bytes(static_cast<double>(r.d2h_bytes))});
@@ -191,10 +193,10 @@ int run_sim(const std::vector<std::string>& args) {
     const auto& x = r.layers[l];
     lt.add(
         {fmt_int(input.header.geometry.qsa_layer_ids[l]), fmt_int(x.lookups), fmt_int(x.hits),
-         fmt_fixed(x.lookups ? 100.0 * static_cast<double>(x.hits) / static_cast<double>(x.lookups)
-                             : 100.0,
-                   2) +
-             "%",
+         x.lookups
+             ? fmt_fixed(100.0 * static_cast<double>(x.hits) / static_cast<double>(x.lookups), 2) +
+                   "%"
+             : "n/a",
          fmt_int(x.misses), fmt_int(x.bypassed), fmt_int(x.evictions), fmt_int(x.drops)});
   }
   lt.print();

@@ -20,6 +20,7 @@ PointSummary summarize(const SimResult& r, std::int64_t device_capacity_bytes) {
   s.decode_tps = r.decode_tokens_per_s();
   s.prefill_tps = r.prefill_tokens_per_s();
   s.hit_rate = r.hit_rate();
+  s.has_lookups = r.total().lookups > 0;
   s.forward_us = (r.decode_time_ns + r.prefill_time_ns) / 1e3;
   const LayerStats t = r.total();
   s.misses = t.misses;
@@ -370,11 +371,16 @@ namespace json = boost::json;
 
 json::object point_json(const PointSummary& p) {
   json::array layers;
-  for (double h : p.layer_hit_rate)
-    layers.push_back(h);
+  for (double h : p.layer_hit_rate) {
+    if (p.has_lookups) {
+      layers.push_back(h);
+    } else {
+      layers.push_back(nullptr);
+    }
+  }
   return {{"decode_tokens_per_s", p.decode_tps},
           {"prefill_tokens_per_s", p.prefill_tps},
-          {"hit_rate", p.hit_rate},
+          {"hit_rate", p.has_lookups ? json::value(p.hit_rate) : json::value(nullptr)},
           {"misses", p.misses},
           {"drops", p.drops},
           {"h2d_bytes", p.h2d_bytes},

@@ -39,6 +39,7 @@ struct PointSummary {
   double decode_tps = 0;
   double prefill_tps = 0;
   double hit_rate = 0;
+  bool has_lookups = false;  // a pool was queried (mirror); else the hit rate means nothing
   std::int64_t misses = 0;
   std::int64_t drops = 0;
   std::int64_t h2d_bytes = 0;

@@ -53,5 +53,21 @@ TEST(Cli, BudgetJsonAndErrors) {
   EXPECT_NE(unknown.out.find("--frobnicate"), std::string::npos);
 }
 
+// Device and host placements query no pool: their hit rate is not 100 %, it does not exist.
+TEST(Cli, HitRateIsNotApplicableWithoutAPool) {
+  for (const char* placement : {"device", "host"}) {
+    const auto table = run_kvtier(std::string("sim --placement ") + placement);
+    ASSERT_EQ(table.exit_code, 0) << table.out;
+    EXPECT_NE(table.out.find("n/a (no pool"), std::string::npos) << table.out;
+    EXPECT_EQ(table.out.find("100.00%"), std::string::npos) << table.out;
+    const auto json = run_kvtier(std::string("sim --json --placement ") + placement);
+    ASSERT_EQ(json.exit_code, 0) << json.out;
+    EXPECT_NE(json.out.find("\"hit_rate\":null"), std::string::npos) << json.out;
+  }
+  const auto mirror = run_kvtier("sim --json --placement mirror --slots 8499");
+  ASSERT_EQ(mirror.exit_code, 0) << mirror.out;
+  EXPECT_EQ(mirror.out.find("\"hit_rate\":null"), std::string::npos) << mirror.out;
+}
+
 }  // namespace
 }  // namespace kvtier
