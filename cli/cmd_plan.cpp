@@ -10,6 +10,7 @@
 #include "cli/progress.hpp"
 #include "cli/rest_of_model_options.hpp"
 #include "cli/table.hpp"
+#include "io/output_file.hpp"
 #include "model/config_error.hpp"
 #include "sim/planner.hpp"
 #include "sim/profiles.hpp"
@@ -70,9 +71,9 @@ int run_plan(const std::vector<std::string>& args) {
 
   if (vm.count("html")) {
     const std::string file = vm["html"].as<std::string>();
-    std::ofstream out(file);
-    if (!out) throw ConfigError("cannot write '" + file + "'");
-    out << sim::plan_to_html(r);
+    io::OutputFile out(file);
+    out.stream() << sim::plan_to_html(r);
+    out.close();
   }
   if (vm.count("json")) {
     std::cout << sim::plan_to_json(r) << "\n";

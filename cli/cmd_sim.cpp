@@ -3,12 +3,14 @@
 #include <boost/json.hpp>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "cli/command.hpp"
 #include "cli/options.hpp"
 #include "cli/progress.hpp"
 #include "cli/rest_of_model_options.hpp"
 #include "cli/table.hpp"
+#include "io/output_file.hpp"
 #include "model/config_error.hpp"
 #include "model/page_space.hpp"
 #include "model/profile_trust.hpp"
@@ -75,21 +77,21 @@ int run_sim(const std::vector<std::string>& args) {
       forward == "model" ? frontend::ForwardKind::model : frontend::ForwardKind::trace_replay;
   c.copy_first = vm.count("copy-first") != 0;
   c.record_forwards = vm.count("per-forward") != 0;
-  std::ofstream decisions;
+  std::optional<io::OutputFile> decisions;  // appears only when the simulation completes
   if (vm.count("decisions")) {
-    decisions.open(vm["decisions"].as<std::string>());
-    if (!decisions) throw ConfigError("cannot write '" + vm["decisions"].as<std::string>() + "'");
-    c.decisions = &decisions;
+    decisions.emplace(vm["decisions"].as<std::string>());
+    c.decisions = &decisions->stream();
   }
   const frontend::TraceBounds st = frontend::scan_trace(input);
   Progress progress("kvtier sim", static_cast<std::uint64_t>(st.forwards), "forwards");
   c.on_forward = [&](std::int64_t done) { progress.update(static_cast<std::uint64_t>(done)); };
   const sim::SimResult r = sim::simulate(input, st, cost, c);
   progress.finish();
+  if (decisions) decisions->close();
   if (vm.count("timeline")) {
-    std::ofstream out(vm["timeline"].as<std::string>());
-    if (!out) throw ConfigError("cannot write '" + vm["timeline"].as<std::string>() + "'");
-    sim::write_chrome_trace(out, r.timeline, input.header.geometry);
+    io::OutputFile out(vm["timeline"].as<std::string>());
+    sim::write_chrome_trace(out.stream(), r.timeline, input.header.geometry);
+    out.close();
   }
   const sim::PointSummary s = sim::summarize(r);
   const double span = static_cast<double>(std::max<std::int64_t>(1, r.makespan_ns));

@@ -11,6 +11,7 @@
 #include "cli/options.hpp"
 #include "cli/run_modes.hpp"
 #include "cli/table.hpp"
+#include "io/output_file.hpp"
 #include "model/config_error.hpp"
 #include "sim/profiles.hpp"
 #include "validation/compare/compare_html.hpp"
@@ -119,9 +120,9 @@ int run_compare(std::vector<std::string> args) {
   const validation::Comparison c = validation::compare(runs);
   if (vm.count("html")) {
     const std::string file = vm["html"].as<std::string>();
-    std::ofstream out(file);
-    if (!out) throw ConfigError("cannot write '" + file + "'");
-    out << validation::comparison_to_html(c);
+    io::OutputFile out(file);
+    out.stream() << validation::comparison_to_html(c);
+    out.close();
   }
   if (vm.count("json")) {
     std::cout << validation::comparison_to_json(c) << "\n";
@@ -192,9 +193,9 @@ int run_fit(const std::vector<std::string>& args) {
   print_fit(f.report);
   if (vm.count("out")) {
     const std::string file = vm["out"].as<std::string>();
-    std::ofstream out(file);
-    if (!out) throw ConfigError("cannot write '" + file + "'");
-    out << hardware_profile_to_json(f.profile);
+    io::OutputFile out(file);
+    out.stream() << hardware_profile_to_json(f.profile);
+    out.close();
   }
   return 0;
 }

@@ -21,6 +21,7 @@
 #include "cuda/host_bank.hpp"
 #include "cuda/trace_replay.hpp"
 #endif
+#include "io/output_file.hpp"
 #include "traces/trace_source.hpp"
 
 namespace kvtier::cli {
@@ -110,7 +111,8 @@ cuda::EnsureForm parse_ensure_form(const std::string& form) {
 }
 
 // The replay's configuration from the options; `decisions` is opened when asked for.
-cuda::ReplayConfig replay_config(const po::variables_map& vm, std::ofstream& decisions) {
+cuda::ReplayConfig replay_config(const po::variables_map& vm,
+                                 std::optional<io::OutputFile>& decisions) {
   cuda::ReplayConfig c;
   c.placement = parse_placement(vm["placement"].as<std::string>(), "--placement");
   c.dtype = parse_kv_dtype(vm["kv-dtype"].as<std::string>(), "--kv-dtype");
@@ -127,9 +129,8 @@ cuda::ReplayConfig replay_config(const po::variables_map& vm, std::ofstream& dec
   c.max_forwards = vm["forwards"].as<long long>();
   if (vm.count("decisions")) {
     if (!c.verify) throw ConfigError("--decisions needs --verify");
-    decisions.open(vm["decisions"].as<std::string>());
-    if (!decisions) throw ConfigError("cannot write '" + vm["decisions"].as<std::string>() + "'");
-    c.decisions = &decisions;
+    decisions.emplace(vm["decisions"].as<std::string>());
+    c.decisions = &decisions->stream();
   }
   return c;
 }
@@ -281,7 +282,7 @@ int run_trace(const std::vector<std::string>& args) {
   // The trace before any device: a file that is not a trace is reported as such, GPU or not.
   const traces::TraceInput input = traces::file_trace(vm["trace"].as<std::string>());
 #if defined(KVTIER_WITH_CUDA)
-  std::ofstream decisions;
+  std::optional<io::OutputFile> decisions;  // appears only when the replay completes
   cuda::ReplayConfig c = replay_config(vm, decisions);
   if (cuda::device_count() == 0)
     throw ConfigError("run: no CUDA device (cudaGetDeviceCount found none)");
@@ -292,6 +293,7 @@ int run_trace(const std::vector<std::string>& args) {
     progress->update(static_cast<std::uint64_t>(done));
   };
   const cuda::ReplayResult r = cuda::replay_trace(input, c);
+  if (decisions) decisions->close();
   if (progress) progress->finish();
   if (vm.count("json")) {
     print_replay_json(input, c, r);

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+
 #include <boost/json.hpp>
 
 #include "tests/cli/cli_runner.hpp"
@@ -67,6 +70,20 @@ TEST(Cli, HitRateIsNotApplicableWithoutAPool) {
   const auto mirror = run_kvtier("sim --json --placement mirror --slots 8499");
   ASSERT_EQ(mirror.exit_code, 0) << mirror.out;
   EXPECT_EQ(mirror.out.find("\"hit_rate\":null"), std::string::npos) << mirror.out;
+}
+
+// A run that fails leaves none of its outputs behind: --decisions and --timeline appear only
+// when the simulation completed.
+TEST(Cli, FailedSimLeavesNoDecisionsOrTimeline) {
+  const std::string dir = ::testing::TempDir();
+  const std::string decisions = dir + "/kvtier-failed-decisions.jsonl";
+  const std::string timeline = dir + "/kvtier-failed-timeline.json";
+  std::remove(decisions.c_str());
+  std::remove(timeline.c_str());
+  const auto r = run_kvtier("sim --slots 100 --decisions " + decisions + " --timeline " + timeline);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  for (const std::string& f : {decisions, timeline, decisions + ".tmp", timeline + ".tmp"})
+    EXPECT_FALSE(std::ifstream(f).good()) << f << " was left behind";
 }
 
 }  // namespace
