@@ -11,29 +11,11 @@
 #include <system_error>
 #include <utility>
 
+#include "model/calibration_terms.hpp"
 #include "model/config_error.hpp"
 
 namespace kvtier::calibrate {
 namespace {
-
-// docs/validation.md, "Series, inputs and the profile fields they set", in the table's order.
-const std::vector<std::pair<std::string, std::vector<std::string>>>& term_table() {
-  static const std::vector<std::pair<std::string, std::vector<std::string>>> t{
-      {"launch_eager", {"kernels"}},
-      {"launch_graph", {"kernels"}},
-      {"h2d_copy", {"bytes", "transfers"}},
-      {"d2h_copy", {"bytes", "transfers"}},
-      {"zero_copy_read", {"bytes"}},
-      {"zero_copy_write", {"bytes"}},
-      {"hbm_read", {"bytes"}},
-      {"indexer", {"row_blocks"}},
-      {"topk", {"row_blocks"}},
-      {"ensure", {"lookups", "slots", "misses"}},
-      {"attention", {"hbm_bytes"}},
-      {"non_qsa", {"tokens"}},
-  };
-  return t;
-}
 
 std::string where(const Series& s) {
   return "series '" + s.term + "' (" + s.sweep + ")";
@@ -63,7 +45,15 @@ void check_series(const Series& s) {
 }  // namespace
 
 const std::vector<std::string>& term_inputs(const std::string& term) {
-  for (const auto& [name, inputs] : term_table())
+  // The core's list (model/calibration_terms.hpp), as strings, once.
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> table = [] {
+    std::vector<std::pair<std::string, std::vector<std::string>>> t;
+    for (const CalibrationTerm& c : calibration_terms())
+      t.emplace_back(std::string(c.term),
+                     std::vector<std::string>(c.inputs.begin(), c.inputs.end()));
+    return t;
+  }();
+  for (const auto& [name, inputs] : table)
     if (name == term) return inputs;
   throw std::invalid_argument("points file: unknown term '" + term +
                               "' (docs/validation.md lists the terms)");
@@ -72,8 +62,8 @@ const std::vector<std::string>& term_inputs(const std::string& term) {
 const std::vector<std::string>& points_file_terms() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> v;
-    for (const auto& t : term_table())
-      v.push_back(t.first);
+    for (const CalibrationTerm& c : calibration_terms())
+      v.emplace_back(c.term);
     return v;
   }();
   return names;

@@ -7,7 +7,7 @@
 
 #include "model/config_error.hpp"
 #include "sim/profiles.hpp"
-#include "validation/fit/calibration_terms.hpp"
+#include "model/calibration_terms.hpp"
 #include "validation/fit/profile_fit.hpp"
 
 namespace kvtier::fit {

@@ -5,7 +5,7 @@
 
 #include "model/config_error.hpp"
 #include "model/json_read.hpp"
-#include "validation/fit/calibration_terms.hpp"
+#include "model/calibration_terms.hpp"
 
 namespace kvtier::fit {
 namespace {

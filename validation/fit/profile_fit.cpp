@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "model/config_error.hpp"
-#include "validation/fit/calibration_terms.hpp"
+#include "model/calibration_terms.hpp"
 #include "validation/fit/fit_error.hpp"
 
 namespace kvtier::fit {

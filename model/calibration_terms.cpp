@@ -1,6 +1,6 @@
-#include "validation/fit/calibration_terms.hpp"
+#include "model/calibration_terms.hpp"
 
-namespace kvtier::fit {
+namespace kvtier {
 
 const std::vector<CalibrationTerm>& calibration_terms() {
   static const std::vector<CalibrationTerm> terms = {
@@ -27,4 +27,4 @@ const CalibrationTerm* find_calibration_term(std::string_view term) {
   return nullptr;
 }
 
-}  // namespace kvtier::fit
+}  // namespace kvtier

@@ -2,10 +2,11 @@
 #include <string_view>
 #include <vector>
 
-namespace kvtier::fit {
+namespace kvtier {
 
-// One series of the calibration points file: a term of model/cost_model.cpp and the inputs
-// its points sweep, in the order the points give them (docs/validation.md, "Series").
+// One series of the calibration points file: a term of the cost model and the inputs its
+// points sweep, in the order the points give them (docs/validation.md, "Series"). The GPU
+// calibration writes these series and the fitter reads them: both take the list from here.
 struct CalibrationTerm {
   std::string_view term;
   std::vector<std::string_view> inputs;
@@ -16,4 +17,4 @@ const std::vector<CalibrationTerm>& calibration_terms();
 // nullptr when `term` is not one of them.
 const CalibrationTerm* find_calibration_term(std::string_view term);
 
-}  // namespace kvtier::fit
+}  // namespace kvtier
