@@ -21,7 +21,7 @@
 namespace kvtier::cli {
 namespace {
 
-int run_sim(const std::vector<std::string>& args) {
+po::options_description sim_options() {
   po::options_description desc("options");
   desc.add_options()("help,h", "show this help")("trace", po::value<std::string>(),
                                                  "trace file (default: the bundled sample)")(
@@ -47,13 +47,11 @@ int run_sim(const std::vector<std::string>& args) {
       "decisions", po::value<std::string>(), "write every install/eviction as JSON lines")(
       "json", "print the figures as JSON");
   add_rest_of_model_options(desc);
-  po::variables_map vm;
-  if (!parse_options(args, desc, vm, "kvtier sim [--trace FILE] --slots N [options]")) return 0;
-  std::string path =
-      vm.count("trace") ? vm["trace"].as<std::string>() : traces::default_sample_path();
-  if (path.empty()) throw ConfigError("no bundled sample trace in this build: give --trace FILE");
-  const traces::TraceInput input = traces::file_trace(path);
-  const CostModel cost(profile_with_rest_of_model(vm), vm.count("no-graphs") == 0);
+  return desc;
+}
+
+// The simulation's configuration from the options (each checked, named when refused).
+sim::SimConfig sim_config(const po::variables_map& vm) {
   sim::SimConfig c;
   c.placement = parse_placement(vm["placement"].as<std::string>(), "--placement");
   c.unit = parse_residency_unit(vm["unit"].as<std::string>(), "--unit");
@@ -70,104 +68,115 @@ int run_sim(const std::vector<std::string>& args) {
     throw ConfigError("--slots: at most " + std::to_string(kMaxPages) +
                       " (slot ids are 32-bit), got " + std::to_string(c.pool_slots));
   c.record_timeline = vm.count("timeline") != 0;
-  const std::string forward = vm["forward"].as<std::string>();
+  const std::string& forward = vm["forward"].as<std::string>();
   if (forward != "model" && forward != "trace-replay")
     throw ConfigError("--forward: expected model or trace-replay, got '" + forward + "'");
   c.forward =
       forward == "model" ? frontend::ForwardKind::model : frontend::ForwardKind::trace_replay;
   c.copy_first = vm.count("copy-first") != 0;
   c.record_forwards = vm.count("per-forward") != 0;
-  std::optional<io::OutputFile> decisions;  // appears only when the simulation completes
-  if (vm.count("decisions")) {
-    decisions.emplace(vm["decisions"].as<std::string>());
-    c.decisions = &decisions->stream();
-  }
-  const frontend::TraceBounds st = frontend::scan_trace(input);
-  Progress progress("kvtier sim", static_cast<std::uint64_t>(st.forwards), "forwards");
-  c.on_forward = [&](std::int64_t done) { progress.update(static_cast<std::uint64_t>(done)); };
-  const sim::SimResult r = sim::simulate(input, st, cost, c);
-  progress.finish();
-  if (decisions) decisions->close();
-  if (vm.count("timeline")) {
-    io::OutputFile out(vm["timeline"].as<std::string>());
-    sim::write_chrome_trace(out.stream(), r.timeline, input.header.geometry);
-    out.close();
-  }
-  const sim::PointSummary s = sim::summarize(r);
-  const double span = static_cast<double>(std::max<std::int64_t>(1, r.makespan_ns));
-  const double d2h_util =
-      static_cast<double>(r.busy_ns[static_cast<int>(sim::Resource::d2h)]) / span;
-  const sim::LayerStats t = r.total();
-  // The QSA stack and the rest of the model apart (sim/rest_of_model.hpp).
-  const sim::RestOfModel rest = sim::rest_of_model(cost.profile());
-  const double rest_us = rest.total_us(r.forwards, r.decode_tokens + r.prefill_tokens);
-  const double qsa_us = s.forward_us - rest_us;
-  const std::string trust = trust_line(cost.profile());
-  if (vm.count("json")) {
-    boost::json::array layers;
-    for (std::size_t l = 0; l < r.layers.size(); ++l) {
-      const auto& x = r.layers[l];
-      layers.push_back({{"layer", input.header.geometry.qsa_layer_ids[l]},
-                        {"lookups", x.lookups},
-                        {"hits", x.hits},
-                        {"misses", x.misses},
-                        {"bypassed", x.bypassed},
-                        {"evictions", x.evictions},
-                        {"drops", x.drops},
-                        {"prefetched", x.prefetched}});
-    }
-    boost::json::object o{
-        {"trace", input.name},
-        {"profile", cost.profile().name},
-        {"placement", std::string(to_string(c.placement))},
-        {"unit", std::string(to_string(c.unit))},
-        {"dtype", std::string(to_string(c.dtype))},
-        {"policy", std::string(to_string(c.policy))},
-        {"slots", c.pool_slots},
-        {"forwards", r.forwards},
-        {"decode_tokens_per_s", s.decode_tps},
-        {"prefill_tokens_per_s", s.prefill_tps},
-        {"hit_rate", s.has_lookups ? boost::json::value(s.hit_rate) : boost::json::value(nullptr)},
-        {"drops", t.drops},
-        {"h2d_bytes", r.h2d_bytes},
-        {"d2h_bytes", r.d2h_bytes},
-        {"copy_bytes", r.copy_bytes},
-        {"in_place_bytes", r.in_place_bytes},
-        {"h2d_utilisation", s.h2d_util},
-        {"d2h_utilisation", d2h_util},
-        {"makespan_ns", r.makespan_ns},
-        {"device_bytes", r.device_bytes},
-        {"host_bytes", r.host_bytes},
-        {"forward", forward},
-        {"layers", std::move(layers)},
-        {"forward_us", s.forward_us},
-        {"qsa_stack_us", qsa_us},
-        {"rest_of_model", sim::rest_of_model_json(rest, rest_us)},
-        {"trust", trust}};
+  return c;
+}
 
-    if (c.record_forwards) {
-      // qsa_us: the QSA layers' span, comparable with `kvtier run --trace`'s gpu_us (the
-      // trace-replay forward); the model forward's span includes the rest of the model.
-      boost::json::array fw;
-      for (const sim::ForwardTime& x : r.forwards_detail) {
-        boost::json::object e{{"forward", x.forward},
-                              {"rows", x.rows},
-                              {"tokens", x.tokens},
-                              {"decode_tokens", x.decode_tokens},
-                              {"span_us", static_cast<double>(x.span_ns) / 1e3},
-                              {"hits", x.hits},
-                              {"misses", x.misses},
-                              {"evictions", x.evictions},
-                              {"drops", x.drops}};
-        if (c.forward == frontend::ForwardKind::trace_replay)
-          e["qsa_us"] = static_cast<double>(x.span_ns) / 1e3;
-        fw.push_back(std::move(e));
-      }
-      o["per_forward"] = std::move(fw);
-    }
-    std::cout << boost::json::serialize(o) << "\n";
-    return 0;
+// Everything `kvtier sim` reports, computed once for the JSON and the table.
+struct SimReport {
+  const traces::TraceInput& input;
+  const CostModel& cost;
+  const sim::SimConfig& c;
+  const sim::SimResult& r;
+  sim::PointSummary s;
+  double d2h_util = 0;
+  sim::LayerStats t;
+  sim::RestOfModel rest;
+  double rest_us = 0, qsa_us = 0;
+  std::string trust;
+
+  SimReport(const traces::TraceInput& in, const CostModel& cm, const sim::SimConfig& cfg,
+            const sim::SimResult& res)
+      : input(in),
+        cost(cm),
+        c(cfg),
+        r(res),
+        s(sim::summarize(res)),
+        t(res.total()),
+        rest(sim::rest_of_model(cm.profile())),
+        trust(trust_line(cm.profile())) {
+    const double span = static_cast<double>(std::max<std::int64_t>(1, r.makespan_ns));
+    d2h_util = static_cast<double>(r.busy_ns[static_cast<int>(sim::Resource::d2h)]) / span;
+    // The QSA stack and the rest of the model apart (sim/rest_of_model.hpp).
+    rest_us = rest.total_us(r.forwards, r.decode_tokens + r.prefill_tokens);
+    qsa_us = s.forward_us - rest_us;
   }
+};
+
+void print_sim_json(const SimReport& rep, const std::string& forward) {
+  const auto& [input, cost, c, r, s, d2h_util, t, rest, rest_us, qsa_us, trust] = rep;
+  boost::json::array layers;
+  for (std::size_t l = 0; l < r.layers.size(); ++l) {
+    const auto& x = r.layers[l];
+    layers.push_back({{"layer", input.header.geometry.qsa_layer_ids[l]},
+                      {"lookups", x.lookups},
+                      {"hits", x.hits},
+                      {"misses", x.misses},
+                      {"bypassed", x.bypassed},
+                      {"evictions", x.evictions},
+                      {"drops", x.drops},
+                      {"prefetched", x.prefetched}});
+  }
+  boost::json::object o{
+      {"trace", input.name},
+      {"profile", cost.profile().name},
+      {"placement", std::string(to_string(c.placement))},
+      {"unit", std::string(to_string(c.unit))},
+      {"dtype", std::string(to_string(c.dtype))},
+      {"policy", std::string(to_string(c.policy))},
+      {"slots", c.pool_slots},
+      {"forwards", r.forwards},
+      {"decode_tokens_per_s", s.decode_tps},
+      {"prefill_tokens_per_s", s.prefill_tps},
+      {"hit_rate", s.has_lookups ? boost::json::value(s.hit_rate) : boost::json::value(nullptr)},
+      {"drops", t.drops},
+      {"h2d_bytes", r.h2d_bytes},
+      {"d2h_bytes", r.d2h_bytes},
+      {"copy_bytes", r.copy_bytes},
+      {"in_place_bytes", r.in_place_bytes},
+      {"h2d_utilisation", s.h2d_util},
+      {"d2h_utilisation", d2h_util},
+      {"makespan_ns", r.makespan_ns},
+      {"device_bytes", r.device_bytes},
+      {"host_bytes", r.host_bytes},
+      {"forward", forward},
+      {"layers", std::move(layers)},
+      {"forward_us", s.forward_us},
+      {"qsa_stack_us", qsa_us},
+      {"rest_of_model", sim::rest_of_model_json(rest, rest_us)},
+      {"trust", trust}};
+
+  if (c.record_forwards) {
+    // qsa_us: the QSA layers' span, comparable with `kvtier run --trace`'s gpu_us (the
+    // trace-replay forward); the model forward's span includes the rest of the model.
+    boost::json::array fw;
+    for (const sim::ForwardTime& x : r.forwards_detail) {
+      boost::json::object e{{"forward", x.forward},
+                            {"rows", x.rows},
+                            {"tokens", x.tokens},
+                            {"decode_tokens", x.decode_tokens},
+                            {"span_us", static_cast<double>(x.span_ns) / 1e3},
+                            {"hits", x.hits},
+                            {"misses", x.misses},
+                            {"evictions", x.evictions},
+                            {"drops", x.drops}};
+      if (c.forward == frontend::ForwardKind::trace_replay)
+        e["qsa_us"] = static_cast<double>(x.span_ns) / 1e3;
+      fw.push_back(std::move(e));
+    }
+    o["per_forward"] = std::move(fw);
+  }
+  std::cout << boost::json::serialize(o) << "\n";
+}
+
+void print_sim_table(const SimReport& rep) {
+  const auto& [input, cost, c, r, s, d2h_util, t, rest, rest_us, qsa_us, trust] = rep;
   std::printf("%s on %s: %s, unit %s, %s, policy %s, %lld slots\n", input.name.c_str(),
               cost.profile().name.c_str(), std::string(to_string(c.placement)).c_str(),
               std::string(to_string(c.unit)).c_str(), std::string(to_string(c.dtype)).c_str(),
@@ -202,6 +211,40 @@ int run_sim(const std::vector<std::string>& args) {
          fmt_int(x.misses), fmt_int(x.bypassed), fmt_int(x.evictions), fmt_int(x.drops)});
   }
   lt.print();
+}
+
+int run_sim(const std::vector<std::string>& args) {
+  po::options_description desc = sim_options();
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm, "kvtier sim [--trace FILE] --slots N [options]")) return 0;
+  std::string path =
+      vm.count("trace") ? vm["trace"].as<std::string>() : traces::default_sample_path();
+  if (path.empty()) throw ConfigError("no bundled sample trace in this build: give --trace FILE");
+  const traces::TraceInput input = traces::file_trace(path);
+  const CostModel cost(profile_with_rest_of_model(vm), vm.count("no-graphs") == 0);
+  sim::SimConfig c = sim_config(vm);
+  std::optional<io::OutputFile> decisions;  // appears only when the simulation completes
+  if (vm.count("decisions")) {
+    decisions.emplace(vm["decisions"].as<std::string>());
+    c.decisions = &decisions->stream();
+  }
+  const frontend::TraceBounds st = frontend::scan_trace(input);
+  Progress progress("kvtier sim", static_cast<std::uint64_t>(st.forwards), "forwards");
+  c.on_forward = [&](std::int64_t done) { progress.update(static_cast<std::uint64_t>(done)); };
+  const sim::SimResult r = sim::simulate(input, st, cost, c);
+  progress.finish();
+  if (decisions) decisions->close();
+  if (vm.count("timeline")) {
+    io::OutputFile out(vm["timeline"].as<std::string>());
+    sim::write_chrome_trace(out.stream(), r.timeline, input.header.geometry);
+    out.close();
+  }
+  const SimReport report(input, cost, c, r);
+  if (vm.count("json")) {
+    print_sim_json(report, vm["forward"].as<std::string>());
+  } else {
+    print_sim_table(report);
+  }
   return 0;
 }
 
