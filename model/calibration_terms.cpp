@@ -15,6 +15,7 @@ const std::vector<CalibrationTerm>& calibration_terms() {
       {"topk", {"row_blocks"}},
       {"ensure", {"lookups", "slots", "misses"}},
       {"attention", {"hbm_bytes"}},
+      {"attention_fp8", {"hbm_bytes"}},
       {"non_qsa", {"tokens"}},
   };
   return terms;

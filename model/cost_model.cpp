@@ -57,10 +57,15 @@ std::int64_t CostModel::topk_ns(std::int64_t row_blocks) const {
 std::int64_t CostModel::ensure_ns(std::int64_t lookups, std::int64_t slots,
                                   std::int64_t misses) const {
   return ns(p_.ensure_fixed_us * 1e3 + d(lookups) * p_.ensure_ns_per_lookup +
-            d(slots) * p_.ensure_ns_per_slot + d(misses) * p_.ensure_ns_per_miss);
+            ensure_slots_scanned(d(slots), d(misses)) * p_.ensure_ns_per_slot +
+            d(misses) * p_.ensure_ns_per_miss);
 }
 
-std::int64_t CostModel::attention_ns(std::int64_t hbm_bytes) const {
+std::int64_t CostModel::attention_ns(std::int64_t hbm_bytes, KvDtype dtype) const {
+  if (dtype == KvDtype::fp8) {
+    return ns(p_.attention_fp8_fixed_us * 1e3 +
+              (hbm_bytes <= 0 ? 0.0 : d(hbm_bytes) / p_.attention_fp8_gbps));
+  }
   return ns(p_.attention_fixed_us * 1e3) + hbm_read_ns(hbm_bytes);
 }
 

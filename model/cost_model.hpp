@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "model/hardware_profile.hpp"
+#include "model/kv_dtype.hpp"
 
 namespace kvtier {
 
@@ -29,11 +30,18 @@ class CostModel {
   // Indexer scoring + top-k over `row_blocks` (sum over rows of visible blocks).
   std::int64_t indexer_ns(std::int64_t row_blocks) const;
   std::int64_t topk_ns(std::int64_t row_blocks) const;
-  // Compaction + ensure: queried entries, pool slots scanned, pages installed.
+  // Compaction + ensure: queried entries, the pool's slots, pages installed. Only a step that
+  // misses searches the slots for victims; an all-hit step does not look at them.
   std::int64_t ensure_ns(std::int64_t lookups, std::int64_t slots, std::int64_t misses) const;
+  // The slots the ensure searches: all of them when the step misses, none when all hit (the
+  // calibration's fit prices its points through the same rule).
+  static double ensure_slots_scanned(double slots, double misses) {
+    return misses > 0 ? slots : 0.0;
+  }
   // Attention over `hbm_bytes` of selected KV in device memory (in-place host reads are
   // priced separately on the PCIe link).
-  std::int64_t attention_ns(std::int64_t hbm_bytes) const;
+  // bf16 and fp8 run different kernels, each with its own fixed part and rate.
+  std::int64_t attention_ns(std::int64_t hbm_bytes, KvDtype dtype = KvDtype::bf16) const;
   // The non-QSA layers of one forward of `tokens` tokens, all of them together.
   std::int64_t non_qsa_ns(std::int64_t tokens) const;
 

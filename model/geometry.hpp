@@ -8,12 +8,13 @@
 namespace kvtier {
 
 // The largest context any geometry may declare (rope_max_positions x yarn_factor): 2^32
-// tokens, four thousand times the 1M the reference model reaches with YaRN, and small enough that sums over a
-// row's tokens (count x position) and page and block counts fit in an int64.
+// tokens, four thousand times the 1M the reference model reaches with YaRN, and small enough that
+// sums over a row's tokens (count x position) and page and block counts fit in an int64.
 inline constexpr std::int64_t kMaxContextTokens = std::int64_t{1} << 32;
 
 // The shape of a QSA model as far as the KV tier cares. Defaults are the "Flash-Next"
-// reference geometry (docs/architecture.md, "The QSA model"); every field can be overridden from JSON.
+// reference geometry (docs/architecture.md, "The QSA model"); every field can be overridden from
+// JSON.
 struct Geometry {
   int total_layers = 48;
   // Ids of the layers that hold KV pages, ascending; the others hold none.

@@ -36,6 +36,8 @@ constexpr Field kFields[] = {
     {"ensure_ns_per_slot", &HardwareProfile::ensure_ns_per_slot},
     {"ensure_ns_per_miss", &HardwareProfile::ensure_ns_per_miss},
     {"attention_fixed_us", &HardwareProfile::attention_fixed_us},
+    {"attention_fp8_fixed_us", &HardwareProfile::attention_fp8_fixed_us},
+    {"attention_fp8_gbps", &HardwareProfile::attention_fp8_gbps},
     {"non_qsa_forward_us", &HardwareProfile::non_qsa_forward_us},
     {"non_qsa_token_us", &HardwareProfile::non_qsa_token_us},
 };

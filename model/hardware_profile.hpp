@@ -43,9 +43,12 @@ struct HardwareProfile {
   double topk_ns_per_row_block = 0;     // top-k over one row's scores, per block
   double ensure_fixed_us = 0;           // compaction + ensure kernel, fixed part
   double ensure_ns_per_lookup = 0;      // per queried page entry
-  double ensure_ns_per_slot = 0;        // victim scan, per pool slot
-  double ensure_ns_per_miss = 0;        // per installed page
-  double attention_fixed_us = 0;        // attend + fold fixed part (bytes priced by hbm_gbps)
+  double ensure_ns_per_slot = 0;  // victim scan, per pool slot (only a step that misses scans)
+  double ensure_ns_per_miss = 0;  // per installed page
+  double attention_fixed_us = 0;  // bf16 attend + fold fixed part (bytes priced by hbm_gbps)
+  // The fp8 attend (codes + scales, its own kernel): fixed part and the rate it reads at.
+  double attention_fp8_fixed_us = 0;
+  double attention_fp8_gbps = 0;
 
   // The layers without KV pages (36 of the reference model's 48, and its MoE): they take
   // most of a decode step's time and nothing here runs them. Per forward and per token.

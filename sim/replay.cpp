@@ -299,7 +299,7 @@ class Simulation {
     const frontend::LayerQuery& q = *ls.q;
     if (cfg_.placement == Placement::device) {
       res_.hbm_read_bytes += ls.sel_bytes;
-      return tl_.add(Resource::compute, cost_.launch_ns(2) + cost_.attention_ns(ls.sel_bytes), deps,
+      return tl_.add(Resource::compute, cost_.launch_ns(2) + cost_.attention_ns(ls.sel_bytes, cfg_.dtype), deps,
                      name, ls.layer);
     }
     if (cfg_.placement == Placement::host) return host_attend(q, deps, ls.layer, name);
@@ -317,7 +317,7 @@ class Simulation {
     prefetch_op_ = pending_prefetch_;
     pending_prefetch_ = kNoOp;
     return tl_.add(Resource::compute,
-                   cost_.launch_ns(2) + cost_.attention_ns(ls.sel_bytes - ls.in_place_bytes),
+                   cost_.launch_ns(2) + cost_.attention_ns(ls.sel_bytes - ls.in_place_bytes, cfg_.dtype),
                    {ready, rd, pf}, name, ls.layer);
   }
 
@@ -348,7 +348,7 @@ class Simulation {
                                : kNoOp;
     return tl_.add(Resource::compute,
                    cost_.launch_ns(2 + static_cast<int>(windows)) +
-                       cost_.attention_ns(staged_sel * token_bytes_),
+                       cost_.attention_ns(staged_sel * token_bytes_, cfg_.dtype),
                    {ready, rd, st}, name, l);
   }
 

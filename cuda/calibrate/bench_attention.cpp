@@ -221,7 +221,7 @@ void dtype_sweeps(Bench& b, const Emit& emit, const AttendInputs& r, bool fp8) {
   b.filler.fill(pool, b.stream());
   KVT_CUDA_CHECK(cudaStreamSynchronize(b.stream()));
   Series att =
-      file_series("attention",
+      file_series(fp8 ? "attention_fp8" : "attention",
                   "qsa::attend, device banks, " + dt +
                       (fp8 ? " (SIMT kernel)" : " (tensor cores)") + ", rows x selected tokens",
                   kGraphTiming);

@@ -52,6 +52,8 @@ inline HardwareProfile unit_profile() {
   p.ensure_ns_per_slot = 1;
   p.ensure_ns_per_miss = 1;
   p.attention_fixed_us = 0.001;
+  p.attention_fp8_fixed_us = 0.001;
+  p.attention_fp8_gbps = 1;
   p.non_qsa_forward_us = 0.01;
   p.non_qsa_token_us = 0.001;
   return p;

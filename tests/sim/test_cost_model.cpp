@@ -12,7 +12,7 @@ TEST(Profiles, EveryBuiltinProfileParsesWithASourcePerValue) {
   for (const auto& b : builtin_profiles()) {
     const HardwareProfile p = load_profile(b.name);
     EXPECT_EQ(p.name, b.name);
-    EXPECT_EQ(p.sources.size(), 18u) << b.name;
+    EXPECT_EQ(p.sources.size(), 20u) << b.name;
     for (const auto& [field, source] : p.sources)
       EXPECT_FALSE(source.empty()) << field;
   }
@@ -63,4 +63,23 @@ TEST(CostModel, LinearInTheWorkWithAFixedPart) {
 }
 
 }  // namespace
+// The ensure searches the pool for victims only when a page misses; the fp8 attend runs its own
+// kernel, priced by its own fixed part and rate.
+TEST(CostModel, AllHitStepsSearchNoSlotAndFp8AttendsAtItsOwnRate) {
+  HardwareProfile p = load_profile("h200-pcie5");
+  p.ensure_fixed_us = 1;
+  p.ensure_ns_per_lookup = 1;
+  p.ensure_ns_per_slot = 1;
+  p.ensure_ns_per_miss = 10;
+  p.attention_fixed_us = 2;
+  p.hbm_gbps = 1000;
+  p.attention_fp8_fixed_us = 20;
+  p.attention_fp8_gbps = 100;
+  const CostModel c(p);
+  EXPECT_EQ(c.ensure_ns(100, 5000, 0), 1000 + 100);
+  EXPECT_EQ(c.ensure_ns(100, 5000, 3), 1000 + 100 + 5000 + 30);
+  EXPECT_EQ(c.attention_ns(1000000, KvDtype::bf16), 2000 + 1000);
+  EXPECT_EQ(c.attention_ns(1000000, KvDtype::fp8), 20000 + 10000);
+}
+
 }  // namespace kvtier::sim

@@ -123,7 +123,8 @@ TEST(ReplayTimeline, MirrorLayerUnit) {
 
 // The all-layers unit runs the step first (the backend locates per layer only): the step
 // (1 launch + 1 + 4 + 4 + 3 = 13 ns), its copy (1 + 3 x 128 ns: one miss brings both layers'
-// K/V), the store, then the attention reading the pool. Layer 1 finds pages 0 and 2 resident.
+// K/V), the store, then the attention reading the pool. Layer 1 finds pages 0 and 2 resident:
+// an all-hit step searches no slot (1 launch + 1 + 4 entries = 6 ns).
 TEST(ReplayTimeline, MirrorAllLayersUnit) {
   const SimResult r = run(Placement::mirror, ResidencyUnit::all_layers_page, 4);
   const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
@@ -133,9 +134,9 @@ TEST(ReplayTimeline, MirrorAllLayersUnit) {
                                      {"attend", 0, 415, 498},
                                      {"non-QSA layers", 1, 498, 503},
                                      {"projections, index, top-k", 1, 503, 514},
-                                     {"residency step", 1, 514, 524},
-                                     {"store", 1, 524, 525},
-                                     {"attend", 1, 525, 576}};
+                                     {"residency step", 1, 514, 520},
+                                     {"store", 1, 520, 521},
+                                     {"attend", 1, 521, 572}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
   EXPECT_EQ(r.copy_bytes, 3 * 128);
   EXPECT_EQ(r.layers[1].hits, 2);
@@ -260,7 +261,8 @@ TEST(ReplayTimeline, PrefetchTurnsTheNextLayersMissesIntoOverlappedCopies) {
   const SimResult r = run_same_selection(MirrorPolicy::prefetch);
   // After layer 0's step (ends at 29) its 3 pages are ensured into layer 1's pool and copied
   // on the H2D link behind layer 0's demand copy: 222 .. 415, while the GPU runs layer 0's
-  // store and attention and layer 1's non-QSA, index and step (all hits: 1 + 1 + 4 + 4 = 10).
+  // store and attention and layer 1's non-QSA, index and step (all hits, so no slot search:
+  // 1 + 1 + 4 = 6 ns).
   // Layer 1 copies nothing on demand; its attention waits for the prefetch copy only.
   const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
                                      {"projections, index, top-k", 0, 5, 16},
@@ -269,15 +271,15 @@ TEST(ReplayTimeline, PrefetchTurnsTheNextLayersMissesIntoOverlappedCopies) {
                                      {"attend", 0, 223, 306},
                                      {"non-QSA layers", 1, 306, 311},
                                      {"projections, index, top-k", 1, 311, 322},
-                                     {"residency step", 1, 322, 332},
-                                     {"store", 1, 332, 333},
+                                     {"residency step", 1, 322, 328},
+                                     {"store", 1, 328, 329},
                                      {"attend", 1, 415, 498}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
   const std::vector<Span> h2d = {{"miss copy", 0, 29, 222}, {"prefetch copy", 1, 222, 415}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
-  // The step is 612 - 498 = 114 ns shorter than lru's: layer 1's misses (3 ns of its step) and
-  // its serial copy wait (528 - 335 = 193 ns) are replaced by the part of the prefetch copy
-  // that outlasts the compute it overlaps (415 - 333 = 82 ns).
+  // The step is 612 - 498 = 114 ns shorter than lru's: layer 1's misses and slot search (7 ns
+  // of its step) and its serial copy wait (528 - 335 = 193 ns) are replaced by the part of the
+  // prefetch copy that outlasts the compute it overlaps (415 - 329 = 86 ns).
   EXPECT_EQ(r.compute_end_ns, 498);
   EXPECT_EQ(r.layers[0].misses, 3);
   EXPECT_EQ(r.layers[1].misses, 0);

@@ -5,9 +5,10 @@
 
 #include <random>
 
-#include "model/config_error.hpp"
-#include "sim/profiles.hpp"
 #include "model/calibration_terms.hpp"
+#include "model/config_error.hpp"
+#include "model/cost_model.hpp"
+#include "sim/profiles.hpp"
 #include "validation/fit/profile_fit.hpp"
 
 namespace kvtier::fit {
@@ -52,8 +53,10 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
       for (double misses : {0.0, 64.0, 512.0}) {
         ens.samples.x.push_back({lookups, slots, misses});
         ens.samples.y.push_back(
-            noisy(t.ensure_fixed_us + 1e-3 * (lookups * t.per_lookup_ns + slots * t.per_slot_ns +
-                                              misses * t.per_miss_ns)));
+            noisy(t.ensure_fixed_us +
+                  1e-3 * (lookups * t.per_lookup_ns +
+                          CostModel::ensure_slots_scanned(slots, misses) * t.per_slot_ns +
+                          misses * t.per_miss_ns)));
       }
     }
   }
@@ -120,7 +123,7 @@ TEST(ProfileFit, EveryFittedValueSaysHowItWasFittedAndAbsentTermsKeepTheBase) {
     EXPECT_EQ(f.profile.source(field), base.source(field)) << field;
   }
   EXPECT_EQ(f.report.kept, (std::vector<std::string>{"launch_graph", "d2h_copy", "zero_copy_write",
-                                                     "topk", "non_qsa"}));
+                                                     "topk", "attention_fp8", "non_qsa"}));
   // The fixed parts the cost model does not price are reported, not dropped.
   for (const SeriesFit& s : f.report.series) {
     if (s.term != "launch_eager") continue;

@@ -2,8 +2,9 @@
 
 #include <cstdio>
 
-#include "model/config_error.hpp"
 #include "model/calibration_terms.hpp"
+#include "model/config_error.hpp"
+#include "model/cost_model.hpp"
 #include "validation/fit/fit_error.hpp"
 
 namespace kvtier::fit {
@@ -69,6 +70,10 @@ const std::vector<TermMap>& term_maps() {
       {"attention",
        {{"attention_fixed_us", Coef::intercept, 0, As::us}, {"hbm_gbps", Coef::slope, 0, As::gbps}},
        {}},
+      {"attention_fp8",
+       {{"attention_fp8_fixed_us", Coef::intercept, 0, As::us},
+        {"attention_fp8_gbps", Coef::slope, 0, As::gbps}},
+       {}},
       {"non_qsa",
        {{"non_qsa_forward_us", Coef::intercept, 0, As::us},
         {"non_qsa_token_us", Coef::slope, 0, As::us}},
@@ -106,14 +111,20 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
   s.term = ps.term;
   s.inputs = ps.samples.inputs;
   s.points = ps.samples.y.size();
+  // The ensure's slots enter the cost as the slots it searches (CostModel::ensure_ns).
+  Samples samples = ps.samples;
+  if (ps.term == "ensure") {
+    for (auto& x : samples.x)
+      x[1] = CostModel::ensure_slots_scanned(x[1], x[2]);
+  }
   try {
-    s.linear = fit_linear(ps.samples);
+    s.linear = fit_linear(samples);
   } catch (const FitError& e) {
     throw FitError("series '" + ps.term + "': " + e.what());
   }
   if (s.inputs.size() == 1) {
     try {
-      s.knee = fit_knee(ps.samples);
+      s.knee = fit_knee(samples);
     } catch (const FitError&) {
       // fewer than 4 distinct x: the knee is not reported
     }
