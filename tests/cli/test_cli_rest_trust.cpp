@@ -43,6 +43,16 @@ std::string validated_profile() {
   return file;
 }
 
+// The shipped profile without its validation: what the planner says of a profile nobody held
+// to a card.
+std::string unvalidated_profile() {
+  HardwareProfile p = sim::load_profile("h200-pcie5");
+  p.validation.reset();
+  const std::string file = ::testing::TempDir() + "/h200-unvalidated.json";
+  std::ofstream(file) << hardware_profile_to_json(p);
+  return file;
+}
+
 TEST(CliRestOfModel, SimSplitsTheQsaStackFromTheRest) {
   const auto d = json_of(sim_args() + "--json");
   const auto& rest = d.at("rest_of_model").as_object();
@@ -83,7 +93,13 @@ TEST(CliRestOfModel, PlanPrintsTheQsaStackPerPointAndTheRestOnce) {
 }
 
 TEST(CliTrust, NotValidatedValidatedAndScaled) {
-  EXPECT_EQ(json_of(sim_args() + "--json").at("trust").as_string(), "not validated");
+  // The shipped h200-pcie5 profile carries the validation of its calibration on the H200.
+  EXPECT_EQ(
+      json_of(sim_args() + "--json").at("trust").as_string().rfind("validated on NVIDIA H200", 0),
+      0u);
+  EXPECT_EQ(
+      json_of(sim_args() + "--json --profile " + unvalidated_profile()).at("trust").as_string(),
+      "not validated");
   const std::string validated = validated_profile();
   const std::string line =
       "validated on NVIDIA H200 2026-12-03: decode median error 2.1 %, p95 6.4 %";
@@ -100,7 +116,8 @@ TEST(CliTrust, NotValidatedValidatedAndScaled) {
   page << std::ifstream(html).rdbuf();
   EXPECT_NE(page.str().find(line), std::string::npos);
   std::stringstream plain;
-  ASSERT_EQ(run_kvtier(plan + "--html " + html).exit_code, 0);
+  ASSERT_EQ(run_kvtier(plan + "--profile " + unvalidated_profile() + " --html " + html).exit_code,
+            0);
   plain << std::ifstream(html).rdbuf();
   EXPECT_NE(plain.str().find("not validated"), std::string::npos);
 

@@ -114,12 +114,12 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
   }
   EXPECT_GT(y_at_max_x(sweep("launch_eager / ")), y_at_min_x(sweep("launch_eager / ")));
   EXPECT_GT(y_at_max_x(sweep("launch_graph / ")), y_at_min_x(sweep("launch_graph / ")));
-  for (const char* s :
-       {"zero_copy_read / miss copy (launch_copy), bf16 layer",
-        "zero_copy_read / miss copy (launch_copy), bf16 all-layers",
-        "zero_copy_read / qsa::attend, host banks in place, bf16",
-        "attention / qsa::attend, device banks, bf16", "attention / qsa::attend, device banks, fp8",
-        "zero_copy_write / ", "hbm_read / ", "indexer / qsa::index_scores, decode"}) {
+  for (const char* s : {"zero_copy_read / miss copy (launch_copy), bf16 layer",
+                        "zero_copy_read / miss copy (launch_copy), bf16 all-layers",
+                        "zero_copy_read / qsa::attend, host banks in place, bf16",
+                        "attention / qsa::attend, device banks, bf16",
+                        "attention_fp8 / qsa::attend, device banks, fp8", "zero_copy_write / ",
+                        "hbm_read / ", "indexer / qsa::index_scores, decode"}) {
     SCOPED_TRACE(s);
     const auto pts = sweep(s);
     EXPECT_GT(y_at_max_x(pts), y_at_min_x(pts));
@@ -159,9 +159,10 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
       EXPECT_GT(p.back(), 0);
     }
   }
-  EXPECT_EQ(terms, (std::set<std::string>{"launch_eager", "launch_graph", "h2d_copy", "d2h_copy",
-                                          "zero_copy_read", "zero_copy_write", "hbm_read",
-                                          "indexer", "topk", "ensure", "attention"}));
+  EXPECT_EQ(terms,
+            (std::set<std::string>{"launch_eager", "launch_graph", "h2d_copy", "d2h_copy",
+                                   "zero_copy_read", "zero_copy_write", "hbm_read", "indexer",
+                                   "topk", "ensure", "attention", "attention_fp8"}));
   std::filesystem::remove(path);
 }
 

@@ -40,6 +40,8 @@ TEST(RestOfModel, GivenFiguresReplaceTheEstimateAndSaySo) {
 
 TEST(TrustLine, ValidatedScaledOrNot) {
   HardwareProfile p = load_profile("h200-pcie5");
+  EXPECT_EQ(trust_line(p).rfind("validated on NVIDIA H200", 0), 0u) << trust_line(p);
+  p.validation.reset();
   EXPECT_EQ(trust_line(p), "not validated");
   p.validation = ProfileValidation{"NVIDIA H200", "2026-12-03", 0.0213, 0.0649, std::nullopt, {}};
   EXPECT_EQ(trust_line(p),
