@@ -299,8 +299,9 @@ class Simulation {
     const frontend::LayerQuery& q = *ls.q;
     if (cfg_.placement == Placement::device) {
       res_.hbm_read_bytes += ls.sel_bytes;
-      return tl_.add(Resource::compute, cost_.launch_ns(2) + cost_.attention_ns(ls.sel_bytes, cfg_.dtype), deps,
-                     name, ls.layer);
+      return tl_.add(Resource::compute,
+                     cost_.launch_ns(2) + cost_.attention_ns(ls.sel_bytes, cfg_.dtype), deps, name,
+                     ls.layer);
     }
     if (cfg_.placement == Placement::host) return host_attend(q, deps, ls.layer, name);
     // Mirror: hits from the pool; the pages missed (in place) or bypassed come over the link
@@ -316,9 +317,10 @@ class Simulation {
     const OpId pf = prefetch_op_;
     prefetch_op_ = pending_prefetch_;
     pending_prefetch_ = kNoOp;
-    return tl_.add(Resource::compute,
-                   cost_.launch_ns(2) + cost_.attention_ns(ls.sel_bytes - ls.in_place_bytes, cfg_.dtype),
-                   {ready, rd, pf}, name, ls.layer);
+    return tl_.add(
+        Resource::compute,
+        cost_.launch_ns(2) + cost_.attention_ns(ls.sel_bytes - ls.in_place_bytes, cfg_.dtype),
+        {ready, rd, pf}, name, ls.layer);
   }
 
   // The model attends every token of a row; the trace replay one query per row (its last).

@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "cuda/trace_replay.hpp"
-#include "model/cost_model.hpp"
 #include "frontend/front_end.hpp"
+#include "model/cost_model.hpp"
 #include "sim/profiles.hpp"
 #include "sim/replay.hpp"
 #include "tests/cuda/gpu_test_util.hpp"

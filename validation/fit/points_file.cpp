@@ -3,9 +3,9 @@
 #include <boost/json.hpp>
 #include <cmath>
 
+#include "model/calibration_terms.hpp"
 #include "model/config_error.hpp"
 #include "model/json_read.hpp"
-#include "model/calibration_terms.hpp"
 
 namespace kvtier::fit {
 namespace {

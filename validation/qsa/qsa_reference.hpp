@@ -1,6 +1,7 @@
 #pragma once
-// CPU reference of one QSA attention layer (docs/architecture.md, "The QSA model"), in fp64 with Eigen, written
-// for clarity and small geometries. The GPU kernels in cuda/qsa are checked against it.
+// CPU reference of one QSA attention layer (docs/architecture.md, "The QSA model"), in fp64 with
+// Eigen, written for clarity and small geometries. The GPU kernels in cuda/qsa are checked against
+// it.
 //
 // Conventions shared with the kernels:
 // - RoPE: NeoX halves on the first rope_dims of a head: pairs (i, i + rope_dims/2) for
