@@ -1,6 +1,7 @@
 #include "sim/replay.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <string>
 
@@ -187,6 +188,9 @@ class Simulation {
     }
   }
 
+  // What an op waits for besides its resource: the stream's previous op and a join.
+  using Deps = std::array<OpId, 2>;
+
   // The layer-step being priced: its query, and (mirror) what its ensure decided.
   struct LayerStep {
     const frontend::LayerQuery* q = nullptr;
@@ -207,13 +211,15 @@ class Simulation {
     res_.decode_tokens += decode_tokens;
     res_.prefill_tokens += tokens_ - decode_tokens;
     non_qsa_ns_ = cost_.non_qsa_ns(tokens_);
-    const LayerStats before = res_.total();
+    // Per-forward counts (record_forwards) as differences of the running totals.
+    const LayerStats before = cfg_.record_forwards ? res_.total() : LayerStats{};
 
     tl_.set_forward(fi_);
     const TimeNs fstart = tl_.now();
     const auto ops = frontend::layer_schedule(shape_);
     const frontend::BesideJoin join = frontend::beside_join(shape_);
-    std::vector<OpId> beside_done(static_cast<std::size_t>(L_), kNoOp);
+    std::vector<OpId>& beside_done = beside_done_;  // [layers] each step beside, once done
+    beside_done.assign(static_cast<std::size_t>(L_), kNoOp);
     OpId prev = kNoOp;  // the main stream's last op
     prefetch_op_ = kNoOp;
     if (frontend::locates_first(shape_)) {
@@ -255,12 +261,12 @@ class Simulation {
     }
     // The forward ends after its last main op and every residency still running beside it
     // (then, for the model, after the layers past the last QSA layer).
-    OpId last = prev;
-    for (int l = std::max(0, L_ - join.layers_later); l < L_; ++l)
-      last = tl_.add(Resource::compute, 0, {last, beside_done[l]}, "join residency", l);
-    if (shape_.kind == frontend::ForwardKind::model)
-      last =
-          tl_.add(Resource::compute, gap_ns(L_), {last}, op_name(frontend::LayerOp::non_qsa), -1);
+    std::array<OpId, 3> ends{prev, kNoOp, kNoOp};  // a join reaches back at most two layers
+    for (int l = std::max(0, L_ - join.layers_later), i = 1; l < L_; ++l, ++i)
+      ends[static_cast<std::size_t>(i)] = beside_done[l];
+    const OpId last =
+        tl_.add(Resource::compute, shape_.kind == frontend::ForwardKind::model ? gap_ns(L_) : 0,
+                ends, op_name(frontend::LayerOp::non_qsa), -1);
     const TimeNs end = tl_.run_until(last);
     const double dt = static_cast<double>(end - fstart);
     if (tokens_ > 0) {
@@ -285,7 +291,7 @@ class Simulation {
 
   // The new tokens' K/V into the pool; mirror and host write them through to the host bank
   // over the link (D2H), which nothing of the forward waits for.
-  OpId store_op(const LayerStep& ls, std::initializer_list<OpId> deps, const char* name) {
+  OpId store_op(const LayerStep& ls, const Deps& deps, const char* name) {
     const OpId st = tl_.add(Resource::compute, cost_.launch_ns(1), deps, name, ls.layer);
     if (cfg_.placement != Placement::device) {
       const std::int64_t bytes = tokens_ * token_bytes_;
@@ -295,7 +301,7 @@ class Simulation {
     return st;
   }
 
-  OpId attend_op(LayerStep& ls, std::initializer_list<OpId> deps, const char* name) {
+  OpId attend_op(LayerStep& ls, const Deps& deps, const char* name) {
     const frontend::LayerQuery& q = *ls.q;
     if (cfg_.placement == Placement::device) {
       res_.hbm_read_bytes += ls.sel_bytes;
@@ -307,12 +313,10 @@ class Simulation {
     // Mirror: hits from the pool; the pages missed (in place) or bypassed come over the link
     // once the attention starts (after the step's copy when the step ran first).
     res_.hbm_read_bytes += ls.sel_bytes - ls.in_place_bytes;
-    OpId ready = tl_.add(Resource::compute, 0, deps, "attend ready", ls.layer);
-    if (ls.copied != kNoOp)
-      ready = tl_.add(Resource::compute, 0, {ready, ls.copied}, "attend ready", ls.layer);
+    const std::array<OpId, 3> ready{deps[0], deps[1], ls.copied};
     const OpId rd = ls.in_place_bytes > 0
-                        ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(ls.in_place_bytes),
-                                  {ready}, "in-place read", ls.layer)
+                        ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(ls.in_place_bytes), ready,
+                                  "in-place read", ls.layer)
                         : kNoOp;
     const OpId pf = prefetch_op_;
     prefetch_op_ = pending_prefetch_;
@@ -320,7 +324,7 @@ class Simulation {
     return tl_.add(
         Resource::compute,
         cost_.launch_ns(2) + cost_.attention_ns(ls.sel_bytes - ls.in_place_bytes, cfg_.dtype),
-        {ready, rd, pf}, name, ls.layer);
+        {deps[0], deps[1], ls.copied, rd, pf}, name, ls.layer);
   }
 
   // The model attends every token of a row; the trace replay one query per row (its last).
@@ -331,8 +335,7 @@ class Simulation {
   // Decode reads the selection in place; the model's prefill rows wider than their request's
   // cache stage the cached tokens through device windows (the replay reads one query per row
   // in place).
-  OpId host_attend(const frontend::LayerQuery& q, std::initializer_list<OpId> deps, int l,
-                   const char* name) {
+  OpId host_attend(const frontend::LayerQuery& q, const Deps& deps, int l, const char* name) {
     const bool model = shape_.kind == frontend::ForwardKind::model;
     const std::int64_t staged_sel = model ? q.staged_selected_tokens : 0;
     const std::int64_t in_place = (selected_tokens(q) - staged_sel) * token_bytes_;
@@ -341,17 +344,16 @@ class Simulation {
     res_.h2d_bytes += in_place + staged;
     res_.hbm_read_bytes += staged_sel * token_bytes_;
     const std::int64_t windows = model ? q.staged_windows : 0;
-    const OpId ready = tl_.add(Resource::compute, 0, deps, "attend ready", l);
-    const OpId rd = in_place > 0 ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(in_place),
-                                           {ready}, "in-place read", l)
+    const OpId rd = in_place > 0 ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(in_place), deps,
+                                           "in-place read", l)
                                  : kNoOp;
-    const OpId st = staged > 0 ? tl_.add(Resource::h2d, cost_.h2d_copy_ns(staged, windows), {ready},
+    const OpId st = staged > 0 ? tl_.add(Resource::h2d, cost_.h2d_copy_ns(staged, windows), deps,
                                          "staging windows", l)
                                : kNoOp;
     return tl_.add(Resource::compute,
                    cost_.launch_ns(2 + static_cast<int>(windows)) +
                        cost_.attention_ns(staged_sel * token_bytes_, cfg_.dtype),
-                   {ready, rd, st}, name, l);
+                   {deps[0], deps[1], rd, st}, name, l);
   }
 
   // The core's ensure for the layer's pool (AdmitAll, or AdmitOnReuse for hybrid).
@@ -369,8 +371,7 @@ class Simulation {
   // Mirror: compaction + ensure + the miss copy, one launch on `lane`; returns the op after
   // which the step is done (its copy's end). In place, the attention reads the missed pages
   // from the host bank meanwhile.
-  OpId residency_op(LayerStep& ls, Resource lane, std::initializer_list<OpId> deps,
-                    const char* name) {
+  OpId residency_op(LayerStep& ls, Resource lane, const Deps& deps, const char* name) {
     const frontend::LayerQuery& q = *ls.q;
     const int l = ls.layer;
     LayerStats& st = res_.layers[l];
@@ -464,6 +465,7 @@ class Simulation {
   TimeNs non_qsa_ns_ = 0;
   OpId prefetch_op_ = kNoOp;       // the prefetch copy the coming layer must wait for
   OpId pending_prefetch_ = kNoOp;  // issued by this layer's step, for the next layer
+  std::vector<OpId> beside_done_;  // the forward's residency steps beside, reused
   frontend::ScheduleShape shape_;
 };
 

@@ -23,7 +23,7 @@ void Timeline::compact() {
   if (q_.pending() == 0) ops_.clear();
 }
 
-OpId Timeline::add(Resource r, TimeNs duration, std::initializer_list<OpId> deps, const char* name,
+OpId Timeline::add(Resource r, TimeNs duration, std::span<const OpId> deps, const char* name,
                    int layer) {
   if (duration < 0) throw std::logic_error("negative op duration");
   const auto id = static_cast<OpId>(ops_.size());

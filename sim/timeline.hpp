@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <deque>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,12 @@ class Timeline {
   explicit Timeline(bool record = false) : record_(record) {}
 
   // An operation of `duration` ns on `r` that may start when every op in `deps` is done.
-  OpId add(Resource r, TimeNs duration, std::initializer_list<OpId> deps, const char* name,
+  OpId add(Resource r, TimeNs duration, std::span<const OpId> deps, const char* name,
            int layer = -1);
+  OpId add(Resource r, TimeNs duration, std::initializer_list<OpId> deps, const char* name,
+           int layer = -1) {
+    return add(r, duration, std::span<const OpId>(deps.begin(), deps.size()), name, layer);
+  }
   // Advances until `op` is done; returns its end time.
   TimeNs run_until(OpId op);
   TimeNs drain();
