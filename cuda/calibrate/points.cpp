@@ -1,16 +1,13 @@
 #include "cuda/calibrate/points.hpp"
 
-#include <unistd.h>
 #include <boost/json.hpp>
 #include <cctype>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
-#include <system_error>
 #include <utility>
 
+#include "io/output_file.hpp"
 #include "model/calibration_terms.hpp"
 #include "model/config_error.hpp"
 
@@ -125,42 +122,24 @@ std::string points_file_json(const Points& p) {
   return boost::json::serialize(o) + "\n";
 }
 
-namespace {
-std::string temporary_path(const std::string& path) {
-  return path + ".partial-" + std::to_string(::getpid());
-}
-}  // namespace
-
+// Through io::OutputFile, like every output of kvtier: PATH.tmp, renamed when complete,
+// removed on any failure and on signals.
 void check_points_path(const std::string& path) {
-  const std::string tmp = temporary_path(path);
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw ConfigError("cannot write the points file: cannot create '" + tmp + "'");
+  try {
+    const io::OutputFile probe(path);  // never closed: its temporary is removed
+  } catch (const std::exception& e) {
+    throw ConfigError(std::string("cannot write the points file: ") + e.what());
   }
-  std::error_code ec;
-  std::filesystem::remove(tmp, ec);
 }
 
 void write_points_file(const Points& p, const std::string& path) {
   const std::string text = points_file_json(p);
-  const std::string tmp = temporary_path(path);
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw ConfigError("cannot write the points file: cannot create '" + tmp + "'");
-    f << text;
-    f.close();
-    if (!f) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw ConfigError("cannot write the points file '" + tmp + "' (disk full?)");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw ConfigError("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
+  try {
+    io::OutputFile out(path);
+    out.stream() << text;
+    out.close();
+  } catch (const std::exception& e) {
+    throw ConfigError(std::string("cannot write the points file: ") + e.what());
   }
 }
 
