@@ -26,7 +26,8 @@ po::options_description sim_options() {
   desc.add_options()("help,h", "show this help")("trace", po::value<std::string>(),
                                                  "trace file (default: the bundled sample)")(
       "profile", po::value<std::string>()->default_value("h200-pcie5"),
-      "hardware profile name or .json file")(
+      "hardware profile: a built-in name, or a .json file, complete or giving only what it "
+      "changes over a \"base\" (docs/planner.md, \"Writing a profile\")")(
       "placement", po::value<std::string>()->default_value("mirror"), "device, mirror or host")(
       "unit", po::value<std::string>()->default_value("layer"), "layer or all-layers")(
       "dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp8")(

@@ -28,7 +28,8 @@ namespace {
 void usage(std::FILE* out) {
   std::fprintf(out,
                "kvtier: a host-RAM KV tier for sparse-attention models\n\n"
-               "usage: kvtier <command> [options]   (kvtier <command> --help for its options)\n\n"
+               "usage: kvtier <command> [options]   (kvtier <command> --help for its options)\n"
+               "       kvtier --version\n\n"
                "commands:\n");
   for (const auto& c : kvtier::cli::commands()) {
     std::fprintf(out, "  %-10.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
@@ -45,11 +46,12 @@ int main(int argc, char** argv) {
     usage(stderr);
     return 2;
   }
-  const std::string name = argv[1];
+  std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     usage(stdout);
     return 0;
   }
+  if (name == "--version") name = "version";  // the conventional spelling of the command
   for (const auto& c : kvtier::cli::commands()) {
     if (c.name == name) {
       std::vector<std::string> args;

@@ -174,8 +174,10 @@ void HardwareProfile::validate() const {
     const bool may_be_zero = f.member == &HardwareProfile::non_qsa_forward_us ||
                              f.member == &HardwareProfile::non_qsa_token_us;
     const double v = this->*f.member;
-    if (may_be_zero ? !(v >= 0) : !(v > 0)) {
-      fail(name + "." + f.name, may_be_zero ? "must be 0 or more" : "must be positive");
+    if (!std::isfinite(v) || (may_be_zero ? !(v >= 0) : !(v > 0))) {
+      fail(name + "." + f.name,
+           std::string(may_be_zero ? "must be 0 or more" : "must be positive") +
+               " and finite, got " + number_text(v));
     }
   }
 }
@@ -221,7 +223,11 @@ HardwareProfile hardware_profile_from_json(const std::string& json_text) {
     p.sources.emplace_back(key, std::string(source->as_string()));
   }
   for (const Field& f : kFields) {
-    if (p.source(f.name).empty()) fail(who + "." + f.name, "missing");
+    if (p.source(f.name).empty()) {
+      fail(who + "." + f.name,
+           "missing (a complete profile gives every field; to give only the fields that change, "
+           "name a \"base\" profile: docs/planner.md, \"Writing a profile\")");
+    }
   }
   p.validate();
   return p;

@@ -18,6 +18,16 @@ struct ProfileValidation {
   std::vector<std::string> traces;             // what was replayed on both sides
 };
 
+// What a profile written over a base changed (model/profile_override.hpp); absent for a
+// complete profile.
+struct ProfileDerivation {
+  std::string base;                  // the base profile's name
+  std::vector<std::string> changed;  // the fields the override file gives, in file order
+  // The changed fields the base's validation covered (model/profile_trust.hpp): non-empty
+  // exactly when the base was validated and that validation was dropped for them.
+  std::vector<std::string> voided_validation;
+};
+
 // The figures of one GPU + host pair that the cost model prices operations with. Rates are
 // in GB/s (1 GB/s == 1 byte per ns), times in microseconds or nanoseconds as named. Every
 // value in a profile file carries its source (a measurement, a datasheet, or "estimate").
@@ -63,9 +73,11 @@ struct HardwareProfile {
   bool scaled_from_datasheets = false;
   // Set when the profile's values were held against its card (docs/validation.md).
   std::optional<ProfileValidation> validation;
+  // Set when the profile is an override over a base (model/profile_override.hpp).
+  std::optional<ProfileDerivation> derived_from;
 
-  // Throws ConfigError naming the first value that is not positive (the non-QSA figures, an
-  // input the user may set to 0, not negative).
+  // Throws ConfigError naming the first value that is not positive and finite (the non-QSA
+  // figures, an input the user may set to 0, not negative), with the value.
   void validate() const;
 
   // The numeric fields by their names in a profile file's "params" (ConfigError for a name

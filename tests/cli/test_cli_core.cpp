@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <string>
 
 #include <boost/json.hpp>
 
@@ -20,6 +21,25 @@ TEST(Cli, HelpListsCommandsAndUnknownCommandFails) {
   const auto bad = run_kvtier("no-such-command");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.out.find("unknown command 'no-such-command'"), std::string::npos);
+}
+
+// The version comes from CMake's project version; the commit from git when cmake configured
+// the build, or "unknown" outside a git checkout (a tarball).
+TEST(Cli, VersionPrintsTheProjectVersionAndTheCommit) {
+  const auto v = run_kvtier("--version");
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+  const std::string prefix = std::string("kvtier ") + KVTIER_PROJECT_VERSION + " (commit ";
+  ASSERT_EQ(v.out.rfind(prefix, 0), 0u) << v.out;
+  const std::string commit = v.out.substr(prefix.size(), v.out.find(')') - prefix.size());
+  EXPECT_TRUE(
+      commit == "unknown" ||
+      (commit.size() == 12 && commit.find_first_not_of("0123456789abcdef") == std::string::npos))
+      << commit;
+  EXPECT_EQ(v.out, prefix + commit + ")\n");
+  EXPECT_EQ(run_kvtier("version").out, v.out);
+  EXPECT_NE(run_kvtier("--help").out.find("kvtier --version"), std::string::npos);
+  EXPECT_EQ(run_kvtier("version --help").exit_code, 0);
+  EXPECT_EQ(run_kvtier("version --fast").exit_code, 2);
 }
 
 TEST(Cli, DemoJsonCarriesTheHandWorkedTotals) {
