@@ -140,21 +140,23 @@ UnitSweep plan_unit(const PlanConfig& cfg, const PlanResult& res, const MrcResul
   us.lookups = mrc.curve.lookups;
   us.sizes = sweep_sizes(cfg, res);
   for (std::int64_t s : us.sizes)
-    us.lru_misses.push_back(mrc.curve.misses(s));
+    us.classic_lru_misses.push_back(mrc.curve.misses(s));
   us.points.resize(us.sizes.size());
   const bool belady = cfg.belady && !mrc.log.dropped;
   if (cfg.belady && mrc.log.dropped) {
     us.belady_note = "skipped: the trace's query log is over " +
                      std::to_string(cfg.belady_max_entries) + " entries";
   }
-  // Every first reference misses under any policy, and Belady <= LRU: where LRU has only
-  // those compulsory misses, so has Belady (no run needed).
+  // Every first reference misses under any policy, and Belady <= classic LRU (a policy that
+  // keeps a step's pages resident once the pool holds the largest step, as every size here
+  // does): where classic LRU has only those compulsory misses, so has Belady. A bound, not
+  // an estimate: it only spares a run and gives the exact Belady figure.
   const std::int64_t compulsory = mrc.curve.misses(std::numeric_limits<std::int64_t>::max());
   if (belady) us.belady_misses.resize(us.sizes.size());
   for (std::size_t i = 0; i < us.sizes.size(); ++i) {
     jobs.push_back({Placement::mirror, u, i, false});
     if (!belady) continue;
-    if (us.lru_misses[i] == compulsory) {
+    if (us.classic_lru_misses[i] == compulsory) {
       us.belady_misses[i] = compulsory;
     } else {
       jobs.push_back({Placement::mirror, u, i, true});
@@ -274,6 +276,12 @@ bool asks_for(const PlanConfig& cfg, Placement p) {
 
 }  // namespace
 
+void decide(PlanResult& res, const PlanConfig& cfg) {
+  for (UnitSweep& us : res.units)
+    find_thresholds(us, cfg.within, cfg.chosen);
+  res.recommendation = recommend(res, cfg);
+}
+
 PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const PlanConfig& cfg) {
   PlanResult res;
   res.trace = input.name;
@@ -351,9 +359,7 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
       },
       cfg.progress);
 
-  for (UnitSweep& us : res.units)
-    find_thresholds(us, cfg.within, cfg.chosen);
-  res.recommendation = recommend(res, cfg);
+  decide(res, cfg);
   res.rest = rest_of_model(cost.profile());
   res.rest_us = res.rest.total_us(st.forwards, st.decode_tokens + st.prefill_tokens);
   res.trust = trust_line(cost.profile());
@@ -418,7 +424,8 @@ std::string plan_to_json(const PlanResult& r) {
     for (std::size_t i = 0; i < us.sizes.size(); ++i) {
       json::object p = point_json(us.points[i]);
       p["slots"] = us.sizes[i];
-      p["lru_misses_mrc"] = us.lru_misses[i];
+      // Renamed from "lru_misses_mrc": the curve is classic LRU, not the core's ("misses").
+      p["classic_lru_misses"] = us.classic_lru_misses[i];
       if (!us.belady_misses.empty()) p["belady_misses"] = us.belady_misses[i];
       pts.push_back(std::move(p));
     }

@@ -59,7 +59,11 @@ PointSummary summarize(const SimResult& r, std::int64_t device_capacity_bytes = 
 struct UnitSweep {
   ResidencyUnit unit;
   std::vector<std::int64_t> sizes;
-  std::vector<std::int64_t> lru_misses;     // one-pass MRC at each size
+  // The classic-LRU miss curve (one-pass MRC, sim/mrc.hpp) at each size: LRU with distinct
+  // recency within a step, on untruncated selections. Not the core's policy (that ties a
+  // step's pages and truncates to the select width): shown beside the core's simulated
+  // misses (points[i].misses), and never used in a decision (see decide()).
+  std::vector<std::int64_t> classic_lru_misses;
   std::vector<std::int64_t> belady_misses;  // OPT at each size (empty when not computed)
   std::string belady_note;                  // why belady_misses is empty, when asked for
   std::vector<PointSummary> points;         // simulated mirror at each size
@@ -91,6 +95,12 @@ struct PlanResult {
 // above every page the trace holds at once says that size; points and threads outside
 // 1..kMaxPlanPoints and 0..kMaxPlanThreads.
 PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const PlanConfig& cfg);
+
+// The plan's decisions from the simulated placements and mirror points alone: each unit's
+// cliff and thresholds, then the recommendation. plan() calls it; the classic-LRU curve and
+// the Belady bound only stand beside them (tests/sim/test_plan_decisions.cpp perturbs both
+// and expects the same decisions).
+void decide(PlanResult& res, const PlanConfig& cfg);
 
 // Every figure as JSON; the same inputs give the same bytes.
 std::string plan_to_json(const PlanResult& r);

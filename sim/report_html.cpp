@@ -15,7 +15,12 @@ struct Series {
   std::string colour;
   std::vector<double> x, y;
   bool dashed = false;
+  bool dotted = false;  // a third style where one colour carries three lines (the miss chart)
 };
+
+std::string dash_of(const Series& se) {
+  return se.dashed ? " stroke-dasharray='6 4'" : se.dotted ? " stroke-dasharray='2 3'" : "";
+}
 
 std::string num(double v) {
   char b[32];
@@ -146,16 +151,16 @@ std::string chart(const std::string& title, const std::string& ylabel,
     for (std::size_t i = 0; i < se.x.size(); ++i) {
       pts += num(px(se.x[i])) + "," + num(py(se.y[i])) + " ";
     }
-    s += "<polyline fill='none' stroke='" + se.colour + "' stroke-width='2'" +
-         (se.dashed ? " stroke-dasharray='6 4'" : "") + " points='" + pts + "'/>";
+    s += "<polyline fill='none' stroke='" + se.colour + "' stroke-width='2'" + dash_of(se) +
+         " points='" + pts + "'/>";
     for (std::size_t i = 0; i < se.x.size(); ++i) {
       s += "<circle cx='" + num(px(se.x[i])) + "' cy='" + num(py(se.y[i])) + "' r='2.5' fill='" +
            se.colour + "'/>";
     }
     s += "<line x1='" + num(W - R + 10) + "' x2='" + num(W - R + 30) + "' y1='" +
          num(T + 10 + 16 * k) + "' y2='" + num(T + 10 + 16 * k) + "' stroke='" + se.colour +
-         "' stroke-width='2'" + (se.dashed ? " stroke-dasharray='6 4'" : "") + "/><text x='" +
-         num(W - R + 34) + "' y='" + num(T + 14 + 16 * k) + "'>" + esc(se.name) + "</text>";
+         "' stroke-width='2'" + dash_of(se) + "/><text x='" + num(W - R + 34) + "' y='" +
+         num(T + 14 + 16 * k) + "'>" + esc(se.name) + "</text>";
     ++k;
   }
   return s + "</svg>";
@@ -194,18 +199,25 @@ std::string plan_to_html(const PlanResult& r) {
          (us.belady_note.empty() ? "" : "; Belady " + esc(us.belady_note)) + "</li>";
   }
   h += "</ul><div class='charts'>";
-  // Miss ratio curves with the Belady bound.
+  // Misses by pool size: the core's own (simulated, what the decisions use) solid; the
+  // classic-LRU curve (one-pass MRC, no step ties, untruncated) dashed and the Belady bound
+  // dotted beside it. One denominator for all three, the trace's untruncated lookups, so the
+  // lines compare as counts.
   std::vector<Series> mrc, tps;
   int k = 0;
   for (const UnitSweep& us : r.units) {
     const std::string c = kColours[k++ % 6];
-    Series lru{"LRU " + std::string(to_string(us.unit)), c, {}, {}};
-    Series opt{"Belady " + std::string(to_string(us.unit)), c, {}, {}, true};
-    Series t{"mirror " + std::string(to_string(us.unit)), c, {}, {}};
+    const std::string unit(to_string(us.unit));
+    Series core{"core (sim) " + unit, c, {}, {}};
+    Series lru{"classic LRU " + unit, c, {}, {}, true};
+    Series opt{"Belady " + unit, c, {}, {}, false, true};
+    Series t{"mirror " + unit, c, {}, {}};
     for (std::size_t i = 0; i < us.sizes.size(); ++i) {
       const double denom = static_cast<double>(std::max<std::int64_t>(1, us.lookups));
+      core.x.push_back(static_cast<double>(us.sizes[i]));
+      core.y.push_back(static_cast<double>(us.points[i].misses) / denom);
       lru.x.push_back(static_cast<double>(us.sizes[i]));
-      lru.y.push_back(static_cast<double>(us.lru_misses[i]) / denom);
+      lru.y.push_back(static_cast<double>(us.classic_lru_misses[i]) / denom);
       if (!us.belady_misses.empty()) {
         opt.x.push_back(static_cast<double>(us.sizes[i]));
         opt.y.push_back(static_cast<double>(us.belady_misses[i]) / denom);
@@ -213,6 +225,7 @@ std::string plan_to_html(const PlanResult& r) {
       t.x.push_back(static_cast<double>(us.sizes[i]));
       t.y.push_back(us.points[i].decode_tps);
     }
+    mrc.push_back(core);
     mrc.push_back(lru);
     if (!opt.x.empty()) mrc.push_back(opt);
     tps.push_back(t);
@@ -227,8 +240,8 @@ std::string plan_to_html(const PlanResult& r) {
           {"host (in place)", "#d62728", {lo, hi}, {r.host.decode_tps, r.host.decode_tps}, true});
     Axes ratio;
     ratio.percent_y = true;
-    h += chart("Miss ratio: exact LRU (one pass) and the Belady bound", "miss ratio", mrc, {},
-               ratio);
+    h += chart("Misses: the core (simulated), classic LRU (MRC), Belady", "misses / lookups", mrc,
+               {}, ratio);
     std::vector<Marker> cliffs;
     k = 0;
     for (const UnitSweep& us : r.units) {
@@ -270,13 +283,15 @@ std::string plan_to_html(const PlanResult& r) {
   h += "</div><h2>Placements side by side</h2><table><tr><th>placement</th><th>unit</th>"
        "<th>slots</th><th>decode tok/s</th><th>prefill tok/s</th><th>QSA stack ms</th>"
        "<th>hit rate</th>"
-       "<th>LRU misses (MRC)</th><th>Belady misses</th><th>drops</th><th>PCIe H2D use</th>"
+       "<th>core misses</th><th>classic-LRU misses (MRC)</th><th>Belady "
+       "misses</th><th>drops</th><th>PCIe H2D use</th>"
        "<th>device memory</th></tr>";
   auto row = [&](const std::string& p, const std::string& u, const std::string& slots,
                  const PointSummary& s, const std::string& lru, const std::string& opt) {
     h += "<tr><td>" + p + "</td><td>" + u + "</td><td>" + slots + "</td><td>" +
          fixed(s.decode_tps, 1) + "</td><td>" + fixed(s.prefill_tps, 1) + "</td><td>" +
-         fixed(s.qsa_us / 1e3, 2) + "</td><td>" + fixed(s.hit_rate * 100, 2) + " %</td><td>" + lru +
+         fixed(s.qsa_us / 1e3, 2) + "</td><td>" + fixed(s.hit_rate * 100, 2) + " %</td><td>" +
+         (s.has_lookups ? tick(static_cast<double>(s.misses), false) : "-") + "</td><td>" + lru +
          "</td><td>" + opt + "</td><td>" + tick(static_cast<double>(s.drops), false) + "</td><td>" +
          fixed(s.h2d_util * 100, 1) + " %</td><td>" +
          fixed(static_cast<double>(s.device_bytes) / (1024.0 * 1024.0 * 1024.0), 2) + " GiB" +
@@ -287,7 +302,7 @@ std::string plan_to_html(const PlanResult& r) {
   for (const UnitSweep& us : r.units) {
     for (std::size_t i = 0; i < us.sizes.size(); ++i) {
       row("mirror", std::string(to_string(us.unit)), tick(static_cast<double>(us.sizes[i]), false),
-          us.points[i], tick(static_cast<double>(us.lru_misses[i]), false),
+          us.points[i], tick(static_cast<double>(us.classic_lru_misses[i]), false),
           us.belady_misses.empty() ? "-" : tick(static_cast<double>(us.belady_misses[i]), false));
     }
   }

@@ -49,7 +49,7 @@ TEST(CliPlan, JsonIsDeterministicAndThresholdsHold) {
       }
       // Belady never exceeds LRU.
       if (p.contains("belady_misses")) {
-        EXPECT_LE(p.at("belady_misses").as_int64(), p.at("lru_misses_mrc").as_int64());
+        EXPECT_LE(p.at("belady_misses").as_int64(), p.at("classic_lru_misses").as_int64());
       }
     }
     EXPECT_TRUE(seen);
