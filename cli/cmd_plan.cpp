@@ -112,7 +112,9 @@ int run_plan(const std::vector<std::string>& args) {
     for (std::size_t i = 0; i < us.sizes.size(); ++i) {
       add("mirror", std::string(to_string(us.unit)), fmt_int(us.sizes[i]), us.points[i],
           fmt_int(us.classic_lru_misses[i]),
-          us.belady_misses.empty() ? "-" : fmt_int(us.belady_misses[i]));
+          us.belady_misses.empty() || us.belady_misses[i] == sim::kNoBelady
+              ? "-"
+              : fmt_int(us.belady_misses[i]));
     }
   }
   t.print();

@@ -51,7 +51,8 @@ __global__ void __launch_bounds__(kCompactThreads)
   const std::int64_t table_len = p.table_len[r];
   PageId* out = p.out + std::int64_t{r} * p.width;
   const TokenRange tail = causal_tail(p.pos[r], p.compress_ratio);
-  const int items = p.n_blocks + (tail.begin < tail.end ? 1 : 0);
+  const int n_blocks = p.tail_only != nullptr && p.tail_only[r] != 0 ? 0 : p.n_blocks;
+  const int items = n_blocks + (tail.begin < tail.end ? 1 : 0);
   if (tid == 0) s_bad = 0;
   long long carry_pos = -1;  // largest position of earlier tiles
   int carry_count = 0;       // distinct pages of earlier tiles
@@ -59,7 +60,7 @@ __global__ void __launch_bounds__(kCompactThreads)
   for (int base = 0; base < items; base += kCompactThreads) {
     const int i = base + tid;
     long long pos = -1;
-    if (i < p.n_blocks) {
+    if (i < n_blocks) {
       if (blocks[i] >= 0) pos = static_cast<long long>(blocks[i]) * p.compress_ratio;
     } else if (i < items) {
       pos = tail.begin;

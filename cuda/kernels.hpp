@@ -31,6 +31,9 @@ struct CompactParams {
   int width;
   int compress_ratio;
   int page_size;
+  // [rows] or null: a nonzero entry makes the row's blocks count as none, so that only its
+  // causal tail is queried (a prefill row that bypasses the pool: FrontEnd::plan_rows)
+  const std::uint8_t* tail_only = nullptr;
 };
 // One block of 256 threads per row (block scan); rows the data-parallel form cannot prove
 // sorted and in range are redone by the core's compact_row in one thread.
@@ -192,6 +195,20 @@ struct ReadParams {
   SlotId dummy;  // dummy slot (pool) or dummy page (host bank)
 };
 void launch_read(const ReadParams& p, cudaStream_t stream);
+
+// Mirror rows that bypass the pool (FrontEnd::plan_rows): in `layers` consecutive slot tables
+// [layers][rows][stride] (located or translated from logical [rows][stride]), entries
+// [0, entries[r]) of row r become in_place_ref(page): read from the host bank whatever the
+// pool holds, so that no ensure beside can change what they read.
+struct InPlaceRowsParams {
+  SlotId* tables;
+  const PageId* logical;
+  const std::int32_t* entries;  // [rows]
+  int rows;
+  int stride;
+  int layers;
+};
+void launch_read_rows_in_place(const InPlaceRowsParams& p, cudaStream_t stream);
 
 // The checksum term of one 8-byte word (shared with CPU references in tests).
 KVT_HD inline unsigned long long checksum_term(unsigned long long word, std::int64_t pos,

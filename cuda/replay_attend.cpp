@@ -192,7 +192,8 @@ qsa::PageTable AttendReplay::read_table(int layer, const AttendPlacement& at,
     // the rows' tables as the residency step translated them, or as located before the ensure
     // (pool_table_target); located entries <= -2 read the host bank in place
     qsa::PageTable t{pool_tables(layer), stride_, dummy_slot(at.slots)};
-    if (at.in_place) t.in_place = layer_kv_banks(layout_, layer, at.host_banks, true);
+    if (at.in_place || at.bypass_rows)
+      t.in_place = layer_kv_banks(layout_, layer, at.host_banks, true);
     return t;
   }
   return {d_tables, stride_,

@@ -38,6 +38,9 @@ struct AttendPlacement {
   // mirror: the table was located before the ensure (MirrorEngine::locate_async), and pages
   // not resident are read from the host bank in place while the ensure and copy run beside
   bool in_place = false;
+  // mirror: the forward has rows that bypass the pool, whose tables read the host bank in
+  // place (launch_read_rows_in_place), whatever the residency order
+  bool bypass_rows = false;
 };
 
 class AttendReplay {

@@ -1,6 +1,7 @@
 #include "cuda/replay_stage.hpp"
 
 #include <algorithm>
+#include <climits>
 
 #include "model/compaction.hpp"
 
@@ -28,9 +29,16 @@ void stage_forward(const Geometry& g, const frontend::FrontEnd& fe, const traces
   sf.store_pages.clear();
   sf.store_tokens.clear();
   sf.store_req.clear();
+  const auto bypass = fe.bypass();
+  sf.bypassed_rows = fe.bypassed_rows();
+  sf.in_place_entries.assign(static_cast<std::size_t>(rows), 0);
   for (int r = 0; r < rows; ++r) {
     const auto& row = f.rows[static_cast<std::size_t>(r)];
     const auto t = fe.table(row.request);
+    if (bypass[static_cast<std::size_t>(r)] != 0) {
+      sf.in_place_entries[static_cast<std::size_t>(r)] =
+          static_cast<std::int32_t>(row.position / g.page_size);
+    }
     std::copy(t.begin(), t.end(), sf.tables.begin() + std::int64_t{r} * stride);
     sf.table_len[static_cast<std::size_t>(r)] = static_cast<std::int64_t>(t.size());
     sf.row_last_pos[static_cast<std::size_t>(r)] = row.position + row.count - 1;
@@ -40,7 +48,7 @@ void stage_forward(const Geometry& g, const frontend::FrontEnd& fe, const traces
       sf.store_tokens.push_back(static_cast<std::int32_t>(p % g.page_size));
       sf.store_req.push_back(r);  // each row has its own table row
     }
-    for (int l = 0; l < L; ++l) {
+    for (int l = 0; l < L && bypass[static_cast<std::size_t>(r)] == 0; ++l) {
       const auto sel = f.selection(l, r);
       std::copy(sel.begin(), sel.end(), sf.blocks.begin() + (std::int64_t{l} * rows + r) * nb);
     }
@@ -58,10 +66,12 @@ void stage_forward(const Geometry& g, const frontend::FrontEnd& fe, const traces
       const TokenRange tail = causal_tail(last, g.compress_ratio);
       std::int64_t prev_page = -1;
       int pages_kept = 0;
+      // a row that bypasses the pool reads its whole selection (no width truncates it)
+      const int row_width = bypass[static_cast<std::size_t>(r)] != 0 ? INT32_MAX : width;
       auto add = [&](std::int64_t p) {
         const std::int64_t pg = p / g.page_size;
         if (pg != prev_page) {
-          if (pages_kept == width) return false;
+          if (pages_kept == row_width) return false;
           ++pages_kept;
           prev_page = pg;
         }

@@ -34,6 +34,12 @@ struct StagedForward {
   std::vector<std::vector<std::int64_t>> read_positions;
   std::vector<PageId> layer_queries;  // [layers][query_len]: the write pages first, kNoPage after
   std::int64_t selected_tokens = 0;
+  // Mirror, per row: the table entries read from the host bank in place whatever the pool
+  // holds: a row that bypasses the pool (FrontEnd::plan_rows) reads every page before the
+  // first one it writes there (the pages it writes head the query, so they are resident);
+  // 0 for the pool's rows. Its blocks are staged as none (-1): compaction queries its tail.
+  std::vector<std::int32_t> in_place_entries;
+  int bypassed_rows = 0;
 
   int n_store() const { return static_cast<int>(store_pos.size()); }
 };

@@ -42,7 +42,8 @@ __device__ void compact_row_in_warp(const CompactParams& p, int r, int lane) {
   const TokenRange tail = causal_tail(p.pos[r], p.compress_ratio);
   const std::int64_t tail_block = tail.begin / p.compress_ratio;
   const bool has_tail = tail.begin < tail.end;
-  const int items = p.n_blocks + (has_tail ? 1 : 0);
+  const int n_blocks = p.tail_only != nullptr && p.tail_only[r] != 0 ? 0 : p.n_blocks;
+  const int items = n_blocks + (has_tail ? 1 : 0);
   const int blocks_per_page = p.page_size / p.compress_ratio;
   // A tail block beyond int32 cannot be held as an item, and pages must hold whole blocks:
   // the core handles such rows.
@@ -60,7 +61,7 @@ __device__ void compact_row_in_warp(const CompactParams& p, int r, int lane) {
     for (int k = 0; k < kLaneItems; ++k) {
       const int i = first + k;
       item[k] = kNoItem;
-      if (i < p.n_blocks) {
+      if (i < n_blocks) {
         item[k] = blocks[i] >= 0 ? blocks[i] : kNoItem;
       } else if (i < items) {
         item[k] = static_cast<std::int32_t>(tail_block);

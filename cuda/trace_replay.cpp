@@ -179,7 +179,7 @@ class TraceReplay {
   ReplayStep stage(const traces::Forward& f) {
     fe_.prepare(f);
     const int rows = static_cast<int>(f.rows.size());
-    const int width = fe_.row_width(rows, mirror_ ? cfg_.pool_pages : 0);
+    const int width = fe_.plan_rows(mirror_ ? cfg_.pool_pages : 0);
     ReplayStep st;
     st.forward = fi_;
     st.rows = rows;
@@ -188,12 +188,21 @@ class TraceReplay {
     st.decode_tokens = fe_.decode_tokens();
     stage_forward(g_, fe_, f, width, sf_);
     st.selected_tokens = sf_.selected_tokens;
+    at_.bypass_rows = sf_.bypassed_rows > 0;
     if (!attend_) {
-      read_pos_.assign(static_cast<std::size_t>(L_) * rows * sf_.max_tokens, -1);
-      for (std::size_t k = 0; k < sf_.read_positions.size(); ++k)
+      // rows that bypass the pool are read from the host bank: their positions go to a second
+      // read (bypass_read_pos_), -1 in the pool's
+      const std::size_t n = static_cast<std::size_t>(L_) * rows * sf_.max_tokens;
+      read_pos_.assign(n, -1);
+      bypass_read_pos_.assign(at_.bypass_rows ? n : 0, -1);
+      for (std::size_t k = 0; k < sf_.read_positions.size(); ++k) {
+        const bool bypass = fe_.bypass()[k % static_cast<std::size_t>(rows)] != 0;
         std::copy(sf_.read_positions[k].begin(), sf_.read_positions[k].end(),
-                  read_pos_.begin() + static_cast<std::int64_t>(k) * sf_.max_tokens);
+                  (bypass ? bypass_read_pos_ : read_pos_).begin() +
+                      static_cast<std::int64_t>(k) * sf_.max_tokens);
+      }
     }
+    if (at_.bypass_rows) upload(d_in_place_entries_, sf_.in_place_entries, s_);
     upload(d_tables_, sf_.tables, s_);
     upload(d_tablelen_, sf_.table_len, s_);
     if (mirror_) {
@@ -213,6 +222,7 @@ class TraceReplay {
     } else {
       upload(d_store_pos_, sf_.store_pos, s_);
       upload(d_read_pos_, read_pos_, s_);
+      if (at_.bypass_rows) upload(d_bypass_read_pos_, bypass_read_pos_, s_);
       for (int k = 0; k < layout_.banks_per_layer; ++k)
         fit(d_src_[k],
             static_cast<std::size_t>(sf_.n_store() * layout_.token_bytes(PageLayout::kind_of(k))));
@@ -275,6 +285,7 @@ class TraceReplay {
     if (frontend::locates_first(shape)) {
       engine_->locate_async(0, L_, d_tables_.get(), att_->pool_table_entries(),
                             att_->pool_tables(0), nullptr, s_);
+      read_bypass_in_place(0, L_);
     }
     for (int l = 0; l < L_; ++l) {
       for (const frontend::ScheduledOp& op : frontend::layer_schedule(shape)) {
@@ -343,6 +354,7 @@ class TraceReplay {
         } else {
           if (!mirror_) launch_compact(compact_params(l), s_);
           launch_read(read_params(l), s_);
+          if (at_.bypass_rows) launch_read(bypass_read_params(l), s_);
         }
         return;
       case frontend::LayerOp::non_qsa:
@@ -371,11 +383,21 @@ class TraceReplay {
   void mirror_residency(const traces::Forward& f, int l, const TranslateTarget& target) {
     engine_->residency_step_async(l, compact_params(l), query(l), sf_.query_len, target, s_,
                                   hooks(l));
+    if (attend_) read_bypass_in_place(l, 1);
     if (verifier_) {
       KVT_CUDA_CHECK(cudaStreamSynchronize(s_));
       verifier_->check_layer(fe_, f, l, sf_.width, fi_, demand_stamp(layer_step(fi_, L_, l)),
                              query(l), sf_.query_len, *engine_, res_, cfg_.decisions);
     }
+  }
+
+  // Attend, mirror: the tables of rows that bypass the pool read the host bank in place in
+  // layers [first, first + layers) (after those tables were located or translated).
+  void read_bypass_in_place(int first, int layers) {
+    if (!at_.bypass_rows) return;
+    launch_read_rows_in_place({att_->pool_tables(first), d_tables_.get(), d_in_place_entries_.get(),
+                               sf_.rows, sf_.stride, layers},
+                              s_);
   }
 
   // Checksum: the new tokens' bytes generated and stored where the placement keeps pages.
@@ -440,6 +462,16 @@ class TraceReplay {
       rp.slot_of_page = nullptr;
       rp.dummy = dummy_page(num_pages_);
     }
+    return rp;
+  }
+
+  // Checksum, mirror: the rows that bypass the pool, read from the host bank.
+  ReadParams bypass_read_params(int l) const {
+    ReadParams rp = read_params(l);
+    rp.positions = d_bypass_read_pos_.get() + std::int64_t{l} * sf_.rows * sf_.max_tokens;
+    rp.banks = bank_->device_bank_table();
+    rp.slot_of_page = nullptr;
+    rp.dummy = dummy_page(num_pages_);
     return rp;
   }
 
@@ -534,7 +566,8 @@ class TraceReplay {
   ReplayResult res_;
   std::int64_t fi_ = 0;
   StagedForward sf_;
-  std::vector<std::int64_t> read_pos_;  // checksum: [layers][rows][max_tokens]
+  std::vector<std::int64_t> read_pos_;         // checksum: [layers][rows][max_tokens]
+  std::vector<std::int64_t> bypass_read_pos_;  // the same for rows that bypass the pool
 
   std::unique_ptr<MirrorEngine> engine_;
   std::unique_ptr<DevicePool> pool_;
@@ -555,7 +588,9 @@ class TraceReplay {
   std::vector<unsigned long long> layer_sums_;
   std::vector<std::int64_t> steps_;  // [layers] demand stamps of the forward
   DeviceArray<std::int32_t> d_blocks_;
-  DeviceArray<std::int64_t> d_rowpos_, d_tablelen_, d_store_pos_, d_read_pos_, d_steps_;
+  DeviceArray<std::int64_t> d_rowpos_, d_tablelen_, d_store_pos_, d_read_pos_, d_steps_,
+      d_bypass_read_pos_;
+  DeviceArray<std::int32_t> d_in_place_entries_;  // mirror: StagedForward::in_place_entries
   DeviceArray<PageId> d_tables_, d_query_, d_store_pages_, d_freed_;
   DeviceArray<std::int32_t> d_store_tokens_;
   DeviceArray<SlotId> d_physical_;

@@ -96,6 +96,10 @@ std::vector<PageId> FrontEnd::end(const traces::RequestEnd& e) {
 
 void FrontEnd::prepare(const Forward& f) {
   writes_.clear();
+  row_pages_.clear();
+  row_kind_.clear();
+  bypass_.assign(f.rows.size(), 0);
+  bypassed_ = 0;
   max_row_pages_ = 1;
   tokens_ = 0;
   decode_tokens_ = 0;
@@ -111,6 +115,8 @@ void FrontEnd::prepare(const Forward& f) {
     if (row.kind == RowKind::decode) decode_tokens_ += row.count;
     const std::int64_t rp =
         row.kind == RowKind::prefill ? g_.pages_for_context(end) : g_.max_pages_per_row(end);
+    row_pages_.push_back(rp);
+    row_kind_.push_back(row.kind);
     max_row_pages_ = std::max(max_row_pages_, rp);
   }
   std::sort(writes_.begin(), writes_.end());
@@ -129,9 +135,10 @@ LayerQuery FrontEnd::build(const Forward& f, int layer, int width) {
     const auto sel = f.selection(layer, static_cast<int>(r));
     const auto t = space_.pages(row.request);
     const std::int64_t last = row.position + row.count - 1;
-    const RowCompaction c =
-        compact_dispatch(sel.data(), static_cast<int>(sel.size()), last, g_.compress_ratio,
-                         g_.page_size, t.data(), static_cast<std::int64_t>(t.size()), width, out);
+    const bool bypass = bypass_[r] != 0;  // only its causal tail enters the query
+    const RowCompaction c = compact_dispatch(sel.data(), bypass ? 0 : static_cast<int>(sel.size()),
+                                             last, g_.compress_ratio, g_.page_size, t.data(),
+                                             static_cast<std::int64_t>(t.size()), width, out);
     if (c.status != CompactStatus::ok) {
       throw ConfigError(
           std::string("trace: selection of request ") + std::to_string(row.request) +
@@ -144,16 +151,22 @@ LayerQuery FrontEnd::build(const Forward& f, int layer, int width) {
     const std::int64_t last_tokens =
         static_cast<std::int64_t>(sel.size()) * g_.compress_ratio + (tail.end - tail.begin);
     q.last_token_selected += last_tokens;
+    if (bypass) q.bypass_last_token_selected += last_tokens;
     if (row.kind == RowKind::decode) {
       q.selected_tokens += last_tokens;
     } else {
       const std::int64_t sel_tokens = row_selected_tokens(row.position, row.count, w_tokens);
       q.selected_tokens += sel_tokens;
       const std::int64_t cached = row.position + row.count;
-      if (std::int64_t{row.count} * w_tokens > cached) {
+      const bool staged = std::int64_t{row.count} * w_tokens > cached;
+      if (staged) {
         q.staged_cached_tokens += cached;
         q.staged_windows += (cached + window_ - 1) / window_;
         q.staged_selected_tokens += sel_tokens;
+      }
+      if (bypass) {
+        q.bypass_selected_tokens += sel_tokens;
+        q.bypass_read_tokens += staged ? cached : sel_tokens;
       }
     }
     // visible blocks of token p: (p + 1) / ratio, summed over the row's tokens; written as
@@ -225,9 +238,8 @@ TraceBounds scan_trace(const traces::TraceInput& input) {
         } else {
           s.prefill_tokens += row.count;
         }
-        max_row_pages = std::max(max_row_pages, row.kind == traces::RowKind::prefill
-                                                    ? g.pages_for_context(end)
-                                                    : g.max_pages_per_row(end));
+        // a prefill row's union wider than this bypasses a mirror pool (FrontEnd::plan_rows)
+        max_row_pages = std::max(max_row_pages, g.max_pages_per_row(end));
       }
       s.max_write_pages = std::max(s.max_write_pages, writes);
       s.peak_pages = std::max(s.peak_pages, static_cast<PageId>(open_pages));
@@ -240,11 +252,32 @@ TraceBounds scan_trace(const traces::TraceInput& input) {
   return s;
 }
 
-int FrontEnd::row_width(int rows, std::int64_t pool_slots) const {
+int FrontEnd::plan_rows(std::int64_t pool_slots) {
+  const int rows = static_cast<int>(row_pages_.size());
+  std::fill(bypass_.begin(), bypass_.end(), std::uint8_t{0});
+  bypassed_ = 0;
   if (pool_slots <= 0) {
     return static_cast<int>(std::min<std::int64_t>(max_row_pages_, INT32_MAX / 4));
   }
-  return select_width(pool_slots, rows, write_pages(), max_row_pages_).width;
+  const int width = select_width(pool_slots, rows, write_pages(), max_row_pages_).width;
+  // A row fits when the width holds every page it can touch; a decode row that does not is
+  // truncated (its drops are counted), a prefill row bypasses. The rows that stay keep at
+  // least this width when it is set again for them alone (fewer rows, no wider bound), so
+  // none of them starts to need the bypass.
+  std::int64_t kept_pages = 1;
+  for (int r = 0; r < rows; ++r) {
+    if (row_kind_[static_cast<std::size_t>(r)] == RowKind::prefill &&
+        row_pages_[static_cast<std::size_t>(r)] > width) {
+      bypass_[static_cast<std::size_t>(r)] = 1;
+      ++bypassed_;
+    } else {
+      kept_pages = std::max(kept_pages, row_pages_[static_cast<std::size_t>(r)]);
+    }
+  }
+  if (bypassed_ == 0) return width;
+  // The bypassed rows' entries (a causal tail each, a written page) still take a row of the
+  // fixed-shape query but no slot of their own: write_pages() covers them.
+  return select_width(pool_slots, std::max(1, rows - bypassed_), write_pages(), kept_pages).width;
 }
 
 }  // namespace kvtier::frontend

@@ -12,11 +12,14 @@ namespace kvtier::frontend {
 
 // What a pre-pass over a trace finds; sizes every later pass.
 struct TraceBounds {
-  PageId peak_pages = 0;            // most logical pages open at once (the page space needed)
-  int max_rows = 0;                 // widest forward
-  int max_write_pages = 0;          // most distinct pages one forward writes
-  std::int64_t max_context = 0;     // longest request
-  std::int64_t max_step_pages = 0;  // bound on the page entries of one layer-step's query
+  PageId peak_pages = 0;         // most logical pages open at once (the page space needed)
+  int max_rows = 0;              // widest forward
+  int max_write_pages = 0;       // most distinct pages one forward writes
+  std::int64_t max_context = 0;  // longest request
+  // Bound on one layer-step's query entries: write pages + rows x the widest row's selection
+  // (a prefill row's union wider than that bypasses a mirror pool: FrontEnd::plan_rows), so
+  // the smallest pool at which no row is truncated.
+  std::int64_t max_step_pages = 0;
   std::int64_t forwards = 0;
   std::int64_t requests = 0;
   std::int64_t decode_tokens = 0;
@@ -38,6 +41,12 @@ struct LayerQuery {
   std::int64_t staged_cached_tokens = 0;
   std::int64_t staged_windows = 0;
   std::int64_t staged_selected_tokens = 0;
+  // Mirror: the rows that bypass the pool. Their share of `selected_tokens` and of
+  // `last_token_selected`, and the tokens the model's rows read from the host bank (the
+  // cached tokens where a row stages them through windows, else its selection).
+  std::int64_t bypass_selected_tokens = 0;
+  std::int64_t bypass_last_token_selected = 0;
+  std::int64_t bypass_read_tokens = 0;
 };
 
 // The host-side bookkeeping every pass shares: request page tables (through the core's
@@ -56,10 +65,18 @@ class FrontEnd {
   std::span<const PageId> writes() const { return writes_; }
   // Most distinct pages a row of the prepared forward can touch (bounds select_width).
   std::int64_t max_row_pages() const { return max_row_pages_; }
-  // Pages per row for the prepared forward: with a pool of `pool_slots` (mirror), the core's
-  // select_width for its rows and write pages; without one (pool_slots <= 0), every page a
-  // row can touch. Every backend that replays a trace takes its width from here.
-  int row_width(int rows, std::int64_t pool_slots) const;
+  // Which rows of the prepared forward go through a pool of `pool_slots` (mirror), and the
+  // pages per row of its query; every backend that replays a trace takes both from here.
+  // Without a pool (pool_slots <= 0) the width is every page a row can touch. With one, it is
+  // the core's select_width for the forward's rows and write pages; a prefill row that could
+  // touch more pages than that (its chunk's union spans its context) bypasses the pool: its
+  // pages are read where the host bank holds them, never admitted, so that the pool's size
+  // follows the decode rows. Its query entries then hold only its causal tail, a page the
+  // row writes (resident anyway), and the width is set again for the rows that remain.
+  int plan_rows(std::int64_t pool_slots);
+  // Per row of the prepared forward, after plan_rows: 1 where the row bypasses the pool.
+  std::span<const std::uint8_t> bypass() const { return bypass_; }
+  int bypassed_rows() const { return bypassed_; }
   std::int64_t tokens() const { return tokens_; }
   std::int64_t decode_tokens() const { return decode_tokens_; }
   // Compacts layer `layer` of the prepared forward at `width` pages per row.
@@ -73,6 +90,10 @@ class FrontEnd {
   PageSpace space_;
   std::vector<PageId> writes_;
   std::vector<PageId> query_;
+  std::vector<std::int64_t> row_pages_;  // per row: most distinct pages it can touch
+  std::vector<traces::RowKind> row_kind_;
+  std::vector<std::uint8_t> bypass_;  // per row: 1 when it bypasses the pool
+  int bypassed_ = 0;
   std::int64_t max_row_pages_ = 1;
   std::int64_t tokens_ = 0;
   std::int64_t decode_tokens_ = 0;

@@ -140,6 +140,7 @@ MrcResult miss_ratio_curve(const traces::TraceInput& input, const frontend::Trac
   }
   // seen[state][page]: the last step index that referenced the page (dedupe within a step)
   std::vector<std::vector<std::int64_t>> seen(n_states, std::vector<std::int64_t>(pages, -1));
+  std::vector<std::int64_t> pool_seen(pages, -1);  // the same over the pool's part of a step
   std::int64_t step = 0;
   std::int64_t logged = 0;  // log entries over all states (pages, step ends, releases)
   auto stream = input.open();
@@ -159,6 +160,7 @@ MrcResult miss_ratio_curve(const traces::TraceInput& input, const frontend::Trac
       const auto& f = std::get<traces::Forward>(rec);
       fe.prepare(f);
       const int width = static_cast<int>(fe.max_row_pages());
+      const auto writes = static_cast<std::size_t>(fe.write_pages());
       for (int l = 0; l < L; ++l) {
         const int s = unit == ResidencyUnit::layer_page ? l : 0;
         const frontend::LayerQuery q = fe.build(f, l, width);
@@ -166,6 +168,18 @@ MrcResult miss_ratio_curve(const traces::TraceInput& input, const frontend::Trac
         StackDistance& st = stacks[s];
         std::vector<std::int64_t>& sn = seen[s];
         std::int64_t distinct = 0;
+        // the pool's part: the write pages, then the decode rows' entries
+        std::int64_t pool_distinct = 0;
+        for (std::size_t i = 0; i < q.pages.size(); ++i) {
+          const PageId p = q.pages[i];
+          if (p == kNoPage) continue;
+          const std::size_t row = i < writes ? 0 : (i - writes) / static_cast<std::size_t>(width);
+          if ((i < writes || f.rows[row].kind == traces::RowKind::decode) && pool_seen[p] != step) {
+            pool_seen[p] = step;
+            ++pool_distinct;
+          }
+        }
+        res.max_pool_step_pages = std::max(res.max_pool_step_pages, pool_distinct);
         for (PageId p : q.pages) {
           if (p == kNoPage || sn[p] == step) continue;
           sn[p] = step;

@@ -80,8 +80,11 @@ struct MrcResult {
   MissCurve curve;                   // all states together (pool of `slots` per state)
   std::vector<MissCurve> per_layer;  // by QSA layer (layer unit: that layer's pool)
   std::int64_t max_step_pages = 0;   // most distinct pages one layer-step queries
-  std::int64_t peak_bytes = 0;       // stacks + per-step dedupe arrays, largest seen
-  QueryLog log;                      // filled when asked for
+  // The same over the pages a mirror pool must hold: the write pages and the decode rows'
+  // (a prefill row whose union outgrows the pool bypasses it: FrontEnd::plan_rows).
+  std::int64_t max_pool_step_pages = 0;
+  std::int64_t peak_bytes = 0;  // stacks + per-step dedupe arrays, largest seen
+  QueryLog log;                 // filled when asked for
 };
 
 // One pass over the trace with untruncated selections (no width limit), per residency unit.

@@ -152,10 +152,13 @@ UnitSweep plan_unit(const PlanConfig& cfg, const PlanResult& res, const MrcResul
   // does): where classic LRU has only those compulsory misses, so has Belady. A bound, not
   // an estimate: it only spares a run and gives the exact Belady figure.
   const std::int64_t compulsory = mrc.curve.misses(std::numeric_limits<std::int64_t>::max());
-  if (belady) us.belady_misses.resize(us.sizes.size());
+  if (belady) us.belady_misses.assign(us.sizes.size(), kNoBelady);
   for (std::size_t i = 0; i < us.sizes.size(); ++i) {
     jobs.push_back({Placement::mirror, u, i, false});
     if (!belady) continue;
+    // The curves admit every row's whole selection; a pool that cannot hold the log's largest
+    // step (the core bypasses it with wide prefill rows) has no Belady figure.
+    if (us.sizes[i] < mrc.max_step_pages) continue;
     if (us.classic_lru_misses[i] == compulsory) {
       us.belady_misses[i] = compulsory;
     } else {
@@ -325,7 +328,7 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
       nullptr);
   res.min_slots = std::int64_t{st.max_rows} + st.max_write_pages;
   for (const auto& m : mrc)
-    res.min_slots = std::max(res.min_slots, m.max_step_pages);
+    res.min_slots = std::max(res.min_slots, m.max_pool_step_pages);
 
   // Jobs: device, host, then (unit, size) mirror simulations and Belady counts.
   std::vector<SweepJob> jobs;
@@ -426,7 +429,10 @@ std::string plan_to_json(const PlanResult& r) {
       p["slots"] = us.sizes[i];
       // Renamed from "lru_misses_mrc": the curve is classic LRU, not the core's ("misses").
       p["classic_lru_misses"] = us.classic_lru_misses[i];
-      if (!us.belady_misses.empty()) p["belady_misses"] = us.belady_misses[i];
+      if (!us.belady_misses.empty()) {
+        p["belady_misses"] = us.belady_misses[i] == kNoBelady ? json::value(nullptr)
+                                                              : json::value(us.belady_misses[i]);
+      }
       pts.push_back(std::move(p));
     }
     units.push_back({{"unit", std::string(to_string(us.unit))},

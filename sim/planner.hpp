@@ -15,6 +15,8 @@ namespace kvtier::sim {
 // most threads it runs on.
 inline constexpr int kMaxPlanPoints = 1000;
 inline constexpr int kMaxPlanThreads = 1024;
+// A Belady entry for a size below the largest step of the curves' log (no figure).
+inline constexpr std::int64_t kNoBelady = -1;
 
 struct PlanConfig {
   std::vector<Placement> placements = {Placement::device, Placement::mirror, Placement::host};

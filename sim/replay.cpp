@@ -197,13 +197,14 @@ class Simulation {
     int layer = 0;
     std::int64_t sel_bytes = 0;
     std::int64_t in_place_bytes = 0;  // mirror: pages missed (in place) or bypassed, read in place
+    std::int64_t pool_sel_bytes = 0;  // mirror: what the attention reads from the pool
     OpId copied = kNoOp;              // the step first: its end (its copy's, if it copied)
   };
 
   void forward(const traces::Forward& f) {
     fe_.prepare(f);
     const int rows = static_cast<int>(f.rows.size());
-    width_ = fe_.row_width(rows, mirror_ ? cfg_.pool_slots : 0);
+    width_ = fe_.plan_rows(mirror_ ? cfg_.pool_slots : 0);
     res_.select_width_min =
         res_.select_width_min == 0 ? width_ : std::min(res_.select_width_min, width_);
     tokens_ = fe_.tokens();
@@ -312,7 +313,7 @@ class Simulation {
     if (cfg_.placement == Placement::host) return host_attend(q, deps, ls.layer, name);
     // Mirror: hits from the pool; the pages missed (in place) or bypassed come over the link
     // once the attention starts (after the step's copy when the step ran first).
-    res_.hbm_read_bytes += ls.sel_bytes - ls.in_place_bytes;
+    res_.hbm_read_bytes += ls.pool_sel_bytes;
     const std::array<OpId, 3> ready{deps[0], deps[1], ls.copied};
     const OpId rd = ls.in_place_bytes > 0
                         ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(ls.in_place_bytes), ready,
@@ -321,10 +322,9 @@ class Simulation {
     const OpId pf = prefetch_op_;
     prefetch_op_ = pending_prefetch_;
     pending_prefetch_ = kNoOp;
-    return tl_.add(
-        Resource::compute,
-        cost_.launch_ns(2) + cost_.attention_ns(ls.sel_bytes - ls.in_place_bytes, cfg_.dtype),
-        {deps[0], deps[1], ls.copied, rd, pf}, name, ls.layer);
+    return tl_.add(Resource::compute,
+                   cost_.launch_ns(2) + cost_.attention_ns(ls.pool_sel_bytes, cfg_.dtype),
+                   {deps[0], deps[1], ls.copied, rd, pf}, name, ls.layer);
   }
 
   // The model attends every token of a row; the trace replay one query per row (its last).
@@ -404,7 +404,16 @@ class Simulation {
     const std::int64_t distinct = std::max(1, r.hits + r.misses + r.bypassed);
     const std::int64_t read_in_place =
         lane == Resource::beside ? r.misses + r.bypassed : r.bypassed;
-    ls.in_place_bytes = ls.sel_bytes * read_in_place / distinct;
+    // Rows that bypass the pool read all they select from the host bank; the pool's rows
+    // read the share of their pages that the step did not have.
+    const bool model = shape_.kind == frontend::ForwardKind::model;
+    const std::int64_t bypass_sel =
+        (model ? q.bypass_selected_tokens : q.bypass_last_token_selected) * token_bytes_;
+    const std::int64_t bypass_read =
+        (model ? q.bypass_read_tokens : q.bypass_last_token_selected) * token_bytes_;
+    const std::int64_t pool_in_place = (ls.sel_bytes - bypass_sel) * read_in_place / distinct;
+    ls.in_place_bytes = pool_in_place + bypass_read;
+    ls.pool_sel_bytes = ls.sel_bytes - bypass_sel - pool_in_place;
     const std::int64_t copy_page_bytes = all_layers_ ? page_bytes_ * L_ : page_bytes_;
     const std::int64_t copy_bytes = std::int64_t{r.misses} * copy_page_bytes;
     res_.copy_bytes += copy_bytes;

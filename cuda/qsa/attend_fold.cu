@@ -79,10 +79,18 @@ __global__ void __launch_bounds__(kThreads)
       valid[u] = tok >= 0;
       if (valid[u]) {
         std::int32_t page = pages[tok / p.kv.page_size];
-        if (page < 0) page = p.table.dummy;
+        // an entry <= -2 reads page -2 - e of the in-place banks (same layout: codes and
+        // scales exactly as the pool holds them), when the table has them
+        const bool in_place = page <= -2 && p.table.in_place.k != nullptr;
+        const KvBanks& kv = in_place ? p.table.in_place : p.kv;
+        if (in_place) {
+          page = -2 - page;
+        } else if (page < 0) {
+          page = p.table.dummy;
+        }
         const std::int64_t token = std::int64_t{page} * p.kv.page_size + tok % p.kv.page_size;
-        load_row(p.kv, kbase, p.kv.k_scale, token, kvh, lane, kf[u]);
-        load_row(p.kv, vbase, p.kv.v_scale, token, kvh, lane, vf[u]);
+        load_row(kv, in_place ? kv.k : kbase, kv.k_scale, token, kvh, lane, kf[u]);
+        load_row(kv, in_place ? kv.v : vbase, kv.v_scale, token, kvh, lane, vf[u]);
       }
     }
 #pragma unroll
@@ -333,11 +341,14 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
   const std::int64_t ctas = std::int64_t{rows.count} * splits * kv.kv_heads;
   p.early = early_launch_pays(kv.host, ctas);
   if (table.in_place.k != nullptr) {
-    // pool rows and in-place rows in one kernel: the tensor-core kernel's cp.async form
-    detail::require(!kv.fp8 && !table.in_place.fp8, "in-place rows: bf16 banks only (fp8)", 1);
+    detail::require(kv.fp8 == table.in_place.fp8, "in-place banks' dtype (fp8)",
+                    table.in_place.fp8 ? 1 : 0);
     detail::require(
         table.in_place.page_size == kv.page_size && table.in_place.kv_heads == kv.kv_heads,
         "in-place banks' page size / KV heads", table.in_place.page_size);
+  }
+  if (table.in_place.k != nullptr && !kv.fp8) {
+    // pool rows and in-place rows in one kernel: the tensor-core kernel's cp.async form
     detail::launch_attend_tc(p, true, s);
   } else if (kv.fp8) {
     const dim3 grid(static_cast<unsigned>(kv.kv_heads), static_cast<unsigned>(splits),

@@ -62,10 +62,10 @@ struct PageTable {
   const std::int32_t* pages = nullptr;  // [requests][stride] physical page ids, -1 = none
   std::int64_t stride = 0;
   std::int32_t dummy = 0;  // physical page read for padding / -1 entries (zeroed)
-  // attend only, bf16: with in_place.k set, an entry e <= -2 names page -2 - e of these banks
-  // (same layout as the table's banks), read in place: the mirror's pages that are not resident
-  // yet, from the host bank (model/translate.hpp, locate_pages). Unset: such entries read the
-  // dummy page.
+  // attend only: with in_place.k set, an entry e <= -2 names page -2 - e of these banks (same
+  // layout and dtype as the table's banks), read in place: the mirror's pages that are not
+  // resident yet, and those of rows that bypass the pool, from the host bank
+  // (model/translate.hpp, locate_pages). Unset: such entries read the dummy page.
   KvBanks in_place{};
 };
 struct Rows {

@@ -187,6 +187,7 @@ QsaRunner::QsaRunner(const weights::SafetensorsFile& file, const Geometry& g, st
   m.trow_tables = DeviceArray<PageId>(T);
   m.trow_len = DeviceArray<std::int64_t>(R);
   m.trow_pos = DeviceArray<std::int64_t>(R);
+  m.trow_bypass = DeviceArray<std::uint8_t>(R);
   m.stamps = DeviceArray<std::int64_t>(static_cast<std::size_t>(m.L));
   KVT_CUDA_CHECK(cudaEventCreate(&m.ev_a));
   KVT_CUDA_CHECK(cudaEventCreate(&m.ev_b));

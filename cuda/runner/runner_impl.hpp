@@ -89,6 +89,8 @@ struct QsaRunner::Impl {
   DeviceArray<std::uint32_t> bitmap;
   DeviceArray<PageId> trow_tables, query;
   DeviceArray<std::int64_t> trow_len, trow_pos, stamps;
+  DeviceArray<std::uint8_t> trow_bypass;  // mirror: FrontEnd::bypass (compaction's tail_only)
+  std::vector<std::uint8_t> trow_bypass_host;
   DeviceArray<DeviceCounters> counters;
   DeviceArray<float> hidden, o, o_w, lse, lse_w, work, logits_idx, logits_vocab, last_hidden;
   DeviceArray<std::uint16_t> xn, q, kk, v, iq_raw, iq, ik, gate, attn_g;

@@ -161,7 +161,8 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
                            static_cast<int>(stride),
                            p.width_pages,
                            g.compress_ratio,
-                           g.page_size};
+                           g.page_size,
+                           trow_bypass.get()};
     const std::int32_t n = p.writes + p.trows * p.width_pages;
     const cuda::EnsureHooks hooks{stamps.get() + li, dc->ensure};
     std::int32_t* layer_tbl = pool_tbl.get() + li * R * stride;

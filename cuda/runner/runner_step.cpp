@@ -111,7 +111,12 @@ void QsaRunner::launch_step(const std::vector<RequestRows>& batch) {
   }
   const bool mirror = m.c.placement == Placement::mirror;
   if (mirror) {
-    p.width_pages = m.fe->row_width(p.trows, m.c.pool_pages);
+    // prefill rows wider than the pool bypass it: they read the host bank (in place or through
+    // the staging windows, as every mirror prefill row does) and only their tails are queried
+    p.width_pages = m.fe->plan_rows(m.c.pool_pages);
+    const auto bypass = m.fe->bypass();
+    m.trow_bypass_host.assign(bypass.begin(), bypass.end());
+    upload(m.trow_bypass, m.trow_bypass_host, m.s);
     p.writes = m.fe->write_pages();
     const auto w = m.fe->writes();
     KVT_CUDA_CHECK(cudaMemcpyAsync(m.query.get(), w.data(), w.size() * sizeof(PageId),

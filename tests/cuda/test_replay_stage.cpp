@@ -3,6 +3,7 @@
 // follows what each slot holds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "cuda/kernels.hpp"
@@ -10,6 +11,7 @@
 #include "cuda/replay_verify.hpp"
 #include "cuda/trace_replay.hpp"
 #include "frontend/front_end.hpp"
+#include "model/compaction.hpp"
 #include "model/page_layout.hpp"
 #include "tests/cuda/replay_test_util.hpp"
 #include "traces/generator.hpp"
@@ -31,15 +33,18 @@ std::vector<traces::Record> small_records(const Geometry& g, std::uint64_t seed)
   return test::generated_records(g, p);
 }
 
-// For every forward, layer and row, with and without a pool small enough to cut rows: the
+// For every forward, layer and row, without a pool and with pools small enough for wide prefill
+// rows to bypass them: the
 // distinct pages of the staged read positions (through the row's table) are the row's entries
 // of the core's compacted query, and the query head is the forward's write pages.
 TEST(ReplayStage, ReadPositionsLieOnTheCompactedPages) {
   const Geometry g = test::small_replay_geometry();
-  for (std::int64_t pool : {std::int64_t{0}, std::int64_t{24}}) {
+  int bypassed = 0;  // over the pools
+  for (std::int64_t pool : {std::int64_t{0}, std::int64_t{18}, std::int64_t{24}}) {
     frontend::FrontEnd fe(g, 4096);
     StagedForward sf;
-    int forwards = 0, cut_rows = 0;
+    int forwards = 0;
+    const int bypassed_before = bypassed;
     for (const traces::Record& rec : small_records(g, 3)) {
       if (const auto* b = std::get_if<traces::RequestBegin>(&rec)) {
         fe.begin(*b);
@@ -52,7 +57,7 @@ TEST(ReplayStage, ReadPositionsLieOnTheCompactedPages) {
       const auto& f = std::get<traces::Forward>(rec);
       fe.prepare(f);
       const int rows = static_cast<int>(f.rows.size());
-      const int width = fe.row_width(rows, pool);
+      const int width = fe.plan_rows(pool);
       stage_forward(g, fe, f, width, sf);
       ++forwards;
       ASSERT_EQ(sf.rows, rows);
@@ -78,14 +83,35 @@ TEST(ReplayStage, ReadPositionsLieOnTheCompactedPages) {
                         static_cast<std::size_t>(i)];
             if (page != kNoPage) expected.push_back(page);
           }
+          if (fe.bypass()[static_cast<std::size_t>(r)] != 0) {
+            // A row that bypasses the pool queries only pages it writes (its tail) and reads
+            // its whole selection, no width cutting it.
+            ++bypassed;
+            const auto w = fe.writes();
+            for (PageId page : expected)
+              EXPECT_TRUE(std::binary_search(w.begin(), w.end(), page)) << "row " << r;
+            const auto& row = f.rows[static_cast<std::size_t>(r)];
+            const auto sel = f.selection(l, r);
+            const auto table = fe.table(row.request);
+            std::vector<PageId> all(table.size() + 1, kNoPage);
+            const RowCompaction c = compact_row(
+                sel.data(), static_cast<int>(sel.size()), row.position + row.count - 1,
+                g.compress_ratio, g.page_size, table.data(),
+                static_cast<std::int64_t>(table.size()), static_cast<int>(all.size()), all.data());
+            ASSERT_EQ(c.dropped, 0);
+            expected.clear();
+            for (PageId page : all)
+              if (page != kNoPage) expected.push_back(page);
+          }
           EXPECT_EQ(pages, expected) << "forward " << forwards << " layer " << l << " row " << r;
-          if (static_cast<int>(expected.size()) == width && q.drops > 0) ++cut_rows;
         }
       }
     }
     EXPECT_GT(forwards, 10);
     if (pool > 0) {
-      EXPECT_GT(cut_rows, 0) << "the small pool should cut some rows";
+      EXPECT_GT(bypassed, bypassed_before) << "a small pool makes some prefill rows bypass it";
+    } else {
+      EXPECT_EQ(bypassed, 0) << "without a pool no row bypasses one";
     }
   }
 }

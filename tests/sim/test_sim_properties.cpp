@@ -180,8 +180,11 @@ RC_GTEST_PROP(SimProperties, BeladyNeverExceedsTheSimulatorsLru, ()) {
   const frontend::TraceBounds st = frontend::scan_trace(t);
   const MrcResult m = miss_ratio_curve(t, st, ResidencyUnit::layer_page, true);
   SimConfig c;
-  // At the no-truncation bound every row keeps its whole selection.
-  c.pool_slots = st.max_step_pages + *rc::gen::inRange<std::int64_t>(0, 10);
+  // A pool that holds every row's every page keeps every selection whole, with no prefill row
+  // bypassing it (FrontEnd::plan_rows): the curves' assumption.
+  c.pool_slots = st.max_write_pages +
+                 std::int64_t{st.max_rows} * g.pages_for_context(st.max_context) +
+                 *rc::gen::inRange<std::int64_t>(0, 10);
   const SimResult r = simulate(t, st, CostModel(unit_profile()), c);
   RC_ASSERT(r.total().drops == 0);
   RC_ASSERT(r.total().lookups == m.curve.lookups);
