@@ -274,8 +274,9 @@ class Decision {
           ms(o.tpot_target_ms) + "; the quickest is " + s;
     } else if (qualifying() == 1) {
       r_.reasons.push_back("only_fitting");
-      s += ", the only configuration that fits, drops nothing" +
-           std::string(tpot ? " and meets the TPOT target of " + ms(o.tpot_target_ms) : "");
+      s += std::string(", the only configuration that fits") +
+           (tpot ? ", drops nothing and meets the TPOT target of " + ms(o.tpot_target_ms)
+                 : " and drops nothing");
     } else {
       r_.reasons.push_back("best_of_fitting");
       s += std::string(", the ") + (tpot ? "fastest decode" : "best") + " of " +

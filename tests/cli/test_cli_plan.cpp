@@ -222,6 +222,21 @@ TEST(CliSim, AConfigurationOverTheBudgetIsRefusedWithTheSmallestThatFits) {
       << fits.out;
 }
 
+TEST(CliPlan, HtmlReportSaysWhereItWasWritten) {
+  const std::string file = ::testing::TempDir() + "/plan-report.html";
+  const auto r = run_kvtier("plan --trace " + sample_trace() + " --device-kv-gib 1 --html " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("wrote report to " + file), std::string::npos) << r.out;
+  std::FILE* f = std::fopen(file.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string html(1 << 20, '\0');
+  html.resize(std::fread(html.data(), 1, html.size(), f));
+  std::fclose(f);
+  EXPECT_NE(html.find("KV budget 1.0 GiB"), std::string::npos);
+  EXPECT_NE(html.find("id='latency'"), std::string::npos);
+  std::remove(file.c_str());
+}
+
 TEST(CliSim, OneConfigurationAsJson) {
   const auto r =
       run_kvtier("sim --trace " + sample_trace() + " --placement mirror --slots 816 --json");
