@@ -14,23 +14,6 @@
 namespace kvtier::cli {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-// The most memory a --device-gib / --host-gib may name: 1 PiB, far past any machine and far
-// below what an int64 byte count holds.
-constexpr double kMaxGiB = 1024.0 * 1024.0;
-
-// --device-gib / --host-gib in bytes: a finite number 0 .. kMaxGiB (0: not checked).
-std::int64_t gib_option(const po::variables_map& vm, const std::string& name) {
-  const double v = vm[name].as<double>();
-  if (!(v >= 0 && v <= kMaxGiB)) {
-    char got[64];
-    std::snprintf(got, sizeof got, "%g", v);
-    throw ConfigError("--" + name + ": a number of GiB from 0 (do not check) to " +
-                      std::to_string(static_cast<long long>(kMaxGiB)) + ", got " + got);
-  }
-  return static_cast<std::int64_t>(v * kGiB);
-}
-
 int run_budget(const std::vector<std::string>& args) {
   po::options_description desc("options");
   desc.add_options()("help,h", "show this help")("geometry", po::value<std::string>(),
@@ -46,9 +29,10 @@ int run_budget(const std::vector<std::string>& args) {
       "window", po::value<std::int64_t>()->default_value(131072),
       "host: prefill staging window in tokens")("device-gib",
                                                 po::value<double>()->default_value(0.0),
-                                                "device memory to check against (0: do not check)")(
+                                                "the card's memory in GiB (0: not known)")(
       "host-gib", po::value<double>()->default_value(0.0),
       "host memory to check against (0: do not check)")("json", "print JSON instead of a table");
+  add_device_kv_option(desc, "--device-gib, the card's memory; neither given: not checked");
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "kvtier budget [options]")) return 0;
 
@@ -78,7 +62,9 @@ int run_budget(const std::vector<std::string>& args) {
   r.staging_window_tokens = vm["window"].as<std::int64_t>();
   if (r.placement == Placement::host && r.staging_window_tokens < 1)
     throw ConfigError("--window: at least 1 token, got " + std::to_string(r.staging_window_tokens));
-  r.device_capacity_bytes = gib_option(vm, "device-gib");
+  gib_option(vm, "device-gib");  // checked: a finite number of GiB
+  const DeviceBudget kv = device_kv_budget(vm, vm["device-gib"].as<double>(), "--device-gib");
+  r.device_capacity_bytes = kv.kv_bytes;
   r.host_capacity_bytes = gib_option(vm, "host-gib");
   const MemoryBudget b = memory_budget(r);
 
@@ -97,6 +83,8 @@ int run_budget(const std::vector<std::string>& args) {
                           {"batch_rows", r.batch_rows},
                           {"select_width_pages", b.select_width_pages},
                           {"device_bytes", b.device_bytes},
+                          {"device_capacity_bytes", kv.card_bytes},
+                          {"device_kv_budget_bytes", kv.kv_bytes},
                           {"host_bytes", b.host_bytes},
                           {"device", items(b.device)},
                           {"host", items(b.host)}};
@@ -112,7 +100,9 @@ int run_budget(const std::vector<std::string>& args) {
                 static_cast<long long>(r.pool_slots), std::string(to_string(r.unit)).c_str(),
                 b.select_width_pages);
   }
-  std::printf("\n\n");
+  std::printf("\n");
+  if (kv.kv_bytes > 0) std::printf("%s\n", describe(kv).c_str());
+  std::printf("\n");
   Table t({"where", "item", "bytes", "size"});
   for (const auto& i : b.device)
     t.add({"device", i.name, fmt_int(i.bytes), fmt_bytes(static_cast<double>(i.bytes))});

@@ -18,6 +18,75 @@
 namespace kvtier::cli {
 namespace {
 
+// --objective and --tpot-ms (a TPOT target makes the objective tpot).
+sim::ObjectiveSpec objective_of(const po::variables_map& vm) {
+  sim::ObjectiveSpec o;
+  const std::string& name = vm["objective"].as<std::string>();
+  if (name == "prefill") {
+    o.kind = sim::Objective::prefill;
+  } else if (name != "decode") {
+    throw ConfigError("--objective: decode or prefill (a TPOT target: --tpot-ms), got '" + name +
+                      "'");
+  }
+  if (vm.count("tpot-ms")) {
+    if (o.kind == sim::Objective::prefill)
+      throw ConfigError("--tpot-ms ranks by decode: it cannot go with --objective prefill");
+    o.kind = sim::Objective::tpot;
+    o.tpot_target_ms = vm["tpot-ms"].as<double>();
+    if (!(o.tpot_target_ms > 0 && o.tpot_target_ms <= 1e9))
+      throw ConfigError("--tpot-ms: a positive number of milliseconds per output token, got " +
+                        fmt_fixed(o.tpot_target_ms, 3));
+  }
+  return o;
+}
+
+// Every configuration simulated, one row each; the recommended one marked with "*".
+void print_points(const sim::PlanResult& r) {
+  const bool tpot = r.decision.objective.kind == sim::Objective::tpot;
+  // "core misses" are the simulated pool's (the decisions use them); the classic-LRU curve
+  // beside them is the one-pass MRC, which ignores the core's step ties, truncation and bypass.
+  std::vector<std::string> head = {"placement", "unit",        "slots",
+                                   "decode tok/s", "prefill tok/s", "QSA ms",
+                                   "hit rate",  "core misses", "classic-LRU misses (MRC)",
+                                   "Belady",    "drops",       "device memory"};
+  if (tpot) head.insert(head.begin() + 5, "step ms");
+  Table t(head);
+  const sim::ConfigFigures& pick = r.decision.chosen;
+  auto add = [&](Placement p, const std::string& u, std::int64_t slots, const sim::PointSummary& x,
+                 const std::string& lru, const std::string& opt) {
+    const bool chosen =
+        r.decision.found && pick.placement == p &&
+        (p != Placement::mirror || (u == to_string(pick.unit) && slots == pick.slots));
+    std::vector<std::string> row = {
+        (chosen ? "* " : "") + std::string(to_string(p)),
+        u,
+        p == Placement::mirror ? fmt_int(slots) : "-",
+        fmt_fixed(x.decode_tps, 1),
+        fmt_fixed(x.prefill_tps, 1),
+        fmt_fixed(x.qsa_us / 1e3, 2),
+        x.has_lookups ? fmt_fixed(x.hit_rate * 100, 2) + "%" : "n/a",
+        x.has_lookups ? fmt_int(x.misses) : "-",
+        lru,
+        opt,
+        fmt_int(x.drops),
+        fmt_bytes(static_cast<double>(x.device_bytes)) + (x.fits_device ? "" : " (over budget)")};
+    if (tpot) row.insert(row.begin() + 5, fmt_fixed(sim::tpot_ms(x), 2));
+    t.add(row);
+  };
+  add(Placement::device, r.has_device ? "-" : "(ideal)", 0, r.ideal, "-", "-");
+  if (r.has_host) add(Placement::host, "-", 0, r.host, "-", "-");
+  for (const auto& us : r.units) {
+    for (std::size_t i = 0; i < us.sizes.size(); ++i) {
+      add(Placement::mirror, std::string(to_string(us.unit)), us.sizes[i], us.points[i],
+          fmt_int(us.classic_lru_misses[i]),
+          us.belady_misses.empty() || us.belady_misses[i] == sim::kNoBelady
+              ? "-"
+              : fmt_int(us.belady_misses[i]));
+    }
+  }
+  t.print();
+}
+
 int run_plan(const std::vector<std::string>& args) {
   po::options_description desc("options");
   desc.add_options()("help,h", "show this help")("trace", po::value<std::string>(),
@@ -33,12 +102,23 @@ int run_plan(const std::vector<std::string>& args) {
       "sizes", po::value<std::string>(),
       "pool sizes in slots, comma separated (default: automatic)")(
       "points", po::value<int>()->default_value(10), "automatic sizes to try")(
-      "within", po::value<double>()->default_value(5.0), "percent of all-resident speed")(
+      "objective", po::value<std::string>()->default_value("decode"),
+      "what the recommendation ranks by: decode (tokens/s) or prefill (tokens/s)")(
+      "tpot-ms", po::value<double>(),
+      "a TPOT target in ms per output token: recommend the fastest decode among the "
+      "configurations that meet it (the figure: the mean span of the forward a decode token waits "
+      "for, mixed forwards whole)")(
+      "host-gib", po::value<double>()->default_value(0.0),
+      "pinned host RAM the host bank may use, in GiB (0: not checked)")(
+      "within", po::value<double>()->default_value(5.0),
+      "percent: the smallest mirror pool within this of the recommendation's figure")(
       "chosen", po::value<double>()->default_value(10.0), "a second percent to report")(
       "no-belady", "skip the Belady bound")("threads", po::value<int>()->default_value(0),
                                             "threads (0: every core)")(
-      "html", po::value<std::string>(), "write the HTML report to this file")(
+      "html", po::value<std::string>(),
+      "write the HTML report to this file (charts by GiB of device memory, the decision marked)")(
       "json", "print every figure as JSON");
+  add_device_kv_option(desc, "the card's memory, from --profile");
   add_rest_of_model_options(desc);
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "kvtier plan [--trace FILE] [--profile NAME] [options]"))
@@ -65,6 +145,11 @@ int run_plan(const std::vector<std::string>& args) {
   cfg.chosen = vm["chosen"].as<double>() / 100.0;
   cfg.belady = vm.count("no-belady") == 0;
   cfg.threads = vm["threads"].as<int>();
+  const DeviceBudget budget =
+      device_kv_budget(vm, cost.profile().device_memory_gib, "profile " + cost.profile().name);
+  cfg.device_kv_bytes = budget.kv_is_card ? 0 : budget.kv_bytes;
+  cfg.host_capacity_bytes = gib_option(vm, "host-gib");
+  cfg.objective = objective_of(vm);
   Progress progress("kvtier plan", 0, "sims");  // the planner says how many once it starts
   cfg.progress = [&](std::uint64_t done, std::uint64_t total) { progress.update(done, total); };
   const sim::PlanResult r = sim::plan(input, cost, cfg);
@@ -75,6 +160,7 @@ int run_plan(const std::vector<std::string>& args) {
     io::OutputFile out(file);
     out.stream() << sim::plan_to_html(r);
     out.close();
+    std::fprintf(stderr, "wrote report to %s\n", file.c_str());
   }
   if (vm.count("json")) {
     std::cout << sim::plan_to_json(r) << "\n";
@@ -89,43 +175,24 @@ int run_plan(const std::vector<std::string>& args) {
               fmt_bytes(static_cast<double>(r.device_capacity_bytes)).c_str(),
               std::string(to_string(r.dtype)).c_str(), static_cast<long long>(r.min_slots));
   std::printf("profile %s: %s\n", r.profile.c_str(), r.trust.c_str());
+  std::printf("%s%s\n", describe(r.budget).c_str(),
+              r.host_capacity_bytes > 0
+                  ? (", host RAM " + fmt_bytes(static_cast<double>(r.host_capacity_bytes))).c_str()
+                  : "");
   std::printf(
       "rest of the model (non-QSA layers, not simulated): %s ms over the trace (%s); "
       "tokens/s include it, \"QSA ms\" does not\n\n",
       fmt_fixed(r.rest_us / 1e3, 2).c_str(), rest_figures(r.rest).c_str());
-  // "core misses" are the simulated pool's (the decisions use them); the classic-LRU curve
-  // beside them is the one-pass MRC, which ignores the core's step ties and truncation.
-  Table t({"placement", "unit", "slots", "decode tok/s", "prefill tok/s", "QSA ms", "hit rate",
-           "core misses", "classic-LRU misses (MRC)", "Belady", "drops", "device memory"});
-  auto add = [&](const std::string& p, const std::string& u, const std::string& s,
-                 const sim::PointSummary& x, const std::string& lru, const std::string& opt) {
-    t.add({p, u, s, fmt_fixed(x.decode_tps, 1), fmt_fixed(x.prefill_tps, 1),
-           fmt_fixed(x.qsa_us / 1e3, 2),
-           x.has_lookups ? fmt_fixed(x.hit_rate * 100, 2) + "%" : "n/a",
-           x.has_lookups ? fmt_int(x.misses) : "-", lru, opt, fmt_int(x.drops),
-           fmt_bytes(static_cast<double>(x.device_bytes)) +
-               (x.fits_device ? "" : " (does not fit)")});
-  };
-  if (r.has_device) add("device", "-", "-", r.device, "-", "-");
-  if (r.has_host) add("host", "-", "-", r.host, "-", "-");
-  for (const auto& us : r.units) {
-    for (std::size_t i = 0; i < us.sizes.size(); ++i) {
-      add("mirror", std::string(to_string(us.unit)), fmt_int(us.sizes[i]), us.points[i],
-          fmt_int(us.classic_lru_misses[i]),
-          us.belady_misses.empty() || us.belady_misses[i] == sim::kNoBelady
-              ? "-"
-              : fmt_int(us.belady_misses[i]));
-    }
-  }
-  t.print();
+  print_points(r);
   auto slots_or_none = [](std::int64_t v) {
     return v != 0 ? std::to_string(v) + " slots" : std::string("none of these sizes");
   };
   for (const auto& us : r.units) {
-    std::printf("\nmirror %s: cliff at %s; within %.0f%%: %s; within %.0f%%: %s",
-                std::string(to_string(us.unit)).c_str(), slots_or_none(us.cliff_slots).c_str(),
-                r.within * 100, slots_or_none(us.within_slots).c_str(), r.chosen * 100,
-                slots_or_none(us.chosen_slots).c_str());
+    std::printf(
+        "\nmirror %s: cliff at %s; within %.0f%% of the recommendation: %s; within %.0f%%: %s",
+        std::string(to_string(us.unit)).c_str(), slots_or_none(us.cliff_slots).c_str(),
+        r.within * 100, slots_or_none(us.within_slots).c_str(), r.chosen * 100,
+        slots_or_none(us.chosen_slots).c_str());
     if (!us.belady_note.empty()) std::printf(" (Belady %s)", us.belady_note.c_str());
   }
   std::printf("\n\nrecommendation: %s\n", r.recommendation.c_str());

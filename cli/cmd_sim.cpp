@@ -11,6 +11,7 @@
 #include "cli/rest_of_model_options.hpp"
 #include "cli/table.hpp"
 #include "io/output_file.hpp"
+#include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
 #include "model/page_space.hpp"
 #include "model/profile_trust.hpp"
@@ -47,6 +48,7 @@ po::options_description sim_options() {
       "timeline", po::value<std::string>(), "write a Chrome trace (Perfetto) of every op")(
       "decisions", po::value<std::string>(), "write every install/eviction as JSON lines")(
       "json", "print the figures as JSON");
+  add_device_kv_option(desc, "the card's memory, from --profile");
   add_rest_of_model_options(desc);
   return desc;
 }
@@ -91,9 +93,10 @@ struct SimReport {
   sim::RestOfModel rest;
   double rest_us = 0, qsa_us = 0;
   std::string trust;
+  DeviceBudget budget;
 
   SimReport(const traces::TraceInput& in, const CostModel& cm, const sim::SimConfig& cfg,
-            const sim::SimResult& res)
+            const sim::SimResult& res, const DeviceBudget& b)
       : input(in),
         cost(cm),
         c(cfg),
@@ -101,7 +104,8 @@ struct SimReport {
         s(sim::summarize(res)),
         t(res.total()),
         rest(sim::rest_of_model(cm.profile())),
-        trust(trust_line(cm.profile())) {
+        trust(trust_line(cm.profile())),
+        budget(b) {
     const double span = static_cast<double>(std::max<std::int64_t>(1, r.makespan_ns));
     d2h_util = static_cast<double>(r.busy_ns[static_cast<int>(sim::Resource::d2h)]) / span;
     // The QSA stack and the rest of the model apart (sim/rest_of_model.hpp).
@@ -111,7 +115,7 @@ struct SimReport {
 };
 
 void print_sim_json(const SimReport& rep, const std::string& forward) {
-  const auto& [input, cost, c, r, s, d2h_util, t, rest, rest_us, qsa_us, trust] = rep;
+  const auto& [input, cost, c, r, s, d2h_util, t, rest, rest_us, qsa_us, trust, budget] = rep;
   boost::json::array layers;
   for (std::size_t l = 0; l < r.layers.size(); ++l) {
     const auto& x = r.layers[l];
@@ -146,6 +150,8 @@ void print_sim_json(const SimReport& rep, const std::string& forward) {
       {"makespan_ns", r.makespan_ns},
       {"device_bytes", r.device_bytes},
       {"host_bytes", r.host_bytes},
+      {"device_capacity_bytes", budget.card_bytes},
+      {"device_kv_budget_bytes", budget.kv_bytes},
       {"forward", forward},
       {"layers", std::move(layers)},
       {"forward_us", s.forward_us},
@@ -177,12 +183,13 @@ void print_sim_json(const SimReport& rep, const std::string& forward) {
 }
 
 void print_sim_table(const SimReport& rep) {
-  const auto& [input, cost, c, r, s, d2h_util, t, rest, rest_us, qsa_us, trust] = rep;
+  const auto& [input, cost, c, r, s, d2h_util, t, rest, rest_us, qsa_us, trust, budget] = rep;
   std::printf("%s on %s: %s, unit %s, %s, policy %s, %lld slots\n", input.name.c_str(),
               cost.profile().name.c_str(), std::string(to_string(c.placement)).c_str(),
               std::string(to_string(c.unit)).c_str(), std::string(to_string(c.dtype)).c_str(),
               std::string(to_string(c.policy)).c_str(), static_cast<long long>(c.pool_slots));
-  std::printf("profile %s: %s\n\n", cost.profile().name.c_str(), trust.c_str());
+  std::printf("profile %s: %s\n", cost.profile().name.c_str(), trust.c_str());
+  std::printf("%s\n\n", describe(budget).c_str());
   Table sum({"figure", "value"});
   sum.add({"forwards", fmt_int(r.forwards)});
   sum.add({"QSA stack time", fmt_fixed(qsa_us / 1e3, 2) + " ms"});
@@ -224,6 +231,9 @@ int run_sim(const std::vector<std::string>& args) {
   const traces::TraceInput input = traces::file_trace(path);
   const CostModel cost(profile_with_rest_of_model(vm), vm.count("no-graphs") == 0);
   sim::SimConfig c = sim_config(vm);
+  const DeviceBudget budget =
+      device_kv_budget(vm, cost.profile().device_memory_gib, "profile " + cost.profile().name);
+  c.device_kv_bytes = budget.kv_bytes;
   std::optional<io::OutputFile> decisions;  // appears only when the simulation completes
   if (vm.count("decisions")) {
     decisions.emplace(vm["decisions"].as<std::string>());
@@ -232,7 +242,15 @@ int run_sim(const std::vector<std::string>& args) {
   const frontend::TraceBounds st = frontend::scan_trace(input);
   Progress progress("kvtier sim", static_cast<std::uint64_t>(st.forwards), "forwards");
   c.on_forward = [&](std::int64_t done) { progress.update(static_cast<std::uint64_t>(done)); };
-  const sim::SimResult r = sim::simulate(input, st, cost, c);
+  // Priced before the replay: a configuration over the budget is refused before any work.
+  const sim::SimResult r = [&] {
+    try {
+      return sim::simulate(input, st, cost, c);
+    } catch (const CapacityError& e) {
+      throw CapacityError(std::string(e.what()) + " (" + describe(budget) +
+                          "; --device-kv-gib sets the KV budget)");
+    }
+  }();
   progress.finish();
   if (decisions) decisions->close();
   if (vm.count("timeline")) {
@@ -240,7 +258,7 @@ int run_sim(const std::vector<std::string>& args) {
     sim::write_chrome_trace(out.stream(), r.timeline, input.header.geometry);
     out.close();
   }
-  const SimReport report(input, cost, c, r);
+  const SimReport report(input, cost, c, r, budget);
   if (vm.count("json")) {
     print_sim_json(report, vm["forward"].as<std::string>());
   } else {

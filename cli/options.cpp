@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "model/config_error.hpp"
@@ -98,6 +99,32 @@ Geometry read_geometry_file(const std::string& path) {
   } catch (const ConfigError& e) {
     throw ConfigError("geometry file '" + path + "': " + e.what());
   }
+}
+
+std::int64_t gib_option(const po::variables_map& vm, const std::string& name) {
+  const double v = vm[name].as<double>();
+  if (!(v >= 0 && v <= kMaxDeviceGiB)) {
+    char got[64];
+    std::snprintf(got, sizeof got, "%g", v);
+    throw ConfigError("--" + name + ": a number of GiB from 0 (do not check) to " +
+                      std::to_string(static_cast<long long>(kMaxDeviceGiB)) + ", got " + got);
+  }
+  return gib_to_bytes(v);
+}
+
+DeviceBudget device_kv_budget(const po::variables_map& vm, double card_gib,
+                              const std::string& card) {
+  std::optional<double> kv;
+  if (vm.count("device-kv-gib")) kv = vm["device-kv-gib"].as<double>();
+  return device_budget(card_gib, kv, card);
+}
+
+void add_device_kv_option(po::options_description& desc, const std::string& card) {
+  desc.add_options()("device-kv-gib", po::value<double>(),
+                     ("device memory the KV tier may use, in GiB: pages, pool, staging window, "
+                      "fold accumulator, selection and table buffers (default: " +
+                      card + "); the rest of the card is left for the weights and activations")
+                         .c_str());
 }
 
 std::vector<std::int64_t> parse_positive_list(const std::string& text, const std::string& option,

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "model/device_budget.hpp"
 #include "model/geometry.hpp"
 
 namespace kvtier::cli {
@@ -20,6 +21,18 @@ bool parse_options(const std::vector<std::string>& args, const po::options_descr
 // "OPTION: expected positive WHAT separated by commas, got 'ITEM'" at the first bad item.
 std::vector<std::int64_t> parse_positive_list(const std::string& text, const std::string& option,
                                               const std::string& what);
+
+// A memory size option in GiB (--host-gib, budget's --device-gib) in bytes: a finite number
+// from 0 (not checked) to kMaxDeviceGiB; ConfigError naming the option otherwise.
+std::int64_t gib_option(const po::variables_map& vm, const std::string& name);
+
+// The KV tier's device budget from --device-kv-gib (absent: the card's memory), against the
+// card's memory in GiB (0: not known); `card` names where the card's size comes from ("profile
+// h200-pcie5", "--device-gib"). ConfigError naming --device-kv-gib for a bad value.
+DeviceBudget device_kv_budget(const po::variables_map& vm, double card_gib,
+                              const std::string& card);
+// The --device-kv-gib option with its help text (`card`: where the default comes from).
+void add_device_kv_option(po::options_description& desc, const std::string& card);
 
 // Reads a whole text file; throws ConfigError naming the path when it cannot.
 std::string read_text_file(const std::string& path);

@@ -219,7 +219,9 @@ TraceBounds scan_trace(const traces::TraceInput& input) {
       s.max_rows = std::max(s.max_rows, static_cast<int>(f.rows.size()));
       int writes = 0;
       std::int64_t max_row_pages = 1;
+      std::int64_t tokens = 0;
       for (const auto& row : f.rows) {
+        tokens += row.count;
         auto it = pages_of.find(row.request);
         if (it == pages_of.end()) {
           throw ConfigError("trace: a forward row names request " + std::to_string(row.request) +
@@ -242,6 +244,7 @@ TraceBounds scan_trace(const traces::TraceInput& input) {
         max_row_pages = std::max(max_row_pages, g.max_pages_per_row(end));
       }
       s.max_write_pages = std::max(s.max_write_pages, writes);
+      s.max_tokens = std::max(s.max_tokens, tokens);
       s.peak_pages = std::max(s.peak_pages, static_cast<PageId>(open_pages));
       s.max_step_pages =
           std::max(s.max_step_pages,

@@ -14,6 +14,7 @@ namespace kvtier::frontend {
 struct TraceBounds {
   PageId peak_pages = 0;         // most logical pages open at once (the page space needed)
   int max_rows = 0;              // widest forward
+  std::int64_t max_tokens = 0;   // most query tokens in one forward (its rows' counts)
   int max_write_pages = 0;       // most distinct pages one forward writes
   std::int64_t max_context = 0;  // longest request
   // Bound on one layer-step's query entries: write pages + rows x the widest row's selection

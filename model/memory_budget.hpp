@@ -17,12 +17,17 @@ struct BudgetRequest {
   std::int64_t host_pages = 0;  // logical pages of the page space (per QSA layer)
   // mirror: slots per layer (layer unit) or shared slots each holding every layer's page.
   std::int64_t pool_slots = 0;
-  int batch_rows = 1;               // rows of the widest forward
+  int batch_rows = 1;  // rows (requests) of the widest forward
+  // Query tokens of the widest forward (a prefill row carries a chunk of them): the per-token
+  // selection buffers and the fold accumulator hold one entry per token. 0: batch_rows.
+  std::int64_t batch_tokens = 0;
   int write_pages = -1;             // distinct pages the widest forward writes; -1: batch_rows
   std::int64_t context_tokens = 0;  // longest context, bounds a row's pages; 0: whole space
-  std::int64_t staging_window_tokens = 131072;  // host placement prefill window
-  std::int64_t device_capacity_bytes = 0;       // 0: not checked
-  std::int64_t host_capacity_bytes = 0;         // 0: not checked
+  std::int64_t staging_window_tokens = 131072;  // host and mirror prefill window
+  // What the KV tier may use on the device (a KV budget below the card's memory, or what is
+  // free); 0: not checked.
+  std::int64_t device_capacity_bytes = 0;
+  std::int64_t host_capacity_bytes = 0;  // 0: not checked
 };
 
 struct MemoryItem {
@@ -41,12 +46,14 @@ struct MemoryBudget {
   std::int64_t no_drop_slots = 0;
 };
 
-// Device and host bytes a configuration needs at start-up, item by item. Throws
+// Device and host bytes a configuration needs at start-up, item by item: everything the
+// placement allocates on the device per batch (docs/planner.md, "What the device budget
+// counts", lists the items and which are approximate). Throws
 // ConfigError for a pool that cannot hold one batch's selection (saying the minimum), for
 // more pages or slots than 32-bit ids address (kMaxPages), for a size whose bytes do not fit
 // an int64 (nothing is wrapped), and
-// CapacityError when a given capacity is exceeded (saying what is needed, what there is and,
-// for mirror, the largest pool that would fit).
+// CapacityError when a given capacity is exceeded (saying what is needed, what there is, the
+// smallest device budget that fits, and for mirror the largest pool that would fit).
 MemoryBudget memory_budget(const BudgetRequest& req);
 
 }  // namespace kvtier

@@ -16,6 +16,7 @@ namespace kvtier::sim {
 PointSummary summarize(const SimResult& r, std::int64_t device_capacity_bytes) {
   PointSummary s;
   s.device_bytes = r.device_bytes;
+  s.host_bytes = r.host_bytes;
   s.fits_device = device_capacity_bytes <= 0 || r.device_bytes <= device_capacity_bytes;
   s.decode_tps = r.decode_tokens_per_s();
   s.prefill_tps = r.prefill_tokens_per_s();
@@ -30,6 +31,14 @@ PointSummary summarize(const SimResult& r, std::int64_t device_capacity_bytes) {
   s.h2d_util = r.makespan_ns > 0 ? static_cast<double>(r.busy_ns[static_cast<int>(Resource::h2d)]) /
                                        static_cast<double>(r.makespan_ns)
                                  : 0.0;
+  // Each decode token waits for the whole forward it is produced in (a mixed forward's
+  // prefill rows included): the token-weighted mean of those spans.
+  double tokens = 0, waited_ns = 0;
+  for (const ForwardTime& f : r.forwards_detail) {
+    tokens += static_cast<double>(f.decode_tokens);
+    waited_ns += static_cast<double>(f.decode_tokens) * static_cast<double>(f.span_ns);
+  }
+  s.decode_step_ms = tokens > 0 ? waited_ns / tokens / 1e6 : 0;
   for (const auto& l : r.layers) {
     s.layer_hit_rate.push_back(
         l.lookups > 0 ? static_cast<double>(l.hits) / static_cast<double>(l.lookups) : 1.0);
@@ -168,13 +177,10 @@ UnitSweep plan_unit(const PlanConfig& cfg, const PlanResult& res, const MrcResul
   return us;
 }
 
-// Cliff and thresholds against all-resident speed: the same placement and unit at the
-// largest pool swept (by default everything resident), so that the thresholds size the pool
-// rather than compare placements (the mirror's per-step ensure and store cost stays even
-// with every page resident; the recommendation compares placements). A size that drops
-// pages past the select width changes what the model attends, so it never qualifies.
-void find_thresholds(UnitSweep& us, double within, double chosen) {
-  const double ref = us.points.back().decode_tps;
+// The cliff: the size below which decode tokens/s falls fastest per slot. The within and
+// chosen sizes are the decision's (recommend.hpp): measured against the recommendation, which
+// fits the budget, rather than against the mirror's own all-resident speed, which may not.
+void find_thresholds(UnitSweep& us, const Recommendation& decision) {
   double steepest = -1;
   for (std::size_t i = 1; i < us.sizes.size(); ++i) {
     const double drop = (us.points[i].decode_tps - us.points[i - 1].decode_tps) /
@@ -184,93 +190,26 @@ void find_thresholds(UnitSweep& us, double within, double chosen) {
       us.cliff_slots = us.sizes[i];
     }
   }
-  for (std::size_t i = 0; i < us.sizes.size(); ++i) {
-    if (us.points[i].drops != 0 || !us.points[i].fits_device) continue;
-    if (us.within_slots == 0 && us.points[i].decode_tps >= ref * (1 - within)) {
-      us.within_slots = us.sizes[i];
-    }
-    if (us.chosen_slots == 0 && us.points[i].decode_tps >= ref * (1 - chosen)) {
-      us.chosen_slots = us.sizes[i];
-    }
+  for (const MirrorSizes& m : decision.mirror) {
+    if (m.unit != us.unit) continue;
+    us.within_slots = m.within_slots;
+    us.chosen_slots = m.chosen_slots;
   }
 }
 
-const PointSummary& point_at(const UnitSweep& us, std::int64_t slots) {
-  const auto it = std::find(us.sizes.begin(), us.sizes.end(), slots);
-  return us.points[static_cast<std::size_t>(it - us.sizes.begin())];
-}
-
-// The unit that qualifies with the smallest pool; at equal pools the faster one.
-const UnitSweep* best_mirror_unit(const std::vector<UnitSweep>& units) {
-  auto tps_at = [](const UnitSweep& us, std::int64_t slots) {
-    return point_at(us, slots).decode_tps;
-  };
-  const UnitSweep* best_unit = nullptr;
-  for (const UnitSweep& us : units) {
-    if (best_unit == nullptr) {
-      best_unit = &us;
-    } else if (us.within_slots != 0) {
-      const bool better =
-          best_unit->within_slots == 0 || us.within_slots < best_unit->within_slots ||
-          (us.within_slots == best_unit->within_slots &&
-           tps_at(us, us.within_slots) > tps_at(*best_unit, best_unit->within_slots));
-      if (better) best_unit = &us;
-    }
-  }
-  return best_unit;
-}
-
-// Recommendation: the fastest decode placement, and for mirror the unit and pool size.
-std::string recommend(const PlanResult& res, const PlanConfig& cfg) {
-  const std::int64_t device_capacity = res.device_capacity_bytes;
-  std::string rec;
-  double best = 0;
-  if (res.has_device) {
-    best = res.device.decode_tps;
-    rec = res.device.fits_device
-              ? "device (every page in GPU memory) is the speed reference"
-              : "device does not fit this card: it needs " + gib(res.device.device_bytes) +
-                    ", the card has " + gib(device_capacity);
-  }
-  const UnitSweep* best_unit = best_mirror_unit(res.units);
-  if (best_unit != nullptr) {
-    if (best_unit->within_slots != 0) {
-      const double at_tps = point_at(*best_unit, best_unit->within_slots).decode_tps;
-      rec = "mirror, residency unit " + std::string(to_string(best_unit->unit)) + ", pool of " +
-            std::to_string(best_unit->within_slots) + " slots: within " +
-            std::to_string(static_cast<int>(std::lround(cfg.within * 100))) +
-            " % of its all-resident decode speed with no truncated selection (cliff below " +
-            std::to_string(best_unit->cliff_slots) + " slots)";
-      if (res.has_device && res.device.decode_tps > 0) {
-        rec +=
-            "; " +
-            std::to_string(static_cast<int>(std::lround(100.0 * at_tps / res.device.decode_tps))) +
-            " % of the device placement's decode speed" +
-            (res.device.fits_device ? "" : ", which does not fit this card");
-      }
-    } else {
-      rec = "no mirror pool size swept is within " +
-            std::to_string(static_cast<int>(std::lround(cfg.within * 100))) +
-            " % of all-resident decode speed while it fits the card and truncates no selection";
-    }
-  }
-  // Every page in GPU memory beats a mirror pool that needs as much device memory or more
-  // (wide prefill rows can make the no-truncation pool larger than the whole page space).
-  if (res.has_device && res.device.fits_device && best_unit != nullptr &&
-      best_unit->within_slots != 0) {
-    const PointSummary& pick = point_at(*best_unit, best_unit->within_slots);
-    if (res.device.device_bytes <= pick.device_bytes) {
-      rec = "device: every page fits the card in " + gib(res.device.device_bytes) + " of " +
-            gib(device_capacity) + ", no more than the mirror pool that qualifies needs (" +
-            std::string(to_string(best_unit->unit)) + " unit, " +
-            std::to_string(best_unit->within_slots) + " slots, " + gib(pick.device_bytes) +
-            "); mirror pays off once the page space outgrows the card";
-    }
-  }
-  if (res.has_host && res.host.decode_tps > best && !res.has_device) {
-    rec = "host (in place): fastest decode of the placements asked";
-  }
-  return rec;
+// The decision over every configuration simulated, under the budget (recommend.hpp).
+Recommendation decision_of(const PlanResult& res, const PlanConfig& cfg) {
+  RecommendInput in;
+  in.objective = cfg.objective;
+  in.within = cfg.within;
+  in.chosen = cfg.chosen;
+  in.budget = res.budget;
+  in.host_capacity_bytes = res.host_capacity_bytes;
+  in.ideal = &res.ideal;
+  in.device = res.has_device ? &res.device : nullptr;
+  in.host = res.has_host ? &res.host : nullptr;
+  in.units = res.units;
+  return recommend(in);
 }
 
 bool asks_for(const PlanConfig& cfg, Placement p) {
@@ -280,9 +219,10 @@ bool asks_for(const PlanConfig& cfg, Placement p) {
 }  // namespace
 
 void decide(PlanResult& res, const PlanConfig& cfg) {
+  res.decision = decision_of(res, cfg);
+  res.recommendation = res.decision.sentence;
   for (UnitSweep& us : res.units)
-    find_thresholds(us, cfg.within, cfg.chosen);
-  res.recommendation = recommend(res, cfg);
+    find_thresholds(us, res.decision);
 }
 
 PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const PlanConfig& cfg) {
@@ -293,9 +233,24 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
   res.policy = cfg.policy;
   res.within = cfg.within;
   res.chosen = cfg.chosen;
-  const auto device_capacity =
-      static_cast<std::int64_t>(cost.profile().device_memory_gib * 1024.0 * 1024.0 * 1024.0);
-  res.device_capacity_bytes = device_capacity;
+  const auto card = gib_to_bytes(cost.profile().device_memory_gib);
+  res.device_capacity_bytes = card;
+  if (cfg.device_kv_bytes < 0 || cfg.device_kv_bytes > card) {
+    throw ConfigError(
+        "--device-kv-gib: the device memory the KV tier may use is at most the "
+        "card's (profile " +
+        cost.profile().name + ": " + gib(card) + ")");
+  }
+  res.budget.card_bytes = card;
+  res.budget.kv_is_card = cfg.device_kv_bytes == 0;
+  res.budget.kv_bytes = res.budget.kv_is_card ? card : cfg.device_kv_bytes;
+  res.host_capacity_bytes = cfg.host_capacity_bytes;
+  const std::int64_t device_capacity = res.budget.kv_bytes;
+  if (cfg.host_capacity_bytes < 0) throw ConfigError("--host-gib: must not be negative");
+  if (cfg.objective.kind == Objective::tpot &&
+      !(cfg.objective.tpot_target_ms > 0 && std::isfinite(cfg.objective.tpot_target_ms))) {
+    throw ConfigError("--tpot-ms: a positive number of milliseconds per output token");
+  }
   if (!(cfg.within > 0 && cfg.within < 1) || !(cfg.chosen > 0 && cfg.chosen < 1)) {
     throw ConfigError("--within and --chosen are percentages between 0 and 100 (exclusive)");
   }
@@ -330,9 +285,10 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
   for (const auto& m : mrc)
     res.min_slots = std::max(res.min_slots, m.max_pool_step_pages);
 
-  // Jobs: device, host, then (unit, size) mirror simulations and Belady counts.
+  // Jobs: device (always: the ideal), host, then (unit, size) mirror simulations and Belady
+  // counts.
   std::vector<SweepJob> jobs;
-  if (res.has_device) jobs.push_back({Placement::device});
+  jobs.push_back({Placement::device});
   if (res.has_host) jobs.push_back({Placement::host});
   for (std::size_t u = 0; u < mrc.size(); ++u)
     res.units.push_back(plan_unit(cfg, res, mrc[u], static_cast<int>(u), jobs));
@@ -348,7 +304,8 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
         SimConfig c;
         c.placement = job.placement;
         c.dtype = cfg.dtype;
-        c.check_memory = false;  // the sweep reports sizes beyond the card too, marked
+        c.check_memory = false;    // the sweep reports sizes beyond the card too, marked
+        c.record_forwards = true;  // each forward's span: the decode tokens' wait (TPOT)
         if (job.placement == Placement::mirror) {
           UnitSweep& us = res.units[job.unit];
           c.unit = us.unit;
@@ -356,21 +313,22 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
           c.pool_slots = us.sizes[job.size];
           us.points[job.size] = summarize(simulate(input, st, cost, c), device_capacity);
         } else {
-          (job.placement == Placement::device ? res.device : res.host) =
+          (job.placement == Placement::device ? res.ideal : res.host) =
               summarize(simulate(input, st, cost, c), device_capacity);
         }
       },
       cfg.progress);
 
-  decide(res, cfg);
   res.rest = rest_of_model(cost.profile());
   res.rest_us = res.rest.total_us(st.forwards, st.decode_tokens + st.prefill_tokens);
   res.trust = trust_line(cost.profile());
   auto split = [&](PointSummary& p) { p.qsa_us = p.forward_us - res.rest_us; };
-  split(res.device);
+  split(res.ideal);
   split(res.host);
   for (UnitSweep& us : res.units)
     std::for_each(us.points.begin(), us.points.end(), split);
+  if (res.has_device) res.device = res.ideal;
+  decide(res, cfg);
   return res;
 }
 
@@ -399,6 +357,8 @@ json::object point_json(const PointSummary& p) {
           {"fits_device", p.fits_device},
           {"forward_us", p.forward_us},
           {"qsa_stack_us", p.qsa_us},
+          {"host_bytes", p.host_bytes},
+          {"decode_step_ms", p.decode_step_ms},
           {"layer_hit_rate", std::move(layers)}};
 }
 
@@ -419,6 +379,11 @@ std::string plan_to_json(const PlanResult& r) {
       {"max_context", r.stats.max_context}};
   o["min_slots"] = r.min_slots;
   o["device_capacity_bytes"] = r.device_capacity_bytes;
+  o["device_kv_budget_bytes"] = r.budget.kv_bytes;
+  o["device_kv_budget_is_card"] = r.budget.kv_is_card;
+  o["left_for_weights_bytes"] = r.budget.left_bytes();
+  o["host_capacity_bytes"] = r.host_capacity_bytes;
+  o["ideal"] = point_json(r.ideal);
   if (r.has_device) o["device"] = point_json(r.device);
   if (r.has_host) o["host"] = point_json(r.host);
   json::array units;
@@ -445,6 +410,7 @@ std::string plan_to_json(const PlanResult& r) {
   }
   o["mirror"] = std::move(units);
   o["recommendation"] = r.recommendation;
+  o["decision"] = to_json(r.decision);
   o["rest_of_model"] = rest_of_model_json(r.rest, r.rest_us);
   o["trust"] = r.trust;
   return json::serialize(o);

@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "model/cost_model.hpp"
+#include "model/device_budget.hpp"
 #include "sim/mrc.hpp"
+#include "sim/recommend.hpp"
 #include "sim/replay.hpp"
 #include "sim/rest_of_model.hpp"
 
@@ -26,8 +28,12 @@ struct PlanConfig {
   std::vector<std::int64_t> sizes;          // pool slots; empty: `points` sizes from the smallest
                                             // that fits the batch selection to everything resident
   int points = 10;
-  double within = 0.05;  // "smallest pool within this fraction of all-resident speed"
-  double chosen = 0.10;  // a second, user-chosen fraction
+  double within = 0.05;     // "smallest pool within this fraction of the recommendation"
+  double chosen = 0.10;     // a second, user-chosen fraction
+  ObjectiveSpec objective;  // what the recommendation ranks by
+  // The KV tier's device budget B (--device-kv-gib); 0: the profile's device memory.
+  std::int64_t device_kv_bytes = 0;
+  std::int64_t host_capacity_bytes = 0;  // the host RAM for pinned banks; 0: not checked
   bool belady = true;
   // Belady needs the whole query log in memory (8 B per entry); past this many entries per
   // unit it is skipped and said so.
@@ -49,11 +55,16 @@ struct PointSummary {
   double h2d_util = 0;
   std::vector<double> layer_hit_rate;
   std::int64_t device_bytes = 0;  // the start-up memory budget on the device
-  bool fits_device = true;        // device_bytes within the profile's device memory
+  std::int64_t host_bytes = 0;    // and in pinned host memory
+  bool fits_device = true;        // device_bytes within the KV budget (plan: B)
   double forward_us = 0;          // every forward's time, summed
   // The QSA stack's share of forward_us: forward_us less the rest of the model (PlanResult's
   // rest_us), i.e. what the QSA layers' ops add to the critical path. Set by plan().
   double qsa_us = 0;
+  // The time a request waits for each decode token, in ms: the span of the forward that
+  // produces it (a mixed forward's prefill rows included), averaged over the decode tokens.
+  // The TPOT figure (recommend.hpp tpot_ms); needs SimConfig::record_forwards (plan sets it).
+  double decode_step_ms = 0;
 };
 // `device_capacity_bytes` <= 0: not checked (fits_device stays true).
 PointSummary summarize(const SimResult& r, std::int64_t device_capacity_bytes = 0);
@@ -70,9 +81,11 @@ struct UnitSweep {
   std::string belady_note;                  // why belady_misses is empty, when asked for
   std::vector<PointSummary> points;         // simulated mirror at each size
   std::int64_t lookups = 0;
-  std::int64_t cliff_slots = 0;   // size below which decode tokens/s falls fastest
-  std::int64_t within_slots = 0;  // smallest size within `within` of all-resident speed (0: none)
-  std::int64_t chosen_slots = 0;  // same for `chosen`
+  std::int64_t cliff_slots = 0;  // size below which decode tokens/s falls fastest
+  // The smallest size that fits, drops nothing and comes within `within` of the
+  // recommendation's figure (0: none; Recommendation::mirror), and the same for `chosen`.
+  std::int64_t within_slots = 0;
+  std::int64_t chosen_slots = 0;
 };
 
 struct PlanResult {
@@ -83,19 +96,26 @@ struct PlanResult {
   double within = 0.05, chosen = 0.10;
   frontend::TraceBounds stats;
   std::int64_t min_slots = 0;              // smallest pool that holds one batch's selection
-  std::int64_t device_capacity_bytes = 0;  // the profile's device memory
+  std::int64_t device_capacity_bytes = 0;  // the profile's device memory (the card)
+  DeviceBudget budget;                     // B against the card
+  std::int64_t host_capacity_bytes = 0;    // 0: not checked
   bool has_device = false, has_host = false;
   PointSummary device, host;  // when asked
+  // The device placement with unlimited memory, simulated whether or not it fits or is asked
+  // for: the ideal every recommendation is held against.
+  PointSummary ideal;
   std::vector<UnitSweep> units;
-  std::string recommendation;
-  RestOfModel rest;    // the non-QSA layers: figures and where they come from
-  double rest_us = 0;  // their time over the whole trace (the same at every point)
-  std::string trust;   // the profile's validation status (model/profile_trust.hpp)
+  Recommendation decision;
+  std::string recommendation;  // decision.sentence
+  RestOfModel rest;            // the non-QSA layers: figures and where they come from
+  double rest_us = 0;          // their time over the whole trace (the same at every point)
+  std::string trust;           // the profile's validation status (model/profile_trust.hpp)
 };
 
 // Throws ConfigError for bad options: an explicit size below the minimum says the minimum, one
 // above every page the trace holds at once says that size; points and threads outside
-// 1..kMaxPlanPoints and 0..kMaxPlanThreads.
+// 1..kMaxPlanPoints and 0..kMaxPlanThreads; a device budget above the card's memory; a TPOT
+// target that is not a positive number.
 PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const PlanConfig& cfg);
 
 // The plan's decisions from the simulated placements and mirror points alone: each unit's

@@ -9,6 +9,7 @@
 #include "model/admission.hpp"
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
+#include "model/device_budget.hpp"
 #include "model/ensure.hpp"
 #include "model/memory_budget.hpp"
 #include "model/residency_state.hpp"
@@ -99,12 +100,14 @@ MemoryBudget price_memory(const Geometry& g, const frontend::TraceBounds& stats,
   br.host_pages = stats.peak_pages;
   br.pool_slots = cfg.pool_slots;
   br.batch_rows = std::max(1, stats.max_rows);
+  br.batch_tokens = stats.max_tokens;
   br.write_pages = stats.max_write_pages;
   br.context_tokens = std::max<std::int64_t>(1, stats.max_context);
   br.staging_window_tokens = cfg.staging_window_tokens;
   if (cfg.check_memory) {
-    br.device_capacity_bytes =
-        static_cast<std::int64_t>(cost.profile().device_memory_gib * 1024.0 * 1024.0 * 1024.0);
+    br.device_capacity_bytes = cfg.device_kv_bytes > 0
+                                   ? cfg.device_kv_bytes
+                                   : gib_to_bytes(cost.profile().device_memory_gib);
   }
   return memory_budget(br);
 }

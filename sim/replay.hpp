@@ -41,6 +41,9 @@ struct SimConfig {
   std::function<void(int, std::int64_t, std::span<const PageId>)> on_query;
   std::function<void(int, PageId)> on_release;   // a page released from a state's pool
   std::function<void(std::int64_t)> on_forward;  // progress: forwards done
+  // What the KV tier may use on the device (--device-kv-gib), checked with check_memory;
+  // 0: the profile's device memory.
+  std::int64_t device_kv_bytes = 0;
 };
 
 struct LayerStats {

@@ -115,8 +115,13 @@ TEST(CliSweep, SimPlanBudgetDemoBench) {
       {{"sim", "--trace", t, "--placement", "device"}, "--non-qsa-token-us"},
       {{"plan", "--trace", t, "--placement", "device"}, "--non-qsa-forward-us"},
       {{"plan", "--trace", t, "--placement", "device"}, "--non-qsa-token-us"},
+      {{"sim", "--trace", t, "--placement", "device"}, "--device-kv-gib"},
+      {{"plan", "--trace", t, "--placement", "device"}, "--device-kv-gib"},
+      {{"plan", "--trace", t, "--placement", "host"}, "--host-gib"},
+      {{"plan", "--trace", t, "--placement", "device"}, "--tpot-ms"},
+      {{"budget"}, "--device-kv-gib"},
   };
-  EXPECT_EQ(sweep(cases, in.out), 20 * 7);
+  EXPECT_EQ(sweep(cases, in.out), 25 * 7);
 }
 
 TEST(CliSweep, Trace) {

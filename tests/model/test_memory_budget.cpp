@@ -38,8 +38,83 @@ TEST(MemoryBudget, HostPlacementPricesWindowAndAccumulator) {
   r.host_pages = 4096;
   r.batch_rows = 8;
   const MemoryBudget b = memory_budget(r);
-  EXPECT_EQ(item(b.device, "prefill staging window"), 131072LL * 2048);
+  // 131,072 tokens = 2,048 pages of one layer, plus the dummy page.
+  EXPECT_EQ(item(b.device, "prefill staging window"), 2049LL * 64 * 2048);
   EXPECT_EQ(item(b.device, "fp32 fold accumulator + LSE"), 8LL * 24 * 257 * 4);
+}
+
+// The runner's mirror placement reads prefill through the same window and folds into the
+// same accumulator as host (cuda/runner/paged_kv.cpp, qsa_runner.cpp): priced alike.
+TEST(MemoryBudget, MirrorPricesTheStagingWindowAndFoldAccumulatorLikeHost) {
+  BudgetRequest r;
+  r.placement = Placement::mirror;
+  r.host_pages = 4096;
+  r.pool_slots = 8192;
+  r.batch_rows = 8;
+  r.batch_tokens = 8 * 1024;  // prefill chunks of 1,024 tokens
+  r.staging_window_tokens = 8192;
+  const MemoryBudget b = memory_budget(r);
+  EXPECT_EQ(item(b.device, "prefill staging window"), (128LL + 1) * 64 * 2048);
+  EXPECT_EQ(item(b.device, "fp32 fold accumulator + LSE"), 8LL * 1024 * 24 * 257 * 4);
+  r.placement = Placement::host;
+  const MemoryBudget h = memory_budget(r);
+  EXPECT_EQ(item(h.device, "prefill staging window"), item(b.device, "prefill staging window"));
+  EXPECT_EQ(item(h.device, "fp32 fold accumulator + LSE"),
+            item(b.device, "fp32 fold accumulator + LSE"));
+  // The device placement reads its own pages: no window, no accumulator.
+  r.placement = Placement::device;
+  for (const auto& i : memory_budget(r).device) {
+    EXPECT_NE(i.name, "prefill staging window");
+    EXPECT_NE(i.name, "fp32 fold accumulator + LSE");
+  }
+}
+
+// What every placement allocates besides the pages, item by item (the runner's buffers).
+TEST(MemoryBudget, SelectionAndTableBuffersFollowTheBatchAndContext) {
+  BudgetRequest r;
+  r.placement = Placement::device;
+  r.host_pages = 2048 * 4;
+  r.batch_rows = 4;
+  r.context_tokens = 131072;  // 2,048 pages, 32,768 compressed keys
+  const MemoryBudget one = memory_budget(r);
+  const std::int64_t keys = 32768;
+  const std::int64_t per_token = 4 * keys + 3 * 2048 * 4 + 8 * 4 + 4 * 512 + 2 * 4 * 2051;
+  const std::int64_t per_row = 4 * keys + 4 * (keys / 32);
+  EXPECT_EQ(item(one.device, "selection buffers (index scores, top-k, selected tokens)"),
+            4 * per_token + 4 * per_row);
+  EXPECT_EQ(item(one.device, "page tables (logical, write, per row)"), 3LL * 4 * 4 * 2048);
+  EXPECT_EQ(item(one.device, "indexer key ring"), 4LL * 4 * 128 * 4 * 12);
+  // Prefill chunks of 1,024 tokens per row: the per-token buffers grow, the tables do not.
+  r.batch_tokens = 4 * 1024;
+  const MemoryBudget wide = memory_budget(r);
+  EXPECT_EQ(item(wide.device, "selection buffers (index scores, top-k, selected tokens)"),
+            4 * 1024 * per_token + 4 * per_row);
+  EXPECT_EQ(item(wide.device, "page tables (logical, write, per row)"),
+            item(one.device, "page tables (logical, write, per row)"));
+  // Mirror adds the translated tables (one per layer) and the ensure's buffers per slot.
+  r.placement = Placement::mirror;
+  r.pool_slots = 4096;
+  const MemoryBudget m = memory_budget(r);
+  EXPECT_EQ(item(m.device, "translated page tables (one per QSA layer)"), 4LL * 4 * 2048 * 12);
+  EXPECT_EQ(item(m.device, "ensure query and scratch"), 28LL * 4096);
+  EXPECT_EQ(item(m.device, "residency state"), 12LL * (4 * 8192 + 12 * 4096));
+}
+
+// The refusal names the smallest device budget that fits, and that budget does fit.
+TEST(MemoryBudget, RefusalNamesTheSmallestBudgetThatFits) {
+  BudgetRequest r;
+  r.placement = Placement::host;
+  r.host_pages = 16384;
+  r.batch_rows = 4;
+  const std::int64_t need = memory_budget(r).device_bytes;
+  r.device_capacity_bytes = need - 1;
+  const std::string m = testing::error_of<CapacityError>([&r] { memory_budget(r); });
+  const auto at = m.find("the smallest device budget that fits it is ");
+  ASSERT_NE(at, std::string::npos) << m;
+  const double gib = std::stod(m.substr(at + 43));
+  r.device_capacity_bytes = static_cast<std::int64_t>(gib * 1024 * 1024 * 1024);
+  EXPECT_GE(r.device_capacity_bytes, need);
+  EXPECT_NO_THROW(memory_budget(r));
 }
 
 TEST(MemoryBudget, Fp8PagesCarryTheirScales) {
@@ -141,9 +216,11 @@ TEST(MemoryBudget, SizesBeyondInt64AreRefusedNotWrapped) {
   const MemoryBudget b = memory_budget(r);
   EXPECT_GT(b.device_bytes, 0);
   EXPECT_GT(b.host_bytes, 0);
+  // A window past every page a request holds is priced as those pages (the runner's clamp).
   r.placement = Placement::host;
   r.staging_window_tokens = std::int64_t{1} << 62;
-  EXPECT_NE(refusal().find("the staging window"), std::string::npos);
+  EXPECT_EQ(item(memory_budget(r).device, "prefill staging window"),
+            (kMaxPages + 1) * 64 * std::int64_t{2048});
 }
 
 }  // namespace
