@@ -52,6 +52,11 @@ struct PointSummary {
   // The QSA stack's share of forward_us: forward_us less the rest of the model (PlanResult's
   // rest_us), i.e. what the QSA layers' ops add to the critical path. Set by plan().
   double qsa_us = 0;
+  // Latency (SimResult::latency; docs/planner.md, "Latency figures"): TTFT across requests,
+  // TPOT over every decode token's gap to its request's previous token; microseconds, 0 when
+  // the trace has none.
+  double ttft_p50_us = 0, ttft_p95_us = 0;
+  double tpot_p50_us = 0, tpot_p95_us = 0, tpot_p99_us = 0;
 };
 // `device_capacity_bytes` <= 0: not checked (fits_device stays true).
 PointSummary summarize(const SimResult& r, std::int64_t device_capacity_bytes = 0);
