@@ -7,6 +7,7 @@
 
 #include "cli/command.hpp"
 #include "cli/options.hpp"
+#include "cli/plan_concurrency.hpp"
 #include "cli/progress.hpp"
 #include "cli/rest_of_model_options.hpp"
 #include "cli/table.hpp"
@@ -39,14 +40,21 @@ int run_plan(const std::vector<std::string>& args) {
       "html", po::value<std::string>(), "write the HTML report to this file")(
       "json", "print every figure as JSON");
   add_rest_of_model_options(desc);
+  add_concurrency_options(desc);
   po::variables_map vm;
-  if (!parse_options(args, desc, vm, "kvtier plan [--trace FILE] [--profile NAME] [options]"))
+  if (!parse_options(args, desc, vm,
+                     "kvtier plan [--trace FILE] [--profile NAME] [options]\n"
+                     "       kvtier plan --concurrency 1,8,32 [--prompt N] [--decode N] [options]"))
     return 0;
 
-  std::string path =
-      vm.count("trace") ? vm["trace"].as<std::string>() : traces::default_sample_path();
-  if (path.empty()) throw ConfigError("no bundled sample trace in this build: give --trace FILE");
-  const traces::TraceInput input = traces::file_trace(path);
+  // --concurrency plans generated workloads, one per level, instead of a trace.
+  const bool levels = wants_concurrency(vm);
+  std::string path = vm.count("trace") ? vm["trace"].as<std::string>()
+                     : levels          ? std::string()
+                                       : traces::default_sample_path();
+  if (path.empty() && !levels)
+    throw ConfigError("no bundled sample trace in this build: give --trace FILE");
+  const traces::TraceInput input = levels ? traces::TraceInput{} : traces::file_trace(path);
   const CostModel cost(profile_with_rest_of_model(vm));
 
   sim::PlanConfig cfg;
@@ -64,6 +72,7 @@ int run_plan(const std::vector<std::string>& args) {
   cfg.chosen = vm["chosen"].as<double>() / 100.0;
   cfg.belady = vm.count("no-belady") == 0;
   cfg.threads = vm["threads"].as<int>();
+  if (levels) return run_plan_concurrency(vm, cost, cfg);
   Progress progress("kvtier plan", 0, "sims");  // the planner says how many once it starts
   cfg.progress = [&](std::uint64_t done, std::uint64_t total) { progress.update(done, total); };
   const sim::PlanResult r = sim::plan(input, cost, cfg);
@@ -92,11 +101,12 @@ int run_plan(const std::vector<std::string>& args) {
       "rest of the model (non-QSA layers, not simulated): %s ms over the trace (%s); "
       "tokens/s include it, \"QSA ms\" does not\n\n",
       fmt_fixed(r.rest_us / 1e3, 2).c_str(), rest_figures(r.rest).c_str());
-  Table t({"placement", "unit", "slots", "decode tok/s", "prefill tok/s", "QSA ms", "hit rate",
-           "LRU misses", "Belady", "drops", "device memory"});
+  Table t({"placement", "unit", "slots", "decode tok/s", "prefill tok/s", "TTFT p95 ms",
+           "TPOT p95 ms", "QSA ms", "hit rate", "LRU misses", "Belady", "drops", "device memory"});
   auto add = [&](const std::string& p, const std::string& u, const std::string& s,
                  const sim::PointSummary& x, const std::string& lru, const std::string& opt) {
     t.add({p, u, s, fmt_fixed(x.decode_tps, 1), fmt_fixed(x.prefill_tps, 1),
+           fmt_fixed(x.ttft_p95_us / 1e3, 2), fmt_fixed(x.tpot_p95_us / 1e3, 2),
            fmt_fixed(x.qsa_us / 1e3, 2),
            x.has_lookups ? fmt_fixed(x.hit_rate * 100, 2) + "%" : "n/a", lru, opt, fmt_int(x.drops),
            fmt_bytes(static_cast<double>(x.device_bytes)) +
