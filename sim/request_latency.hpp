@@ -60,7 +60,7 @@ struct LatencySummary {
   // RequestTimes::tpot_ns): the decode inter-token latency, each token counted once.
   Percentiles tpot_ns;
   double h2d_bytes = 0;               // every byte charged (equals SimResult::h2d_bytes)
-  double unattributed_h2d_bytes = 0;  // a page no open request had written (none expected)
+  double unattributed_h2d_bytes = 0;  // a page in no request's table (none expected)
   Percentiles link_share;             // over requests: its h2d_bytes / all h2d_bytes, 0..1
 };
 
@@ -93,7 +93,7 @@ class RequestLatency {
   std::vector<RequestTimes> requests_;
   std::vector<std::vector<double>> gaps_;  // [requests] token gaps, ns
   std::unordered_map<RequestId, int> index_;
-  std::vector<std::int32_t> owner_;  // [pages] index of the request that wrote it, -1: none
+  std::vector<std::int32_t> owner_;  // [pages] index of the request holding it, -1: none
   std::vector<std::size_t> owned_;   // [requests] leading pages of its table already owned
   std::vector<int> row_index_;       // [rows of the forward] request index
   double unattributed_ = 0;
