@@ -7,6 +7,7 @@
 
 #include "cli/command.hpp"
 #include "cli/options.hpp"
+#include "cli/plan_concurrency.hpp"
 #include "cli/progress.hpp"
 #include "cli/rest_of_model_options.hpp"
 #include "cli/table.hpp"
@@ -46,10 +47,11 @@ void print_points(const sim::PlanResult& r) {
   // "core misses" are the simulated pool's (the decisions use them); the classic-LRU curve
   // beside them is the one-pass MRC, which ignores the core's step ties, truncation and bypass.
   std::vector<std::string> head = {"placement", "unit",        "slots",
-                                   "decode tok/s", "prefill tok/s", "QSA ms",
+                                   "decode tok/s", "prefill tok/s", "TTFT p95 ms",
+                                   "TPOT p95 ms",  "QSA ms",
                                    "hit rate",  "core misses", "classic-LRU misses (MRC)",
                                    "Belady",    "drops",       "device memory"};
-  if (tpot) head.insert(head.begin() + 5, "step ms");
+  if (tpot) head.insert(head.begin() + 7, "step ms");
   Table t(head);
   const sim::ConfigFigures& pick = r.decision.chosen;
   auto add = [&](Placement p, const std::string& u, std::int64_t slots, const sim::PointSummary& x,
@@ -63,6 +65,8 @@ void print_points(const sim::PlanResult& r) {
         p == Placement::mirror ? fmt_int(slots) : "-",
         fmt_fixed(x.decode_tps, 1),
         fmt_fixed(x.prefill_tps, 1),
+        fmt_fixed(x.ttft_p95_us / 1e3, 2),
+        fmt_fixed(x.tpot_p95_us / 1e3, 2),
         fmt_fixed(x.qsa_us / 1e3, 2),
         x.has_lookups ? fmt_fixed(x.hit_rate * 100, 2) + "%" : "n/a",
         x.has_lookups ? fmt_int(x.misses) : "-",
@@ -70,7 +74,7 @@ void print_points(const sim::PlanResult& r) {
         opt,
         fmt_int(x.drops),
         fmt_bytes(static_cast<double>(x.device_bytes)) + (x.fits_device ? "" : " (over budget)")};
-    if (tpot) row.insert(row.begin() + 5, fmt_fixed(sim::tpot_ms(x), 2));
+    if (tpot) row.insert(row.begin() + 7, fmt_fixed(sim::tpot_ms(x), 2));
     t.add(row);
   };
   add(Placement::device, r.has_device ? "-" : "(ideal)", 0, r.ideal, "-", "-");
@@ -120,14 +124,21 @@ int run_plan(const std::vector<std::string>& args) {
       "json", "print every figure as JSON");
   add_device_kv_option(desc, "the card's memory, from --profile");
   add_rest_of_model_options(desc);
+  add_concurrency_options(desc);
   po::variables_map vm;
-  if (!parse_options(args, desc, vm, "kvtier plan [--trace FILE] [--profile NAME] [options]"))
+  if (!parse_options(args, desc, vm,
+                     "kvtier plan [--trace FILE] [--profile NAME] [options]\n"
+                     "       kvtier plan --concurrency 1,8,32 [--prompt N] [--decode N] [options]"))
     return 0;
 
-  std::string path =
-      vm.count("trace") ? vm["trace"].as<std::string>() : traces::default_sample_path();
-  if (path.empty()) throw ConfigError("no bundled sample trace in this build: give --trace FILE");
-  const traces::TraceInput input = traces::file_trace(path);
+  // --concurrency plans generated workloads, one per level, instead of a trace.
+  const bool levels = wants_concurrency(vm);
+  std::string path = vm.count("trace") ? vm["trace"].as<std::string>()
+                     : levels          ? std::string()
+                                       : traces::default_sample_path();
+  if (path.empty() && !levels)
+    throw ConfigError("no bundled sample trace in this build: give --trace FILE");
+  const traces::TraceInput input = levels ? traces::TraceInput{} : traces::file_trace(path);
   const CostModel cost(profile_with_rest_of_model(vm));
 
   sim::PlanConfig cfg;
@@ -150,6 +161,7 @@ int run_plan(const std::vector<std::string>& args) {
   cfg.device_kv_bytes = budget.kv_is_card ? 0 : budget.kv_bytes;
   cfg.host_capacity_bytes = gib_option(vm, "host-gib");
   cfg.objective = objective_of(vm);
+  if (levels) return run_plan_concurrency(vm, cost, cfg);
   Progress progress("kvtier plan", 0, "sims");  // the planner says how many once it starts
   cfg.progress = [&](std::uint64_t done, std::uint64_t total) { progress.update(done, total); };
   const sim::PlanResult r = sim::plan(input, cost, cfg);

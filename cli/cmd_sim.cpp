@@ -1,5 +1,6 @@
 // `kvtier sim`: one simulated configuration: tokens/s, hit rate per layer, bytes each way,
 // PCIe utilisation, drops; optionally a Chrome-trace timeline and every eviction decision.
+#include <algorithm>
 #include <boost/json.hpp>
 #include <fstream>
 #include <iostream>
@@ -44,7 +45,9 @@ po::options_description sim_options() {
       "mirror: price the residency step before the attention, which then reads every page from "
       "the pool (as the backend runs fp8 and --copy-first); bf16 default: the attention reads "
       "the pages it missed in place while the step runs beside it")(
-      "per-forward", "with --json: every forward's span and residency counts (\"per_forward\")")(
+      "per-forward",
+      "with --json: every forward's start, end, span and residency counts (\"per_forward\"); "
+      "--json always gives every request's TTFT, TPOT and link share (\"per_request\")")(
       "timeline", po::value<std::string>(), "write a Chrome trace (Perfetto) of every op")(
       "decisions", po::value<std::string>(), "write every install/eviction as JSON lines")(
       "json", "print the figures as JSON");
@@ -168,6 +171,8 @@ void print_sim_json(const SimReport& rep, const std::string& forward) {
                             {"rows", x.rows},
                             {"tokens", x.tokens},
                             {"decode_tokens", x.decode_tokens},
+                            {"start_us", static_cast<double>(x.start_ns) / 1e3},
+                            {"end_us", static_cast<double>(x.end_ns) / 1e3},
                             {"span_us", static_cast<double>(x.span_ns) / 1e3},
                             {"hits", x.hits},
                             {"misses", x.misses},
@@ -179,7 +184,62 @@ void print_sim_json(const SimReport& rep, const std::string& forward) {
     }
     o["per_forward"] = std::move(fw);
   }
+  o["latency"] = sim::latency_json(r.latency);
+  o["per_request"] = sim::requests_json(r.requests, r.latency.h2d_bytes);
   std::cout << boost::json::serialize(o) << "\n";
+}
+
+// "p50 / p95 / p99 UNIT" of ns figures in ms, or "n/a" when there are none.
+std::string ms3(const sim::Percentiles& p, const std::string& unit) {
+  if (p.count == 0) return "n/a";
+  return fmt_fixed(p.p50 / 1e6, 2) + " / " + fmt_fixed(p.p95 / 1e6, 2) + " / " +
+         fmt_fixed(p.p99 / 1e6, 2) + " " + unit;
+}
+
+std::string ms(double ns) {
+  return fmt_fixed(ns / 1e6, 2);
+}
+
+// Every request when there are few; else the few with the longest TTFT and the worst TPOT p99.
+void print_requests(const sim::SimResult& r) {
+  constexpr std::size_t kAll = 12, kWorst = 5;
+  const std::vector<sim::RequestTimes>& req = r.requests;
+  if (req.empty()) return;
+  std::vector<std::size_t> shown(req.size());
+  for (std::size_t i = 0; i < req.size(); ++i)
+    shown[i] = i;
+  std::string title = "per request (times in ms; TTFT from its arrival to its first token)";
+  if (req.size() > kAll) {
+    auto worst = [&](auto key) {
+      std::vector<std::size_t> order = shown;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::size_t a, std::size_t b) { return key(req[a]) > key(req[b]); });
+      order.resize(kWorst);
+      return order;
+    };
+    std::vector<std::size_t> pick =
+        worst([](const sim::RequestTimes& t) { return t.has_first_token() ? t.ttft_ns() : -1; });
+    for (std::size_t i : worst([](const sim::RequestTimes& t) { return t.tpot_ns.p99; }))
+      if (std::find(pick.begin(), pick.end(), i) == pick.end()) pick.push_back(i);
+    shown = pick;
+    title = "the " + std::to_string(kWorst) + " requests of " + std::to_string(req.size()) +
+            " with the longest TTFT, then those with the worst TPOT p99 (times in ms)";
+  }
+  std::printf("\n%s\n", title.c_str());
+  const double all = r.latency.h2d_bytes;
+  Table t({"request", "prompt", "decode", "TTFT", "TPOT p50", "TPOT p95", "TPOT p99", "H2D",
+           "link share"});
+  for (std::size_t i : shown) {
+    const sim::RequestTimes& x = req[i];
+    const bool tp = x.tpot_ns.count > 0;
+    t.add({fmt_int(static_cast<long long>(x.id)), fmt_int(x.prompt_tokens),
+           fmt_int(x.decode_tokens),
+           x.has_first_token() ? ms(static_cast<double>(x.ttft_ns())) : "n/a",
+           tp ? ms(x.tpot_ns.p50) : "n/a", tp ? ms(x.tpot_ns.p95) : "n/a",
+           tp ? ms(x.tpot_ns.p99) : "n/a", fmt_bytes(x.h2d_bytes),
+           all > 0 ? fmt_fixed(100 * x.h2d_bytes / all, 1) + "%" : "n/a"});
+  }
+  t.print();
 }
 
 void print_sim_table(const SimReport& rep) {
@@ -196,6 +256,10 @@ void print_sim_table(const SimReport& rep) {
   sum.add({"rest of the model", fmt_fixed(rest_us / 1e3, 2) + " ms (" + rest_figures(rest) + ")"});
   sum.add({"decode tokens/s", fmt_fixed(s.decode_tps, 1)});
   sum.add({"prefill tokens/s", fmt_fixed(s.prefill_tps, 1)});
+  const sim::LatencySummary& lat = r.latency;
+  sum.add({"decode ITL p50 / p95 / p99", ms3(lat.tpot_ns, "ms")});
+  sum.add({"TTFT p50 / p95 / p99",
+           ms3(lat.ttft_ns, "ms (" + fmt_int(lat.ttft_ns.count) + " requests)")});
   sum.add({"hit rate", s.has_lookups ? fmt_fixed(s.hit_rate * 100, 2) + "%"
                                      : "n/a (no pool: every page is read where it lives)"});
   sum.add({"dropped pages", fmt_int(t.drops)});
@@ -206,7 +270,10 @@ void print_sim_table(const SimReport& rep) {
   sum.add({"device memory", fmt_bytes(static_cast<double>(r.device_bytes))});
   sum.add({"host memory", fmt_bytes(static_cast<double>(r.host_bytes))});
   sum.print();
-  std::printf("\n");
+  std::printf(
+      "decode tokens/s splits a forward that runs prefill and decode rows by token count; decode "
+      "ITL is each decode token's wait since its request's previous token, the whole forward it "
+      "ran in (docs/planner.md, \"Latency figures\")\n\n");
   Table lt({"layer", "lookups", "hits", "hit rate", "misses", "bypassed", "evictions", "drops"});
   for (std::size_t l = 0; l < r.layers.size(); ++l) {
     const auto& x = r.layers[l];
@@ -219,6 +286,7 @@ void print_sim_table(const SimReport& rep) {
          fmt_int(x.misses), fmt_int(x.bypassed), fmt_int(x.evictions), fmt_int(x.drops)});
   }
   lt.print();
+  print_requests(r);
 }
 
 int run_sim(const std::vector<std::string>& args) {

@@ -126,6 +126,7 @@ void FrontEnd::prepare(const Forward& f) {
 LayerQuery FrontEnd::build(const Forward& f, int layer, int width) {
   const std::size_t rows = f.rows.size();
   query_.resize(writes_.size() + rows * static_cast<std::size_t>(width));
+  row_tokens_.resize(rows);
   std::copy(writes_.begin(), writes_.end(), query_.begin());
   LayerQuery q;
   PageId* out = query_.data() + writes_.size();
@@ -150,25 +151,30 @@ LayerQuery FrontEnd::build(const Forward& f, int layer, int width) {
     const auto tail = causal_tail(last, g_.compress_ratio);
     const std::int64_t last_tokens =
         static_cast<std::int64_t>(sel.size()) * g_.compress_ratio + (tail.end - tail.begin);
+    RowTokens& rt = row_tokens_[r];
+    rt = {};
+    rt.last_token_selected = last_tokens;
     q.last_token_selected += last_tokens;
     if (bypass) q.bypass_last_token_selected += last_tokens;
     if (row.kind == RowKind::decode) {
-      q.selected_tokens += last_tokens;
+      rt.selected = last_tokens;
     } else {
-      const std::int64_t sel_tokens = row_selected_tokens(row.position, row.count, w_tokens);
-      q.selected_tokens += sel_tokens;
+      rt.selected = row_selected_tokens(row.position, row.count, w_tokens);
       const std::int64_t cached = row.position + row.count;
       const bool staged = std::int64_t{row.count} * w_tokens > cached;
       if (staged) {
-        q.staged_cached_tokens += cached;
+        rt.staged_cached = cached;
+        rt.staged_selected = rt.selected;
         q.staged_windows += (cached + window_ - 1) / window_;
-        q.staged_selected_tokens += sel_tokens;
       }
       if (bypass) {
-        q.bypass_selected_tokens += sel_tokens;
-        q.bypass_read_tokens += staged ? cached : sel_tokens;
+        q.bypass_selected_tokens += rt.selected;
+        q.bypass_read_tokens += staged ? cached : rt.selected;
       }
     }
+    q.selected_tokens += rt.selected;
+    q.staged_cached_tokens += rt.staged_cached;
+    q.staged_selected_tokens += rt.staged_selected;
     // visible blocks of token p: (p + 1) / ratio, summed over the row's tokens; written as
     // count x position + count (count + 1) / 2 so that it fits in an int64 for every row the
     // validator admits (position + count <= 2^32)
@@ -176,6 +182,7 @@ LayerQuery FrontEnd::build(const Forward& f, int layer, int width) {
     q.row_blocks += (count * row.position + count * (count + 1) / 2) / g_.compress_ratio;
   }
   q.pages = query_;
+  q.rows = row_tokens_;
   return q;
 }
 

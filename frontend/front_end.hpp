@@ -27,6 +27,15 @@ struct TraceBounds {
   std::int64_t prefill_tokens = 0;
 };
 
+// One row's share of a layer-step's figures below (LayerQuery sums them over rows): what the
+// simulator needs to charge the link's bytes to the request that caused them.
+struct RowTokens {
+  std::int64_t selected = 0;
+  std::int64_t last_token_selected = 0;
+  std::int64_t staged_cached = 0;  // 0 unless the row stages its request's cache
+  std::int64_t staged_selected = 0;
+};
+
 // One layer-step's query as the core sees it: write pages first, then rows x width page
 // entries padded with kNoPage, plus what the cost model needs.
 struct LayerQuery {
@@ -48,6 +57,7 @@ struct LayerQuery {
   std::int64_t bypass_selected_tokens = 0;
   std::int64_t bypass_last_token_selected = 0;
   std::int64_t bypass_read_tokens = 0;
+  std::span<const RowTokens> rows;  // [rows] the sums above, row by row
 };
 
 // The host-side bookkeeping every pass shares: request page tables (through the core's
@@ -95,6 +105,7 @@ class FrontEnd {
   std::vector<traces::RowKind> row_kind_;
   std::vector<std::uint8_t> bypass_;  // per row: 1 when it bypasses the pool
   int bypassed_ = 0;
+  std::vector<RowTokens> row_tokens_;
   std::int64_t max_row_pages_ = 1;
   std::int64_t tokens_ = 0;
   std::int64_t decode_tokens_ = 0;

@@ -39,6 +39,11 @@ PointSummary summarize(const SimResult& r, std::int64_t device_capacity_bytes) {
     waited_ns += static_cast<double>(f.decode_tokens) * static_cast<double>(f.span_ns);
   }
   s.decode_step_ms = tokens > 0 ? waited_ns / tokens / 1e6 : 0;
+  s.ttft_p50_us = r.latency.ttft_ns.p50 / 1e3;
+  s.ttft_p95_us = r.latency.ttft_ns.p95 / 1e3;
+  s.tpot_p50_us = r.latency.tpot_ns.p50 / 1e3;
+  s.tpot_p95_us = r.latency.tpot_ns.p95 / 1e3;
+  s.tpot_p99_us = r.latency.tpot_ns.p99 / 1e3;
   for (const auto& l : r.layers) {
     s.layer_hit_rate.push_back(
         l.lookups > 0 ? static_cast<double>(l.hits) / static_cast<double>(l.lookups) : 1.0);
@@ -359,6 +364,11 @@ json::object point_json(const PointSummary& p) {
           {"qsa_stack_us", p.qsa_us},
           {"host_bytes", p.host_bytes},
           {"decode_step_ms", p.decode_step_ms},
+          {"ttft_p50_us", p.ttft_p50_us},
+          {"ttft_p95_us", p.ttft_p95_us},
+          {"tpot_p50_us", p.tpot_p50_us},
+          {"tpot_p95_us", p.tpot_p95_us},
+          {"tpot_p99_us", p.tpot_p99_us},
           {"layer_hit_rate", std::move(layers)}};
 }
 

@@ -65,6 +65,11 @@ struct PointSummary {
   // produces it (a mixed forward's prefill rows included), averaged over the decode tokens.
   // The TPOT figure (recommend.hpp tpot_ms); needs SimConfig::record_forwards (plan sets it).
   double decode_step_ms = 0;
+  // Latency (SimResult::latency; docs/planner.md, "Latency figures"): TTFT across requests,
+  // TPOT over every decode token's gap to its request's previous token; microseconds, 0 when
+  // the trace has none.
+  double ttft_p50_us = 0, ttft_p95_us = 0;
+  double tpot_p50_us = 0, tpot_p95_us = 0, tpot_p99_us = 0;
 };
 // `device_capacity_bytes` <= 0: not checked (fits_device stays true).
 PointSummary summarize(const SimResult& r, std::int64_t device_capacity_bytes = 0);

@@ -133,7 +133,8 @@ class Simulation {
         slots_(static_cast<SlotId>(cfg.pool_slots)),
         window_stamps_(cfg.hybrid_window * kStampsPerLayerStep * L_),
         fe_(g_, num_pages_, cfg.staging_window_tokens),
-        tl_(cfg.record_timeline) {
+        tl_(cfg.record_timeline),
+        lat_(num_pages_) {
     shape_.placement = cfg.placement;
     shape_.kind = cfg.forward;
     shape_.mirror_in_place = !cfg.copy_first && cfg.dtype == KvDtype::bf16 &&
@@ -162,6 +163,9 @@ class Simulation {
     while (stream->next(rec)) {
       if (const auto* b = std::get_if<traces::RequestBegin>(&rec)) {
         fe_.begin(*b);
+        const auto shared =
+            b->shared_pages > 0 ? fe_.table(b->shared_with).first(b->shared_pages) : Pages{};
+        lat_.begin(*b, tl_.now(), shared);
       } else if (const auto* e = std::get_if<traces::RequestEnd>(&rec)) {
         end_request(*e);
       } else {
@@ -175,6 +179,7 @@ class Simulation {
     for (int r = 0; r < kResources; ++r)
       res_.busy_ns[r] = tl_.busy_ns(static_cast<Resource>(r));
     if (cfg_.record_timeline) res_.timeline = tl_.records();
+    res_.requests = lat_.finish(res_.latency);
     return std::move(res_);
   }
 
@@ -204,8 +209,19 @@ class Simulation {
     OpId copied = kNoOp;              // the step first: its end (its copy's, if it copied)
   };
 
+  using Pages = std::span<const PageId>;
+
+  // The pages the forward added to its rows' tables become their requests' (for charging the
+  // link's bytes).
+  void own_new_pages(const traces::Forward& f) {
+    lat_.start_forward(f.rows);
+    for (std::size_t r = 0; r < f.rows.size(); ++r)
+      lat_.own_table(static_cast<int>(r), fe_.table(f.rows[r].request));
+  }
+
   void forward(const traces::Forward& f) {
     fe_.prepare(f);
+    own_new_pages(f);
     const int rows = static_cast<int>(f.rows.size());
     width_ = fe_.plan_rows(mirror_ ? cfg_.pool_slots : 0);
     res_.select_width_min =
@@ -279,9 +295,10 @@ class Simulation {
           dt * static_cast<double>(tokens_ - decode_tokens) / static_cast<double>(tokens_);
     }
     res_.compute_end_ns = end;
+    lat_.end_forward(f.rows, fi_, fstart, end);
     if (cfg_.record_forwards) {
       const LayerStats after = res_.total();
-      res_.forwards_detail.push_back({fi_, rows, tokens_, decode_tokens, end - fstart,
+      res_.forwards_detail.push_back({fi_, rows, tokens_, decode_tokens, fstart, end, end - fstart,
                                       after.hits - before.hits, after.misses - before.misses,
                                       after.evictions - before.evictions,
                                       after.drops - before.drops});
@@ -346,6 +363,14 @@ class Simulation {
     res_.in_place_bytes += in_place;
     res_.h2d_bytes += in_place + staged;
     res_.hbm_read_bytes += staged_sel * token_bytes_;
+    // Each row's own reads and staged windows, charged to its request.
+    for (std::size_t r = 0; r < q.rows.size(); ++r) {
+      const frontend::RowTokens& rt = q.rows[r];
+      const std::int64_t sel = model ? rt.selected : rt.last_token_selected;
+      const std::int64_t row_bytes =
+          model ? (sel - rt.staged_selected + rt.staged_cached) * token_bytes_ : sel * token_bytes_;
+      lat_.charge_row(static_cast<int>(r), static_cast<double>(row_bytes));
+    }
     const std::int64_t windows = model ? q.staged_windows : 0;
     const OpId rd = in_place > 0 ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(in_place), deps,
                                            "in-place read", l)
@@ -422,6 +447,7 @@ class Simulation {
     res_.copy_bytes += copy_bytes;
     res_.in_place_bytes += ls.in_place_bytes;
     res_.h2d_bytes += copy_bytes + ls.in_place_bytes;
+    charge_step(r, copy_page_bytes, read_in_place, ls.in_place_bytes);
     const OpId ens = tl_.add(
         lane, cost_.launch_ns(1) + cost_.ensure_ns(n, cfg_.pool_slots, r.misses), deps, name, l);
     const OpId cp = copy_bytes > 0 ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(copy_bytes),
@@ -435,6 +461,25 @@ class Simulation {
     }
     return cp != kNoOp ? cp : ens;
   }
+  // The step's link bytes to the requests whose pages crossed: each copied page its copy,
+  // and the in-place bytes (priced per layer-step as the share of the selection not in the
+  // pool) evenly over the pages read in place (those missed, when the step runs beside, and
+  // those bypassed).
+  void charge_step(const EnsureResult& r, std::int64_t copy_page_bytes, std::int64_t read_in_place,
+                   std::int64_t in_place_bytes) {
+    for (int i = 0; i < r.misses; ++i)
+      lat_.charge_page(sc_.copies[i].page, static_cast<double>(copy_page_bytes));
+    if (read_in_place == 0 || in_place_bytes == 0) return;
+    const double per_page =
+        static_cast<double>(in_place_bytes) / static_cast<double>(read_in_place);
+    if (read_in_place > r.bypassed) {  // beside: the missed pages too
+      for (int i = 0; i < r.misses; ++i)
+        lat_.charge_page(sc_.copies[i].page, per_page);
+    }
+    for (int i = 0; i < r.bypassed; ++i)
+      lat_.charge_page(sc_.bypass[i], per_page);
+  }
+
   // Layer l's pages, copied for layer l + 1 while the GPU runs what lies between.
   OpId prefetch_next(const frontend::LayerQuery& q, OpId after, int l, std::int64_t ls_index) {
     PoolState& next = pools_[l + 1];
@@ -447,6 +492,8 @@ class Simulation {
                            frontend::InstallKind::prefetch,
                            {sc_.copies.data(), static_cast<std::size_t>(pr.misses)});
     res_.layers[l + 1].prefetched += pr.misses;
+    for (int i = 0; i < pr.misses; ++i)
+      lat_.charge_page(sc_.copies[i].page, static_cast<double>(page_bytes_));
     const std::int64_t pb = std::int64_t{pr.misses} * page_bytes_;
     res_.copy_bytes += pb;
     res_.h2d_bytes += pb;
@@ -465,6 +512,7 @@ class Simulation {
   const std::int64_t window_stamps_;  // hybrid: the reuse window in stamps
   frontend::FrontEnd fe_;
   Timeline tl_;
+  RequestLatency lat_;
   std::vector<PoolState> pools_;
   std::vector<int> gap_layers_;
   int non_qsa_layers_ = 1;

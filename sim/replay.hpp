@@ -13,6 +13,7 @@
 #include "model/kv_dtype.hpp"
 #include "model/mirror_policy.hpp"
 #include "model/placement.hpp"
+#include "sim/request_latency.hpp"
 #include "sim/timeline.hpp"
 #include "traces/trace_source.hpp"
 
@@ -63,7 +64,8 @@ struct ForwardTime {
   int rows = 0;
   std::int64_t tokens = 0;
   std::int64_t decode_tokens = 0;
-  TimeNs span_ns = 0;
+  TimeNs start_ns = 0, end_ns = 0;  // on the simulation's clock (forwards run back to back)
+  TimeNs span_ns = 0;               // end_ns - start_ns
   std::int64_t hits = 0, misses = 0, evictions = 0, drops = 0;
 };
 
@@ -73,7 +75,11 @@ struct SimResult {
   std::int64_t prefill_tokens = 0;
   TimeNs compute_end_ns = 0;  // when the last forward's compute finished
   TimeNs makespan_ns = 0;     // when every resource was idle again
-  double decode_time_ns = 0;  // forward time attributed to decode tokens
+  // Each forward's span split between its decode and prefill tokens by token count: the
+  // time-per-token accounting that decode_tokens_per_s() divides by. A decode row in a mixed
+  // forward is charged only its token's share, though it waits for the whole forward: its
+  // true inter-token latency is in `latency.tpot_ns` (docs/planner.md, "Latency figures").
+  double decode_time_ns = 0;
   double prefill_time_ns = 0;
   std::int64_t h2d_bytes = 0;       // misses, prefetches, in-place reads, staging
   std::int64_t d2h_bytes = 0;       // mirror stores
@@ -87,8 +93,11 @@ struct SimResult {
   std::vector<LayerStats> layers;
   std::vector<OpRecord> timeline;
   std::vector<ForwardTime> forwards_detail;  // with record_forwards
+  std::vector<RequestTimes> requests;        // every request, in the order it began
+  LatencySummary latency;                    // TTFT, TPOT and link share across them
 
   LayerStats total() const;
+  // decode_tokens / decode_time_ns (see decode_time_ns): a throughput, not a latency.
   double decode_tokens_per_s() const;
   double prefill_tokens_per_s() const;
   double hit_rate() const;

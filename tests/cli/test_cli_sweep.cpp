@@ -94,7 +94,7 @@ int sweep(const std::vector<Case>& cases, const std::string& out) {
 TEST(CliSweep, SimPlanBudgetDemoBench) {
   const TinyInputs& in = testing::tiny_inputs();
   const std::string t = in.trace;
-  const std::vector<Case> cases = {
+  std::vector<Case> cases = {
       {{"sim", "--trace", t}, "--slots"},
       {{"sim", "--trace", t, "--placement", "device"}, "--slots"},
       {{"plan", "--trace", t, "--placement", "mirror", "--unit", "layer"}, "--sizes"},
@@ -121,6 +121,16 @@ TEST(CliSweep, SimPlanBudgetDemoBench) {
       {{"plan", "--trace", t, "--placement", "device"}, "--tpot-ms"},
       {{"budget"}, "--device-kv-gib"},
   };
+  // plan --concurrency: each option over a small generated workload that leaves it out.
+  const std::map<std::string, std::string> level = {
+      {"--concurrency", "2"}, {"--prompt", "100"}, {"--decode", "4"}, {"--prefill-chunk", "64"}};
+  for (const char* opt : {"--concurrency", "--prompt", "--decode", "--prefill-chunk", "--seed"}) {
+    std::vector<std::string> args = {"plan",  "--geometry", in.geometry, "--unit",
+                                     "layer", "--points",   "2",         "--no-belady"};
+    for (const auto& [k, v] : level)
+      if (k != opt) args.insert(args.end(), {k, v});
+    cases.push_back({args, opt});
+  }
   EXPECT_EQ(sweep(cases, in.out), 25 * 7);
 }
 
