@@ -50,7 +50,8 @@ struct EnsureScratch {
 //    is evictable iff its last_use < step, so nothing queried in this step -- including by
 //    an earlier chunk with the same step -- is evicted;
 //  - misses are installed in ascending page order, the i-th miss into the i-th victim.
-// Steps must not decrease between calls on the same state.
+// Steps must not decrease between calls on the same state. Every slot whose last_use is
+// raised (a hit, an install) is reported to the finder through on_slot_used.
 template <class Victims, class Admission = AdmitAll>
 KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, std::int64_t step,
                                  Victims& victims, EnsureScratch scratch, CopyOp* copies,
@@ -73,6 +74,7 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
     if (s >= 0) {
       if (st.last_use[s] < step) {
         st.last_use[s] = step;
+        victims.on_slot_used(s, step);
         ++r.hits;
       }
     } else if (s == kNoSlot) {
@@ -115,6 +117,7 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
     st.page_of_slot[s] = p;
     st.slot_of_page[p] = s;
     st.last_use[s] = step;
+    victims.on_slot_used(s, step);
     copies[i] = CopyOp{p, s, old};
   }
   r.misses = admitted;

@@ -15,7 +15,7 @@
 #include "model/residency_state.hpp"
 #include "model/step_stamp.hpp"
 #include "model/translate.hpp"
-#include "model/victims_heap.hpp"
+#include "model/victims_queue.hpp"
 
 namespace kvtier::sim {
 
@@ -51,7 +51,7 @@ namespace {
 // One residency state: a layer's pool, or the pool shared by every layer.
 struct PoolState {
   ResidencyState state;
-  HeapVictims victims;
+  QueueVictims victims;
   std::vector<std::int64_t> last_seen;  // hybrid admission, [pages]
 
   PoolState(PageId pages, SlotId slots, bool hybrid)

@@ -9,6 +9,7 @@
 
 #include "model/ensure.hpp"
 #include "model/victims_heap.hpp"
+#include "model/victims_queue.hpp"
 #include "model/victims_scan.hpp"
 
 namespace kvtier {
@@ -52,8 +53,8 @@ void BM_Ensure(benchmark::State& state) {
   const auto steps = make_steps(rows, 4096, 42);
   ResidencyState st(pages, slots);
   Finder finder = [&] {
-    if constexpr (std::is_same_v<Finder, HeapVictims>) {
-      return HeapVictims(slots);
+    if constexpr (std::is_same_v<Finder, HeapVictims> || std::is_same_v<Finder, QueueVictims>) {
+      return Finder(slots);
     } else {
       return ScanVictims{};
     }
@@ -82,6 +83,12 @@ void BM_Ensure(benchmark::State& state) {
 }
 
 BENCHMARK_TEMPLATE(BM_Ensure, HeapVictims)
+    ->ArgNames({"rows", "slots"})
+    ->Args({1, 4096})
+    ->Args({1, 100000})
+    ->Args({16, 4096})
+    ->Args({16, 100000});
+BENCHMARK_TEMPLATE(BM_Ensure, QueueVictims)
     ->ArgNames({"rows", "slots"})
     ->Args({1, 4096})
     ->Args({1, 100000})

@@ -7,26 +7,32 @@
 #include <vector>
 
 #include "model/victims_heap.hpp"
+#include "model/victims_queue.hpp"
 #include "model/victims_scan.hpp"
 #include "tests/model/ensure_harness.hpp"
 
 namespace kvtier {
 namespace {
 
+// A finder over `st` as it stands (the queue finder adopts it; the others read it lazily).
 template <class V>
-std::unique_ptr<V> make_finder(SlotId slots);
+std::unique_ptr<V> make_finder(ResidencyState& st);
 template <>
-std::unique_ptr<ScanVictims> make_finder<ScanVictims>(SlotId) {
+std::unique_ptr<ScanVictims> make_finder<ScanVictims>(ResidencyState&) {
   return std::make_unique<ScanVictims>();
 }
 template <>
-std::unique_ptr<HeapVictims> make_finder<HeapVictims>(SlotId slots) {
-  return std::make_unique<HeapVictims>(slots);
+std::unique_ptr<HeapVictims> make_finder<HeapVictims>(ResidencyState& st) {
+  return std::make_unique<HeapVictims>(st.num_slots());
+}
+template <>
+std::unique_ptr<QueueVictims> make_finder<QueueVictims>(ResidencyState& st) {
+  return std::make_unique<QueueVictims>(st.view());
 }
 
 template <class V>
 class VictimContract : public ::testing::Test {};
-using Finders = ::testing::Types<ScanVictims, HeapVictims>;
+using Finders = ::testing::Types<ScanVictims, HeapVictims, QueueVictims>;
 TYPED_TEST_SUITE(VictimContract, Finders);
 
 // Stamps slots directly, as ensure would have left them.
@@ -45,7 +51,7 @@ ResidencyState stamped(const std::vector<std::int64_t>& uses) {
 
 TYPED_TEST(VictimContract, FreeFirstThenOldestThenLowestSlot) {
   ResidencyState st = stamped({4, kFreeSlotStep, 2, 2, 7, kFreeSlotStep, 3});
-  auto v = make_finder<TypeParam>(st.num_slots());
+  auto v = make_finder<TypeParam>(st);
   std::vector<SlotId> out(7);
   const int n = v->select(st.view(), 8, 5, out.data());
   ASSERT_EQ(n, 5);
@@ -55,7 +61,7 @@ TYPED_TEST(VictimContract, FreeFirstThenOldestThenLowestSlot) {
 
 TYPED_TEST(VictimContract, NeverPicksSlotsOfTheCurrentStep) {
   ResidencyState st = stamped({5, 5, 4, 5});
-  auto v = make_finder<TypeParam>(st.num_slots());
+  auto v = make_finder<TypeParam>(st);
   std::vector<SlotId> out(4);
   EXPECT_EQ(v->select(st.view(), 5, 3, out.data()), 1);
   EXPECT_EQ(out[0], 2);
@@ -69,7 +75,7 @@ TYPED_TEST(VictimContract, SameChoicesAsTheOtherFinderUnderRandomTraffic) {
     const PageId pages = 64;
     const SlotId slots = static_cast<SlotId>(4 + rng() % 20);
     ResidencyState a(pages, slots), b(pages, slots);
-    auto fa = make_finder<TypeParam>(slots);
+    auto fa = make_finder<TypeParam>(a);
     ScanVictims fb;
     for (std::int64_t step = 0; step < 300; ++step) {
       const int op = static_cast<int>(rng() % 20);
@@ -91,6 +97,51 @@ TYPED_TEST(VictimContract, SameChoicesAsTheOtherFinderUnderRandomTraffic) {
       ASSERT_EQ(ra.result.hits, rb.result.hits);
       ASSERT_EQ(a, b);
       ASSERT_TRUE(testing::state_is_consistent(a));
+    }
+  }
+}
+
+// A select that finds too few victims changes nothing: the same select again (and then a
+// smaller one) gives what it would have given first.
+TYPED_TEST(VictimContract, ShortSelectChangesNothing) {
+  ResidencyState st = stamped({3, kFreeSlotStep, 1, 6, 1, 6});
+  auto v = make_finder<TypeParam>(st);
+  std::vector<SlotId> out(6);
+  EXPECT_EQ(v->select(st.view(), 6, 6, out.data()), 4);
+  EXPECT_EQ(v->select(st.view(), 6, 6, out.data()), 4);
+  ASSERT_EQ(v->select(st.view(), 6, 4, out.data()), 4);
+  out.resize(4);
+  EXPECT_EQ(out, (std::vector<SlotId>{1, 2, 4, 0}));
+}
+
+// Long runs of ensures, releases and flushes with big steps: the queue finder is compacted
+// many times and sorts many front runs, and decides like the scan at every step.
+TEST(QueueVictims, AgreesWithTheScanAndStaysBoundedOverLongRuns) {
+  for (std::uint32_t seed : {11u, 12u, 13u}) {
+    std::mt19937 rng(seed);
+    const PageId pages = 400;
+    const SlotId slots = static_cast<SlotId>(40 + rng() % 200);
+    ResidencyState a(pages, slots), b(pages, slots);
+    QueueVictims fa(slots);
+    ScanVictims fb;
+    for (std::int64_t step = 0; step < 20000; ++step) {
+      const int op = static_cast<int>(rng() % 400);
+      if (op == 0) {
+        flush_pool(a.view(), fa);
+        flush_pool(b.view(), fb);
+      }
+      if (op < 40) {
+        const PageId p = static_cast<PageId>(rng() % pages);
+        ASSERT_EQ(release_page(a.view(), p, fa), release_page(b.view(), p, fb));
+      }
+      std::vector<PageId> q(1 + rng() % (slots / 2));
+      for (auto& p : q)
+        p = static_cast<PageId>(rng() % (rng() % 4 ? pages / 3 : pages));
+      const auto ra = testing::run_ensure(a, fa, q, step);
+      const auto rb = testing::run_ensure(b, fb, q, step);
+      ASSERT_EQ(ra.copies, rb.copies) << "seed " << seed << " step " << step;
+      ASSERT_EQ(a, b);
+      ASSERT_LE(fa.queue_size(), 2u * static_cast<std::size_t>(slots) + QueueVictims::kSlack);
     }
   }
 }
