@@ -1,4 +1,6 @@
 // Projections of up to 64 rows on tensor cores (mma_gemm.hpp).
+#include <cooperative_groups.h>
+
 #include <cstdint>
 #include <span>
 #include <stdexcept>
@@ -13,15 +15,17 @@ namespace kvtier::runner {
 
 namespace {
 
+namespace cg = cooperative_groups;
 using qsa::detail::float_to_bf16;
 using qsa::detail::mma_bf16;
 
-constexpr int kMaxWarps = 8;        // k_split: warps a block
+constexpr int kMaxSplit = 8;        // k_split: blocks a cluster (the portable cluster size)
 constexpr int kMaxRowTiles = 8;     // 8 rows a tile: kMmaMaxRows
 constexpr int kMinSliceChunks = 8;  // see mma_gemm_tiling
 
 // One launch for up to kProjectionMaxGroup matrices that read the same x: the grid is the
-// concatenation of each matrix's column blocks (block_end: running ends), as in skinny_gemm.
+// concatenation of each matrix's column blocks (block_end: running ends, in column blocks; each
+// is a cluster of k_split blocks), as in skinny_gemm.
 struct GroupParams {
   ProjectionOutput m[kProjectionMaxGroup];
   int block_end[kProjectionMaxGroup];
@@ -44,8 +48,22 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// Shared memory of a warp: its ring of weight chunks, later its partial sums (8 KiB).
-constexpr int kWarpSmemBytes = 8192;
+constexpr int kWarps = 4;  // a block: 4 warps side by side over columns, one K slice
+
+// The shared memory of a block: a ring of kStages chunk stages, each x's rows of the chunk
+// ([NT x 8][32] bf16, 64 bytes a row) and every warp's weight rows ([warp][MT][2][32 lanes] x 16
+// bytes); after the last chunk, the warps' partial sums ([warp][accumulator][lane] fp32).
+template <int MT, int NT>
+struct Smem {
+  static constexpr int kXBytes = NT * 8 * 64;
+  static constexpr int kWBytes = kWarps * MT * 2 * 32 * 16;
+  static constexpr int kStageBytes = kXBytes + kWBytes;
+  static constexpr int kStages = 49152 / kStageBytes < 8 ? 49152 / kStageBytes : 8;
+  static constexpr int kBytes = kStages * kStageBytes;  // <= 48 KiB: no opt-in needed
+  static constexpr int kAcc = MT * NT * 4;
+  static_assert(kStages >= 3);
+  static_assert(kWarps * kAcc * 32 * 4 <= kBytes);
+};
 
 // K is walked in chunks of 32. Lane (g = lane / 4, t = lane % 4) takes 16 bytes (8 k values)
 // at k = 32 c + 8 t of weight rows g and g + 8 of each 16-column tile and of x row g of each
@@ -54,39 +72,43 @@ constexpr int kWarpSmemBytes = 8192;
 // permutes k inside the chunk, the same way for W (operand A) and x (operand B), so the sum is
 // the product's, and every operand arrives with one 16-byte load and no shuffle.
 //
-// grid: the column blocks of every matrix (MT x 16 columns each); block: k_split warps, warp w
-// sums the chunks of its contiguous K slice. The weights stream through a ring of kStages
-// chunks in the warp's shared memory by cp.async, kStages - 1 chunks in flight a warp (6-7 KiB,
-// ~100 KiB an SM at two blocks: what HBM rate needs, with no registers held for it). Each lane
-// copies and reads back only its own 16-byte slots, so the ring needs no barrier: the wait of
-// cp.async makes a lane's copies visible to itself. x comes through L1 (__ldg): every column
-// block reads the same few rows. Then every warp leaves its accumulators in its shared memory
-// ([warp][accumulator][lane]) and the block adds them in warp order: deterministic.
+// grid: for every matrix, its column blocks (kWarps x MT x 16 columns) x k_split; a cluster is
+// the k_split blocks of one column block, block rank r summing the chunks of K slice r. In a
+// block the warps take neighbouring columns and share the K slice, so x comes into shared memory
+// once for all of them (x re-read from L2: rows / (64 MT) bytes a byte of W). Both stream by
+// cp.async through the ring, kStages - 1 chunks in flight (28-24 KiB of weights a block, 4-5
+// blocks an SM: what HBM rate needs). A lane reads back its own weight slots; the x stage is
+// shared, so the block meets at a barrier before each chunk: the chunk has landed for all, and
+// the slot the next copy fills has been read by all. At the end each block leaves its warps'
+// partial sums in its shared memory and, after a cluster barrier, block r adds the r-th share of
+// every element over the cluster's blocks (distributed shared memory) in rank order: the same
+// sum whatever the timing.
 template <int MT, int NT>
-__global__ void __launch_bounds__(kMaxWarps * 32, 2)
+__global__ void __launch_bounds__(kWarps * 32)
     mma_kernel(const std::uint16_t* __restrict__ x, int rows, int in,
                const __grid_constant__ GroupParams g, bool f32_out, bool accumulate) {
-  constexpr int kStages = 8 / MT;  // [kStages][MT][2][32] uint4: 8 KiB
-  constexpr int kAcc = MT * NT * 4;
-  static_assert(kAcc * 32 * sizeof(float) <= kWarpSmemBytes);
+  using L = Smem<MT, NT>;
+  constexpr int kStages = L::kStages, kAcc = L::kAcc;
   extern __shared__ uint4 smem[];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int splits = static_cast<int>(cluster.num_blocks());
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int block = static_cast<int>(blockIdx.x) / splits;  // column block over all matrices
   int j = 0;
-  while (j + 1 < g.n && static_cast<int>(blockIdx.x) >= g.block_end[j])
+  while (j + 1 < g.n && block >= g.block_end[j])
     ++j;
   const int first = j == 0 ? 0 : g.block_end[j - 1];
   const int out = g.m[j].out;
-  const int col0 = (static_cast<int>(blockIdx.x) - first) * MT * 16;
-  const int warps = static_cast<int>(blockDim.x) / 32;
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32, lane = tid % 32;
   const int gr = lane / 4, tg = lane % 4;
+  const int col0 = (block - first) * kWarps * MT * 16 + warp * MT * 16;  // this warp's
   const int chunks = (in + 31) / 32;
-  const int per = (chunks + warps - 1) / warps;
-  const int c_begin = warp * per;
+  const int per = (chunks + splits - 1) / splits;
+  const int c_begin = rank * per;
   const int c_end = min(chunks, c_begin + per);
-  uint4* ring = smem + warp * (kWarpSmemBytes / 16);
 
-  // Row pointers at this lane's 16 bytes of chunk 0; rows past the end are clamped (never read).
+  // This lane's weight rows at its 16 bytes of chunk 0; rows past the end clamped (never read).
   const uint4* wr[MT][2];
   bool wok[MT][2];
 #pragma unroll
@@ -100,19 +122,40 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2)
                   tg;
     }
   }
-  // x row 8 nt + g at xg + nt * in (8 rows of in / 8 words); read only when the row exists
-  const uint4* xg = reinterpret_cast<const uint4*>(x + static_cast<std::int64_t>(gr) * in) + tg;
-  // Chunk c into ring slot c % kStages; past the slice: nothing (an empty group keeps the count).
+  // The x pieces this thread copies for each chunk: piece p = tid + 128 i is row p / 4, 16 bytes
+  // p % 4 (NT x 32 pieces: one or two a thread).
+  constexpr int kXPer = (NT * 32 + kWarps * 32 - 1) / (kWarps * 32);
+  const uint4* xsrc[kXPer];
+  bool xcopy[kXPer], xok[kXPer];
+#pragma unroll
+  for (int i = 0; i < kXPer; ++i) {
+    const int p = tid + i * kWarps * 32, row = p / 4;
+    xcopy[i] = row < NT * 8;
+    xok[i] = row < rows;
+    xsrc[i] =
+        reinterpret_cast<const uint4*>(x + static_cast<std::int64_t>(min(row, rows - 1)) * in) +
+        p % 4;
+  }
+  auto stage = [&](int c) {
+    return reinterpret_cast<unsigned char*>(smem) + (c % kStages) * L::kStageBytes;
+  };
+  // Chunk c into its stage; past the slice nothing (an empty group keeps the count).
   auto issue = [&](int c) {
     if (c >= c_end) return;
+    unsigned char* st = stage(c);
+#pragma unroll
+    for (int i = 0; i < kXPer; ++i) {
+      if (!xcopy[i]) continue;
+      const bool kin = c * 32 + (tid % 4) * 8 < in;  // (p % 4 == tid % 4)
+      cp_async16(st + (tid + i * kWarps * 32) * 16, kin ? xsrc[i] + c * 4 : xsrc[i], kin && xok[i]);
+    }
     const bool kin = c * 32 + tg * 8 < in;
-    uint4* slot = ring + (c % kStages) * MT * 2 * 32 + lane;
+    uint4* ws = reinterpret_cast<uint4*>(st + L::kXBytes) + warp * MT * 2 * 32 + lane;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        cp_async16(slot + (mt * 2 + h) * 32, kin ? wr[mt][h] + c * 4 : wr[mt][h],
-                   kin && wok[mt][h]);
+        cp_async16(ws + (mt * 2 + h) * 32, kin ? wr[mt][h] + c * 4 : wr[mt][h], kin && wok[mt][h]);
   };
 
   float acc[MT][NT][4];
@@ -129,24 +172,23 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2)
     issue(c_begin + st);
     cp_async_commit();
   }
-  const uint4 zero = make_uint4(0, 0, 0, 0);
   for (int c = c_begin; c < c_end; ++c) {
-    cp_async_wait<kStages - 2>();  // chunk c has landed (the groups complete in order)
-    const uint4* slot = ring + (c % kStages) * MT * 2 * 32 + lane;
-    uint4 wv[MT][2];
+    cp_async_wait<kStages - 2>();  // this thread's copies of chunk c have landed
+    __syncthreads();               // everyone's; and everyone has read the stage of chunk c - 1
+    issue(c + kStages - 1);        // into that stage
+    cp_async_commit();
+    const unsigned char* st = stage(c);
+    const uint4* ws = reinterpret_cast<const uint4*>(st + L::kXBytes) + warp * MT * 2 * 32 + lane;
+    const uint4* xs = reinterpret_cast<const uint4*>(st) + gr * 4 + tg;
+    uint4 wv[MT][2], xv[NT];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        wv[mt][h] = slot[(mt * 2 + h) * 32];
-    // into the slot chunk c - 1 left: its words fed the mma of the last iteration already
-    issue(c + kStages - 1);
-    cp_async_commit();
-    const bool kin = c * 32 + tg * 8 < in;
-    uint4 xv[NT];
+        wv[mt][h] = ws[(mt * 2 + h) * 32];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
-      xv[nt] = kin && nt * 8 + gr < rows ? __ldg(xg + nt * in + c * 4) : zero;
+      xv[nt] = xs[nt * 32];  // row 8 nt + g: 4 words of 16 bytes a row
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
 #pragma unroll
@@ -161,30 +203,32 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2)
     }
   }
   cp_async_wait<0>();  // no copy may land in the ring once it holds the partial sums,
-  __syncwarp();        // and no lane may still read a slot that another overwrites
+  __syncthreads();     // and no thread may still read a stage
 
   // Accumulator (mt, nt, i) of lane (g, t) is column col0 + 16 mt + g + 8 (i / 2) of row
   // 8 nt + 2 t + i % 2 (the m16n8 C fragment).
-  float* mine = reinterpret_cast<float*>(ring);
+  float* red = reinterpret_cast<float*>(smem);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        mine[((mt * NT + nt) * 4 + i) * 32 + lane] = acc[mt][nt][i];
-  __syncthreads();
-  const float* red = reinterpret_cast<const float*>(smem);
-  constexpr int kWarpFloats = kWarpSmemBytes / 4;
+        red[(warp * kAcc + (mt * NT + nt) * 4 + i) * 32 + lane] = acc[mt][nt][i];
+  cluster.sync();  // every block's partial sums are in place
+  constexpr int kElems = kWarps * kAcc * 32;
+  const int share = kElems / splits;  // kElems is a multiple of 512: any split of 1..8 divides it
   void* y = g.m[j].y;
-  for (int p = static_cast<int>(threadIdx.x); p < kAcc * 32; p += static_cast<int>(blockDim.x)) {
-    const int e = p / 32, r = p % 32;
+  for (int p = rank * share + tid; p < (rank + 1) * share; p += kWarps * 32) {
+    const int w = p / (kAcc * 32), e = (p / 32) % kAcc, r = p % 32;
     const int l = (r % 8) * 4 + r / 8;  // eight neighbouring threads: eight neighbouring columns
-    float v = red[e * 32 + l];
-    for (int w = 1; w < warps; ++w)
-      v += red[w * kWarpFloats + e * 32 + l];
+    const int at_red = (w * kAcc + e) * 32 + l;
+    float v = cluster.map_shared_rank(red, 0)[at_red];
+    for (int q = 1; q < splits; ++q)
+      v += cluster.map_shared_rank(red, q)[at_red];
     const int i = e % 4, nt = (e / 4) % NT, mt = e / (4 * NT);
-    const int col = col0 + mt * 16 + (l / 4) + (i / 2) * 8;
+    const int col =
+        (block - first) * kWarps * MT * 16 + w * MT * 16 + mt * 16 + (l / 4) + (i / 2) * 8;
     const int row = nt * 8 + (l % 4) * 2 + i % 2;
     if (col >= out || row >= rows) continue;
     const std::int64_t at = static_cast<std::int64_t>(row) * out + col;
@@ -195,23 +239,25 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2)
       static_cast<std::uint16_t*>(y)[at] = float_to_bf16(v);
     }
   }
+  cluster.sync();  // no block leaves while another still reads its shared memory
 }
 
 template <int MT, int NT>
 void launch(const std::uint16_t* x, int rows, int in, const GroupParams& g, bool f32, bool acc,
             int k_split, cudaStream_t s) {
-  constexpr int kMaxSmem = kMaxWarps * kWarpSmemBytes;
-  // 64 KiB at 8 warps: above the default 48 KiB of dynamic shared memory. Set once per kernel,
-  // at its first launch.
-  static const bool raised = [] {
-    KVT_CUDA_CHECK(cudaFuncSetAttribute(mma_kernel<MT, NT>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem));
-    return true;
-  }();
-  (void)raised;
-  const unsigned grid = static_cast<unsigned>(g.block_end[g.n - 1]);
-  const std::size_t smem = static_cast<std::size_t>(k_split) * kWarpSmemBytes;
-  mma_kernel<MT, NT><<<grid, k_split * 32, smem, s>>>(x, rows, in, g, f32, acc);
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(k_split);
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(g.block_end[g.n - 1] * k_split));
+  cfg.blockDim = dim3(kWarps * 32);
+  cfg.dynamicSmemBytes = Smem<MT, NT>::kBytes;
+  cfg.stream = s;
+  cfg.attrs = &cluster;
+  cfg.numAttrs = 1;
+  KVT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, mma_kernel<MT, NT>, x, rows, in, g, f32, acc));
 }
 
 // The one dispatch point of the compile-time sizes: MT in {1, 2}, NT = ceil(rows / 8) in 1..8.
@@ -241,7 +287,7 @@ void run(const std::uint16_t* x, int rows, int in, std::span<const ProjectionOut
                                 " outputs, got " + std::to_string(outputs.size()));
   if (t.col_tiles != 1 && t.col_tiles != 2)
     throw std::invalid_argument("mma_gemm: unsupported col_tiles = " + std::to_string(t.col_tiles));
-  if (t.k_split != 1 && t.k_split != 2 && t.k_split != 4 && t.k_split != kMaxWarps)
+  if (t.k_split != 1 && t.k_split != 2 && t.k_split != 4 && t.k_split != kMaxSplit)
     throw std::invalid_argument("mma_gemm: unsupported k_split = " + std::to_string(t.k_split));
   check_aligned(x, "x");
   GroupParams g{};
@@ -249,7 +295,7 @@ void run(const std::uint16_t* x, int rows, int in, std::span<const ProjectionOut
   for (const ProjectionOutput& o : outputs) {
     if (o.out <= 0) throw std::invalid_argument("mma_gemm: an output of no columns");
     check_aligned(o.w, "W");
-    blocks += (o.out + t.col_tiles * 16 - 1) / (t.col_tiles * 16);
+    blocks += (o.out + kWarps * t.col_tiles * 16 - 1) / (kWarps * t.col_tiles * 16);
     g.m[g.n] = o;
     g.block_end[g.n++] = blocks;
   }
@@ -262,19 +308,20 @@ void run(const std::uint16_t* x, int rows, int in, std::span<const ProjectionOut
 
 }  // namespace
 
-// Column tiles: a warp re-reads x for every 16 x col_tiles columns it computes, rows / (16 x
-// col_tiles) bytes of x through L1 per byte of W. Up to 32 rows one tile keeps that at <= 2;
-// above, two tiles do (at twice the accumulators: 64 registers at 64 rows).
-// k_split: W of a projection is out x in; a warp a column tile over the whole K would leave the
-// 2,560 columns of the output projection (in 6,144) to 160 warps, far too few to keep HBM
-// busy. Splitting K over up to 8 warps a block gives every shape of the runner 8x the warps,
-// while each slice keeps at least kMinSliceChunks chunks (one batch of loads in flight). It
-// depends on `in` alone, so that a row's bits do not depend on the rows beside it.
+// Column tiles: a block reads x from L2 once for its kWarps x col_tiles x 16 columns, rows /
+// (64 col_tiles) bytes of x a byte of W, and each warp reads it again from shared memory (rows /
+// (16 col_tiles)). Up to 32 rows one tile keeps the latter at <= 2; above, two tiles do (at
+// twice the accumulators: 64 registers at 64 rows).
+// k_split: the output projection (2,560 columns, in 6,144) has 40 column blocks of one tile:
+// far too few blocks to keep HBM busy. Splitting K over a cluster of up to 8 blocks gives every
+// shape of the runner 8x the blocks, while each slice keeps at least kMinSliceChunks chunks (the
+// ring's depth). It depends on `in` alone, so that a row's bits depend neither on the rows
+// beside it nor on the matrices grouped with it.
 MmaTiling mma_gemm_tiling(int rows, int in) {
   MmaTiling t;
   t.col_tiles = rows <= 32 ? 1 : 2;
   const int chunks = (in + 31) / 32;
-  t.k_split = kMaxWarps;
+  t.k_split = kMaxSplit;
   while (t.k_split > 1 && chunks < t.k_split * kMinSliceChunks)
     t.k_split /= 2;
   return t;

@@ -6,9 +6,10 @@
 // 2 x rows FLOP a weight). The skinny GEMM's CUDA-core FMAs keep up with that up to 8 rows;
 // at 64 rows the weights must be consumed at ~300 TFLOP/s, which only the tensor cores give.
 // So W is the mma's large operand (A: 16 output columns a tile) and x the small one (B: 8 rows
-// a tile): each warp streams its weight rows from HBM into registers with 16-byte loads, reads
-// the few x rows through L1, and runs mma.sync m16n8k16 (bf16 in, fp32 accumulate). The warps
-// of a block split K and add their partial sums in shared memory, in warp order.
+// a tile): the warps of a block stream neighbouring weight rows from HBM through shared memory
+// (cp.async), share the chunk of x beside them, and run mma.sync m16n8k16 (bf16 in, fp32
+// accumulate); a cluster of blocks splits K and adds its partial sums through distributed shared
+// memory, in block order (mma_gemm.cu).
 //
 // Bits: an output depends on its x row, its W row, `in` and the tiling's k_split, not on the
 // other rows or on how many rows share the launch (the mma adds each (row, column) product
@@ -25,7 +26,8 @@ namespace kvtier::runner {
 inline constexpr int kMmaMaxRows = 64;
 
 // How a launch is cut: each warp computes col_tiles x 16 output columns for every row over one
-// of k_split contiguous slices of K; a block is the k_split warps of one column range.
+// of k_split contiguous slices of K; a block is 4 warps of neighbouring columns on one slice, a
+// cluster the k_split blocks of one column range.
 struct MmaTiling {
   int col_tiles = 1;  // 1 or 2
   int k_split = 1;    // 1, 2, 4 or 8
