@@ -13,7 +13,8 @@
 // the 50 MB L2, so that the weights come from HBM. Random bf16 data, never zero. Modes:
 //   (none)  why, sweep, table
 //   why     cuBLAS on the largest matrices: the first call (module loading) and the steady
-//           state of cublasGemmEx against every algorithm cublasLt's heuristic offers
+//           state of cublasGemmEx against every algorithm cublasLt's heuristic offers; a
+//           step's projections eager (as --profile-phases runs them) and as a graph
 //   sweep   mma_gemm's tilings (column tiles x K split) at 9..64 rows
 //   table   the old and new paths for every row count 1..64, then a short table
 // Prints tables; never fails on speed.
@@ -249,6 +250,10 @@ void mma_call(const Problem& p, int rows, rn::MmaTiling t, int copy, cudaStream_
   rn::mma_gemm_tiled(p.x.get(), rows, sh.in, o, false, false, t, s);
 }
 
+rn::MmaTiling rule(const Problem& p, int rows) {
+  return rn::mma_gemm_tiling(rows, p.sh.in, p.outputs(0));
+}
+
 const char* path_name(int rows, int in) {
   if (rn::skinny_gemm_fits(rows, in)) return "skinny";
   if (rn::mma_gemm_fits(rows, in)) return "mma";
@@ -343,9 +348,8 @@ void why(cudaStream_t s) {
         std::snprintf(buf, sizeof(buf), "%s%.1f", a ? " " : "", us);
         each += buf;
       }
-      const double mma = graph_us(
-          [&](int i, cudaStream_t st) { mma_call(p, rows, rn::mma_gemm_tiling(rows, in), i, st); },
-          s);
+      const double mma =
+          graph_us([&](int i, cudaStream_t st) { mma_call(p, rows, rule(p, rows), i, st); }, s);
       std::printf("%-10s %4d %10.1f %10.1f %10.1f %10.1f  %s\n",
                   (sh.name + " " + std::to_string(out) + "x" + std::to_string(in)).c_str(), rows,
                   ex, best, worst, mma, each.c_str());
@@ -359,6 +363,59 @@ void why(cudaStream_t s) {
   cublasLtDestroy(lt);
 }
 
+// A decode step's projections as the runner issues them, 12 layers of the grouped six and the
+// output projection: eagerly (GPU time between two events, with any gaps the host leaves, and
+// the host's time to enqueue them; --profile-phases runs so) and replayed as one graph.
+void step_eager_vs_graph(cudaStream_t s) {
+  const auto shapes = runner_shapes();
+  Problem six(shapes[0]), o(shapes[1]);
+  OldCublas cb;
+  rn::Gemm gemm;
+  cudaEvent_t a, b;
+  KVT_CUDA_CHECK(cudaEventCreate(&a));
+  KVT_CUDA_CHECK(cudaEventCreate(&b));
+  std::printf(
+      "\na step's attention projections (12 x (grouped six + o)), ms: GPU eager / host "
+      "enqueue eager / graph replay\n");
+  for (int rows : {8, 16, 33, 64}) {
+    for (int path = 0; path < 2; ++path) {
+      auto layer = [&](int i, cudaStream_t st) {
+        if (path == 0) {
+          old_call(cb, six, rows, i, st);
+          old_call(cb, o, rows, i, st);
+        } else {
+          new_call(gemm, six, rows, i, st);
+          new_call(gemm, o, rows, i, st);
+        }
+      };
+      std::vector<double> gpu, host;
+      for (int rep = 0; rep < 7; ++rep) {
+        KVT_CUDA_CHECK(cudaStreamSynchronize(s));
+        const auto t0 = std::chrono::steady_clock::now();
+        KVT_CUDA_CHECK(cudaEventRecord(a, s));
+        for (int l = 0; l < 12; ++l)
+          layer(l, s);
+        KVT_CUDA_CHECK(cudaEventRecord(b, s));
+        const auto t1 = std::chrono::steady_clock::now();
+        KVT_CUDA_CHECK(cudaEventSynchronize(b));
+        float ms = 0;
+        KVT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+        if (rep >= 2) {
+          gpu.push_back(ms);
+          host.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        }
+      }
+      std::sort(gpu.begin(), gpu.end());
+      std::sort(host.begin(), host.end());
+      const double graph = graph_us(layer, s) * 12 / 1e3;
+      std::printf("  %2d rows, %s: %.3f / %.3f / %.3f\n", rows, path ? "new" : "old",
+                  gpu[gpu.size() / 2], host[host.size() / 2], graph);
+    }
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+}
+
 // ---- sweep: mma_gemm's tilings -----------------------------------------------------------------
 
 void sweep(cudaStream_t s, double copy) {
@@ -366,14 +423,13 @@ void sweep(cudaStream_t s, double copy) {
   const auto shapes = runner_shapes();
   for (std::size_t k = 0; k < 2; ++k) {
     Problem p(shapes[k]);
-    const rn::MmaTiling rule = rn::mma_gemm_tiling(kMaxRows, p.sh.in);
-    std::printf("%s, %.1f MB of weights, rule's K split %d\n", p.sh.name.c_str(),
-                static_cast<double>(p.weight_bytes) / 1e6, rule.k_split);
+    std::printf("%s, %.1f MB of weights\n", p.sh.name.c_str(),
+                static_cast<double>(p.weight_bytes) / 1e6);
     std::printf("%4s", "rows");
     for (int ct : {1, 2})
       for (int ks : {1, 2, 4, 8})
         std::printf("  %5s", ("c" + std::to_string(ct) + "k" + std::to_string(ks)).c_str());
-    std::printf("   best %% of copy\n");
+    std::printf("   best %% of copy  rule\n");
     for (int rows : {9, 16, 24, 32, 40, 48, 56, 64}) {
       std::printf("%4d", rows);
       double best = 1e30;
@@ -388,7 +444,9 @@ void sweep(cudaStream_t s, double copy) {
           std::printf("  %5.1f", us);
         }
       }
-      std::printf("   %5.1f\n", 100.0 * gbs(p.weight_bytes, best) / copy);
+      const rn::MmaTiling r = rule(p, rows);
+      std::printf("   %5.1f            c%dk%d\n", 100.0 * gbs(p.weight_bytes, best) / copy,
+                  r.col_tiles, r.k_split);
     }
   }
 }
@@ -414,11 +472,8 @@ void table(cudaStream_t s, double copy) {
       Row r{};
       r.old_us = graph_us([&](int i, cudaStream_t st) { old_call(cb, p, rows, i, st); }, s);
       r.new_us = graph_us([&](int i, cudaStream_t st) { new_call(gemm, p, rows, i, st); }, s);
-      r.mma_us = graph_us(
-          [&](int i, cudaStream_t st) {
-            mma_call(p, rows, rn::mma_gemm_tiling(rows, p.sh.in), i, st);
-          },
-          s);
+      r.mma_us =
+          graph_us([&](int i, cudaStream_t st) { mma_call(p, rows, rule(p, rows), i, st); }, s);
       all[k].push_back(r);
       const double ng = gbs(p.weight_bytes, r.new_us);
       std::printf("%4d %7s %10.1f %9.0f %10.1f %9.0f %8.1f %8.1f %9.1f\n", rows,
@@ -473,7 +528,10 @@ int main(int argc, char** argv) {
         "%s, %d SMs, %.0f MB L2, driver API %d; device-to-device copy %.0f GB/s "
         "(read + written)\n",
         prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6, driver, copy);
-    if (mode == "all" || mode == "why") why(s);
+    if (mode == "all" || mode == "why") {
+      why(s);
+      step_eager_vs_graph(s);
+    }
     if (mode == "all" || mode == "sweep") sweep(s, copy);
     if (mode == "all" || mode == "table") table(s, copy);
     cudaStreamDestroy(s);

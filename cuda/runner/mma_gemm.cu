@@ -308,22 +308,36 @@ void run(const std::uint16_t* x, int rows, int in, std::span<const ProjectionOut
 
 }  // namespace
 
-// Column tiles: a block reads x from L2 once for its kWarps x col_tiles x 16 columns, rows /
-// (64 col_tiles) bytes of x a byte of W, and each warp reads it again from shared memory (rows /
-// (16 col_tiles)). Up to 32 rows one tile keeps the latter at <= 2; above, two tiles do (at
-// twice the accumulators: 64 registers at 64 rows).
-// k_split: the output projection (2,560 columns, in 6,144) has 40 column blocks of one tile:
-// far too few blocks to keep HBM busy. Splitting K over a cluster of up to 8 blocks gives every
-// shape of the runner 8x the blocks, while each slice keeps at least kMinSliceChunks chunks (the
-// ring's depth). It depends on `in` alone, so that a row's bits depend neither on the rows
-// beside it nor on the matrices grouped with it.
-MmaTiling mma_gemm_tiling(int rows, int in) {
+// The tiling, measured on the H200 (bench_projections sweep, bench/results/
+// projections-h200-2026-12-01.md): what matters is how many blocks the launch has.
+// k_split: the output projection (2,560 columns, in 6,144) has 40 column blocks of one tile, far
+// too few to keep HBM busy: split over 8 blocks it ran 42 -> 14 us at 9 rows. The six grouped
+// projections (13,952 columns: 218 column blocks) ran fastest unsplit (26 us against 28 split
+// 8 ways: splitting costs the partial sums' adds and shorter pipelines). So K splits in powers of
+// two until the launch has kMinBlocks blocks, at most 8 ways (the portable cluster size), each
+// slice keeping at least kMinSliceChunks chunks (the ring's depth).
+// col_tiles: a block reads x from L2 once for its 64 x col_tiles columns, rows / (64 col_tiles)
+// bytes of x a byte of W, and each warp reads it again from shared memory (rows / (16
+// col_tiles)). Past 32 rows two tiles pay where columns are many (the grouped six at 64 rows: 39
+// against 54 us), not where they are few (the output projection at 64 rows: 25 against 24 us:
+// fewer blocks), hence kTwoTileColumns: 100 column blocks of two tiles.
+MmaTiling mma_gemm_tiling(int rows, int in, std::span<const ProjectionOutput> outputs) {
+  constexpr int kMinBlocks = 200;
+  constexpr int kTwoTileColumns = 100 * kWarps * 2 * 16;
+  int columns = 0;
+  for (const ProjectionOutput& o : outputs)
+    columns += o.out;
   MmaTiling t;
-  t.col_tiles = rows <= 32 ? 1 : 2;
+  t.col_tiles = rows > 32 && columns >= kTwoTileColumns ? 2 : 1;
+  const int per_block = kWarps * t.col_tiles * 16;
+  int blocks = 0;
+  for (const ProjectionOutput& o : outputs)
+    blocks += (o.out + per_block - 1) / per_block;
   const int chunks = (in + 31) / 32;
-  t.k_split = kMaxSplit;
-  while (t.k_split > 1 && chunks < t.k_split * kMinSliceChunks)
-    t.k_split /= 2;
+  t.k_split = 1;
+  while (t.k_split < kMaxSplit && blocks * t.k_split < kMinBlocks &&
+         chunks >= 2 * t.k_split * kMinSliceChunks)
+    t.k_split *= 2;
   return t;
 }
 
@@ -335,12 +349,12 @@ void mma_gemm(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, 
               bool f32_out, bool accumulate, cudaStream_t s) {
   if (out <= 0) return;
   const ProjectionOutput o{w, out, y};
-  run(x, rows, in, {&o, 1}, f32_out, accumulate, mma_gemm_tiling(rows, in), s);
+  run(x, rows, in, {&o, 1}, f32_out, accumulate, mma_gemm_tiling(rows, in, {&o, 1}), s);
 }
 
 void mma_gemm_group(const std::uint16_t* x, int rows, int in,
                     std::span<const ProjectionOutput> outputs, cudaStream_t s) {
-  run(x, rows, in, outputs, false, false, mma_gemm_tiling(rows, in), s);
+  run(x, rows, in, outputs, false, false, mma_gemm_tiling(rows, in, outputs), s);
 }
 
 void mma_gemm_tiled(const std::uint16_t* x, int rows, int in,

@@ -11,9 +11,9 @@
 // accumulate); a cluster of blocks splits K and adds its partial sums through distributed shared
 // memory, in block order (mma_gemm.cu).
 //
-// Bits: an output depends on its x row, its W row, `in` and the tiling's k_split, not on the
-// other rows or on how many rows share the launch (the mma adds each (row, column) product
-// chain on its own), nor on the matrices grouped with it. Same inputs, same bits, run to run.
+// Bits: for a given k_split, an output depends on its x row, its W row and `in` alone: not on
+// the other rows or their number (the mma adds each (row, column) product chain on its own), nor
+// on the column tiles or the matrices grouped with it. Same inputs, same bits, run to run.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -33,8 +33,9 @@ struct MmaTiling {
   int k_split = 1;    // 1, 2, 4 or 8
 };
 
-// The tiling mma_gemm uses for this shape (mma_gemm.cu says why).
-MmaTiling mma_gemm_tiling(int rows, int in);
+// The tiling mma_gemm and mma_gemm_group use for these matrices (mma_gemm.cu says why): it
+// follows the rows, `in` and the matrices' columns.
+MmaTiling mma_gemm_tiling(int rows, int in, std::span<const ProjectionOutput> outputs);
 
 // Whether mma_gemm takes this shape: 1 <= rows <= kMmaMaxRows, in > 0 and in % 8 == 0
 // (16-byte loads). x, W and y must be 16-byte aligned (cudaMalloc; rows of x at in % 8 == 0).
@@ -42,8 +43,8 @@ bool mma_gemm_fits(int rows, int in);
 // y bf16 (f32_out false) or fp32 (+= y when accumulate).
 void mma_gemm(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, int out, void* y,
               bool f32_out, bool accumulate, cudaStream_t s);
-// Every y_j = x . W_j^T of up to kProjectionMaxGroup matrices in one launch (bf16 outputs), with
-// the same bits as one mma_gemm per matrix.
+// Every y_j = x . W_j^T of up to kProjectionMaxGroup matrices in one launch (bf16 outputs): the
+// bits of one mma_gemm_tiled per matrix with the group's tiling.
 void mma_gemm_group(const std::uint16_t* x, int rows, int in,
                     std::span<const ProjectionOutput> outputs, cudaStream_t s);
 // The same with a tiling of the caller's (benchmarks compare tilings; bits follow k_split).

@@ -171,45 +171,64 @@ TEST(ProjectionGemm, UpToEightRowsIsTheSkinnyGemm) {
   }
 }
 
-// One grouped launch gives every matrix the bits of its own launch (the runner groups the six
-// projections of the normed hidden state).
-TEST(ProjectionGemm, MmaGroupEqualsOneCallPerMatrix) {
+// A grouped launch (the runner groups the six projections of the normed hidden state): each
+// matrix within bf16 rounding of the exact sums, through Gemm; and each the bits of its own
+// launch with the group's tiling.
+TEST(ProjectionGemm, MmaGroupMatchesExactSumsAndOneCallPerMatrix) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   const int in = 2568;
   const std::vector<int> outs{77, 8, 1, 300, 16, 2560};
+  runner::Gemm gemm;
   for (int rows : {9, 24, 33, 64}) {
     SCOPED_TRACE("rows " + std::to_string(rows));
-    const auto dx = to_device(random_bf16(static_cast<std::size_t>(rows) * in, 31 + rows));
+    const Bf16 x = random_bf16(static_cast<std::size_t>(rows) * in, 31 + rows);
+    const auto dx = to_device(x);
+    std::vector<Bf16> w;
     std::vector<DeviceArray<std::uint16_t>> dw, alone, grouped;
     std::vector<runner::ProjectionOutput> group;
     for (std::size_t j = 0; j < outs.size(); ++j) {
       const std::size_t n = static_cast<std::size_t>(rows) * outs[j];
-      dw.push_back(to_device(random_bf16(static_cast<std::size_t>(outs[j]) * in, 40 + j)));
+      w.push_back(random_bf16(static_cast<std::size_t>(outs[j]) * in, 40 + j));
+      dw.push_back(to_device(w.back()));
       alone.push_back(to_device(Bf16(n, kPoison)));
       grouped.push_back(to_device(Bf16(n, kPoison)));
-      runner::mma_gemm(dx.get(), dw.back().get(), rows, in, outs[j], alone.back().get(), false,
-                       false, nullptr);
       group.push_back({dw.back().get(), outs[j], grouped.back().get()});
     }
-    runner::mma_gemm_group(dx.get(), rows, in, group, nullptr);
+    const runner::MmaTiling t = runner::mma_gemm_tiling(rows, in, group);
+    for (std::size_t j = 0; j < outs.size(); ++j) {
+      const runner::ProjectionOutput o{dw[j].get(), outs[j], alone[j].get()};
+      runner::mma_gemm_tiled(dx.get(), rows, in, {&o, 1}, false, false, t, nullptr);
+    }
+    gemm.bf16_out_group(dx.get(), rows, in, group);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     for (std::size_t j = 0; j < outs.size(); ++j) {
       const std::size_t n = static_cast<std::size_t>(rows) * outs[j];
-      const Bf16 a = to_host(alone[j], n);
-      EXPECT_EQ(a, to_host(grouped[j], n)) << "matrix " << j;
-      EXPECT_EQ(std::count(a.begin(), a.end(), kPoison), 0) << "matrix " << j;
+      const Bf16 g = to_host(grouped[j], n);
+      EXPECT_EQ(to_host(alone[j], n), g) << "matrix " << j;
+      const Exact e = exact_products(x, w[j], rows, in, outs[j]);
+      int bad = 0;
+      for (std::size_t i = 0; i < n && bad < 5; ++i) {
+        const double b = weights::bf16_to_float(g[i]);
+        if (!(std::abs(b - e.sum[i]) <= std::abs(e.sum[i]) / 256 + 1e-4 * e.mag[i] + 1e-5)) {
+          ++bad;
+          ADD_FAILURE() << "matrix " << j << " row " << i / outs[j] << " column " << i % outs[j]
+                        << ": exact " << e.sum[i] << ", bf16 " << b;
+        }
+      }
     }
   }
 }
 
-// Same bits run to run; a row's bits do not depend on how many rows share the launch nor on the
-// column tiles (only on k_split, which the tiling takes from `in` alone); a captured graph
-// replays the eager bits.
+// Same bits run to run; for a given tiling a row's bits do not depend on how many rows share
+// the launch nor on the column tiles (only on k_split); every tiling within fp32 accumulation
+// error of the exact sums; a captured graph replays the eager bits.
 TEST(ProjectionGemm, MmaBitsAreDeterministicAndPerRow) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   const int in = 6144, out = 2560, most = runner::kMmaMaxRows;
-  const auto dx = to_device(random_bf16(static_cast<std::size_t>(most) * in, 51));
-  const auto dw = to_device(random_bf16(static_cast<std::size_t>(out) * in, 52));
+  const Bf16 hx = random_bf16(static_cast<std::size_t>(most) * in, 51);
+  const Bf16 hw = random_bf16(static_cast<std::size_t>(out) * in, 52);
+  const auto dx = to_device(hx);
+  const auto dw = to_device(hw);
   const std::size_t n = static_cast<std::size_t>(most) * out;
   auto run = [&](int rows, runner::MmaTiling t, cudaStream_t s) {
     DeviceArray<float> y(n);
@@ -218,29 +237,51 @@ TEST(ProjectionGemm, MmaBitsAreDeterministicAndPerRow) {
     KVT_CUDA_CHECK(cudaDeviceSynchronize());
     return to_host(y, static_cast<std::size_t>(rows) * out);
   };
-  const runner::MmaTiling t = runner::mma_gemm_tiling(most, in);
+  const runner::ProjectionOutput shape{dw.get(), out, nullptr};
+  const runner::MmaTiling t = runner::mma_gemm_tiling(most, in, {&shape, 1});
   const std::vector<float> ref = run(most, t, nullptr);
   EXPECT_EQ(run(most, t, nullptr), ref) << "second run";
   for (int rows : {9, 16, 17, 32, 33, 63}) {
-    const std::vector<float> part = run(rows, runner::mma_gemm_tiling(rows, in), nullptr);
+    const std::vector<float> part = run(rows, t, nullptr);
     EXPECT_TRUE(std::equal(part.begin(), part.end(), ref.begin())) << "rows " << rows;
   }
   runner::MmaTiling other = t;
   other.col_tiles = 3 - t.col_tiles;
   EXPECT_EQ(run(most, other, nullptr), ref) << "col_tiles " << other.col_tiles;
 
+  // every tiling, 33 rows, against the exact sums of the first 300 columns
+  const int rows = 33, cols = 300;
+  const Exact e = exact_products(
+      hx, Bf16(hw.begin(), hw.begin() + static_cast<std::ptrdiff_t>(cols) * in), rows, in, cols);
+  for (int ct : {1, 2}) {
+    for (int ks : {1, 2, 4, 8}) {
+      const std::vector<float> y = run(rows, {ct, ks}, nullptr);
+      int bad = 0;
+      for (int r = 0; r < rows && bad < 3; ++r) {
+        for (int c = 0; c < cols && bad < 3; ++c) {
+          const std::size_t i = static_cast<std::size_t>(r) * cols + c;
+          const float v = y[static_cast<std::size_t>(r) * out + c];
+          if (!(std::abs(v - e.sum[i]) <= 1e-4 * e.mag[i] + 1e-5)) {
+            ++bad;
+            ADD_FAILURE() << "col_tiles " << ct << " k_split " << ks << " row " << r << " column "
+                          << c << ": exact " << e.sum[i] << ", got " << v;
+          }
+        }
+      }
+    }
+  }
+
   // bf16 out through a captured graph against eager
   cudaStream_t s = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-  const int rows = 24;
-  const std::size_t m = static_cast<std::size_t>(rows) * out;
+  const std::size_t m = static_cast<std::size_t>(24) * out;
   const auto eager = to_device(Bf16(m, kPoison));
   const auto replay = to_device(Bf16(m, kPoison));
-  runner::mma_gemm(dx.get(), dw.get(), rows, in, out, eager.get(), false, false, s);
+  runner::mma_gemm(dx.get(), dw.get(), 24, in, out, eager.get(), false, false, s);
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  runner::mma_gemm(dx.get(), dw.get(), rows, in, out, replay.get(), false, false, s);
+  runner::mma_gemm(dx.get(), dw.get(), 24, in, out, replay.get(), false, false, s);
   ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
