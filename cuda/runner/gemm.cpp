@@ -14,12 +14,15 @@ namespace {
 
 // Which kernel takes a projection of `rows` rows, by one rule for all three entries below:
 //   1 ..  8 rows: skinny_gemm (CUDA cores; its bits are the ones the runner's decode tests pin);
-//   9 .. 64 rows: mma_gemm (tensor cores; the weights stream once at near HBM rate);
+//   9 .. 64 rows: mma_gemm (tensor cores; a group of matrices in one launch);
 //   more rows   : cuBLAS (prefill chunks: compute-bound tiles are cuBLAS's ground).
-// cuBLAS (cublasGemmEx, default algorithm) read the weights of 9-64 rows tens of times slower
-// than HBM allows (bench/results/projections-h200-2026-12-01.md), hence the middle band; past
-// 64 rows mma_gemm would re-read x too often (rows / 16 bytes of x a byte of W), and these
-// products grow toward the compute bound.
+// Why not cuBLAS for 9 - 64 rows (bench/results/projections-h200-2026-12-01.md): in the runner
+// at 16 rows its projections cost 10.6 ms a decode step (eager) and, replayed as a graph, 4.3 ms
+// a step more than mma_gemm's, against 0.2 ms more for the same calls timed alone; its first
+// call of each kernel takes 2 - 116 ms; and the six projections of a layer are six launches
+// (48 us against 26 at 16 rows). Alone, cuBLAS is still faster on a single large matrix (the
+// output projection: 12 - 13 us against 14 - 24), a gap left open. Past 64 rows mma_gemm would
+// re-read x too often (rows / 64 bytes a byte of W), and the products near the compute bound.
 enum class Path { skinny, mma, cublas };
 
 Path path_for(int rows, int in) {

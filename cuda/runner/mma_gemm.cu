@@ -318,7 +318,7 @@ void run(const std::uint16_t* x, int rows, int in, std::span<const ProjectionOut
 // slice keeping at least kMinSliceChunks chunks (the ring's depth).
 // col_tiles: a block reads x from L2 once for its 64 x col_tiles columns, rows / (64 col_tiles)
 // bytes of x a byte of W, and each warp reads it again from shared memory (rows / (16
-// col_tiles)). Past 32 rows two tiles pay where columns are many (the grouped six at 64 rows: 39
+// col_tiles)). Past 32 rows two tiles pay where columns are many (the grouped six at 64 rows: 38
 // against 54 us), not where they are few (the output projection at 64 rows: 25 against 24 us:
 // fewer blocks), hence kTwoTileColumns: 100 column blocks of two tiles.
 MmaTiling mma_gemm_tiling(int rows, int in, std::span<const ProjectionOutput> outputs) {

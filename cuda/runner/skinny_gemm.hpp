@@ -1,8 +1,9 @@
 #pragma once
 // Projections of a few rows (decode): y [rows][out] = x [rows][in] . W^T, W [out][in] bf16
 // row-major, fp32 accumulation. One warp per output column reads its row of W once for every
-// row of x, so the weights stream at HBM speed; cuBLAS's choice for these shapes is several
-// times slower (bench/results/kernel-choices.md).
+// row of x, so the weights stream at HBM speed at one row (80 % of a device copy's rate on the
+// H200), less with every row (34 % at 8: bench/results/projections-h200-2026-12-01.md); cuBLAS's
+// choice for these shapes is several times slower (bench/results/kernel-choices.md).
 #include <cuda_runtime.h>
 
 #include <cstdint>
