@@ -3,19 +3,21 @@
 #
 # Here:  scripts/gpu.sh build
 #   builds build-gpu/ (Release, sm_90, static libstdc++/libgcc/Boost/cudart; cuBLAS stays
-#   dynamic): kvtier, bench_qsa, bench_qsa_decode and every test target labelled gpu in
+#   dynamic): kvtier, bench_qsa, bench_qsa_decode, bench_projections and every test target
+#   labelled gpu in
 #   tests/*/CMakeLists.txt; fills gpu-carry/ (git-ignored) with them stripped, libzstd and a
 #   build note as one archive (raw they outgrow a device call's 64 MiB), and this script.
 #   KVTIER_JOBS: build jobs (default 2); KVTIER_GPU_BUILD_DIR: another build directory.
 # There (device run with carry ["gpu-carry"], in the repository root):
 #   bash gpu-carry/gpu.sh MODE [OUT]
 #   tests     every gpu test binary
-#   sanitize  compute-sanitizer memcheck + racecheck over the residency step and the attend
-#             variants, memcheck over the in-place attend
+#   sanitize  compute-sanitizer memcheck + racecheck over the residency step, the attend
+#             variants and the projections, memcheck over the in-place attend
 #   trace     `kvtier run --trace` of every traces/samples/*.ktr on device, host and mirror, the
 #             mirror at the pool `kvtier plan --json` qualifies for that trace
 #   figures   the model runner's figures (`kvtier run --weights`; NEEDLE_1M=1 adds the 1M needle)
-#   bench     bench_qsa (default, b2b, link), bench_qsa_decode, kvtier bench residency
+#   bench     bench_qsa (default, b2b, link), bench_qsa_decode, bench_projections, kvtier bench
+#             residency
 #   validate  kvtier validate calibrate (the points file), then the validation traces (generated
 #             from VALIDATION_TRACES below, seeds the calibration never saw) replayed in every
 #             placement, the mirror below, at and above its cliff: OUT/validate.tgz holds the
@@ -38,9 +40,10 @@ build() {
   cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DKVTIER_STATIC_RUNTIME=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null || return
   cmake --build "$build" -j "${KVTIER_JOBS:-2}" --target kvtier bench_qsa bench_qsa_decode \
-    "${tests[@]}" || return
+    bench_projections "${tests[@]}" || return
   stage=$(mktemp -d)
-  cp "$build"/{kvtier,bench/qsa/bench_qsa,bench/qsa_decode/bench_qsa_decode} "$stage/" || return
+  cp "$build"/{kvtier,bench/qsa/bench_qsa,bench/qsa_decode/bench_qsa_decode} \
+    "$build"/bench/projections/bench_projections "$stage/" || return
   for t in "${tests[@]}"; do cp "$build"/tests/*/"$t" "$stage/" || return; done
   strip "$stage"/*
   cp -L "$(ldd "$build/kvtier" | awk '/libzstd/ {print $3}')" "$stage/" || return
@@ -107,6 +110,8 @@ sanitize() {  # sanitizer-sized: fewer RapidCheck cases, KVTIER_QSA_TEST_SMALL
   run memcheck-in-place 90 "${mem[@]}" "$bin/qsa_gpu_test" --gtest_filter='*InPlaceRows*'
   run memcheck-attend 90 "${small[@]}" "${mem[@]}" "${attend[@]}"
   run racecheck-attend 150 "${small[@]}" "${race[@]}" "${attend[@]}"
+  run memcheck-gemm 150 "${mem[@]}" "$bin/runner_gemm_test"
+  run racecheck-gemm 150 "${race[@]}" "$bin/runner_gemm_test" --gtest_filter='*Mma*'
 }
 
 # The mirror pool `kvtier plan` qualifies (residency unit layer, as `kvtier run --trace` has it):
@@ -225,6 +230,7 @@ bench() {
   run bench-qsa-b2b 90 "$bin/bench_qsa" b2b
   run bench-qsa-link 90 "$bin/bench_qsa" link
   run bench-qsa-decode 90 "$bin/bench_qsa_decode"
+  run bench-projections 300 "$bin/bench_projections"
   run bench-residency 120 "$K" bench residency
 }
 

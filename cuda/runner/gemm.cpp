@@ -5,11 +5,31 @@
 #include <stdexcept>
 #include <string>
 
+#include "cuda/runner/mma_gemm.hpp"
 #include "cuda/runner/skinny_gemm.hpp"
 
 namespace kvtier::runner {
 
 namespace {
+
+// Which kernel takes a projection of `rows` rows, by one rule for all three entries below:
+//   1 ..  8 rows: skinny_gemm (CUDA cores; its bits are the ones the runner's decode tests pin);
+//   9 .. 64 rows: mma_gemm (tensor cores; a group of matrices in one launch);
+//   more rows   : cuBLAS (prefill chunks: compute-bound tiles are cuBLAS's ground).
+// Why not cuBLAS for 9 - 64 rows (bench/results/projections-h200-2026-12-01.md): in the runner
+// at 16 rows its projections cost 10.6 ms a decode step (eager) and, replayed as a graph, 4.3 ms
+// a step more than mma_gemm's, against 0.2 ms more for the same calls timed alone; its first
+// call of each kernel takes 2 - 116 ms; and the six projections of a layer are six launches
+// (48 us against 26 at 16 rows). Alone, cuBLAS is still faster on a single large matrix (the
+// output projection: 12 - 13 us against 14 - 24), a gap left open. Past 64 rows mma_gemm would
+// re-read x too often (rows / 64 bytes a byte of W), and the products near the compute bound.
+enum class Path { skinny, mma, cublas };
+
+Path path_for(int rows, int in) {
+  if (skinny_gemm_fits(rows, in)) return Path::skinny;
+  if (mma_gemm_fits(rows, in)) return Path::mma;
+  return Path::cublas;
+}
 
 constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
 
@@ -52,21 +72,39 @@ void Gemm::set_stream(cudaStream_t s) {
 
 void Gemm::bf16_out(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, int out,
                     std::uint16_t* y) {
-  if (skinny_gemm_fits(rows, in)) return skinny_gemm(x, w, rows, in, out, y, false, false, s_);
-  gemm(h_, x, w, rows, in, out, y, CUDA_R_16BF, 0.0f);
+  switch (path_for(rows, in)) {
+    case Path::skinny:
+      return skinny_gemm(x, w, rows, in, out, y, false, false, s_);
+    case Path::mma:
+      return mma_gemm(x, w, rows, in, out, y, false, false, s_);
+    case Path::cublas:
+      return gemm(h_, x, w, rows, in, out, y, CUDA_R_16BF, 0.0f);
+  }
 }
 
 void Gemm::bf16_out_group(const std::uint16_t* x, int rows, int in,
-                          std::span<const SkinnyOutput> outputs) {
-  if (skinny_gemm_fits(rows, in)) return skinny_gemm_group(x, rows, in, outputs, s_);
-  for (const SkinnyOutput& o : outputs)
-    gemm(h_, x, o.w, rows, in, o.out, o.y, CUDA_R_16BF, 0.0f);
+                          std::span<const ProjectionOutput> outputs) {
+  switch (path_for(rows, in)) {
+    case Path::skinny:
+      return skinny_gemm_group(x, rows, in, outputs, s_);
+    case Path::mma:
+      return mma_gemm_group(x, rows, in, outputs, s_);
+    case Path::cublas:
+      for (const ProjectionOutput& o : outputs)
+        gemm(h_, x, o.w, rows, in, o.out, o.y, CUDA_R_16BF, 0.0f);
+  }
 }
 
 void Gemm::f32_out(const std::uint16_t* x, const std::uint16_t* w, int rows, int in, int out,
                    float* y, bool accumulate) {
-  if (skinny_gemm_fits(rows, in)) return skinny_gemm(x, w, rows, in, out, y, true, accumulate, s_);
-  gemm(h_, x, w, rows, in, out, y, CUDA_R_32F, accumulate ? 1.0f : 0.0f);
+  switch (path_for(rows, in)) {
+    case Path::skinny:
+      return skinny_gemm(x, w, rows, in, out, y, true, accumulate, s_);
+    case Path::mma:
+      return mma_gemm(x, w, rows, in, out, y, true, accumulate, s_);
+    case Path::cublas:
+      return gemm(h_, x, w, rows, in, out, y, CUDA_R_32F, accumulate ? 1.0f : 0.0f);
+  }
 }
 
 }  // namespace kvtier::runner

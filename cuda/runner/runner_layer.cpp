@@ -38,7 +38,8 @@ void QsaRunner::Impl::stand_in_mlp(int rows) {
   const int H = g.hidden_size;
   const int W = c.stand_in_width;
   rms_norm(hidden.get(), mlp_norm.get(), rows, H, c.norm_eps, xn.get(), s);
-  const SkinnyOutput gate_up[] = {{mlp_gate.get(), W, mlp_a.get()}, {mlp_up.get(), W, mlp_b.get()}};
+  const ProjectionOutput gate_up[] = {{mlp_gate.get(), W, mlp_a.get()},
+                                      {mlp_up.get(), W, mlp_b.get()}};
   gemm.bf16_out_group(xn.get(), rows, H, gate_up);
   silu_mul(mlp_a.get(), mlp_b.get(), std::int64_t{rows} * W, mlp_a.get(), s);
   gemm.f32_out(mlp_a.get(), mlp_down.get(), rows, W, H, hidden.get(), true);
@@ -76,9 +77,9 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
   const qsa::CompressRequests f{fwd.get(), fwd.get() + R, fwd.get() + 2 * R, R};
   mark("other");
   rms_norm(hidden.get(), l.input_norm.get(), rows, H, c.norm_eps, xn.get(), s);
-  const SkinnyOutput projections[] = {{l.q.get(), qd, q.get()},    {l.k.get(), kvd, kk.get()},
-                                      {l.v.get(), kvd, v.get()},   {l.iq.get(), iqd, iq_raw.get()},
-                                      {l.ik.get(), ikd, ik.get()}, {l.gate.get(), qd, gate.get()}};
+  const ProjectionOutput projections[] = {
+      {l.q.get(), qd, q.get()},        {l.k.get(), kvd, kk.get()},  {l.v.get(), kvd, v.get()},
+      {l.iq.get(), iqd, iq_raw.get()}, {l.ik.get(), ikd, ik.get()}, {l.gate.get(), qd, gate.get()}};
   gemm.bf16_out_group(xn.get(), rows, H, projections);
   mark("projections");
   qsa::rope_inplace(q.get(), g.q_heads, g.head_dim, r, rope, s);

@@ -51,13 +51,13 @@ __device__ uint4 load_stream(const uint4* p) {
 // Each lane issues kBatch weight loads before it uses any, so that enough bytes are in flight per
 // SM for HBM rate (one load in flight per lane reads well below it: bench/results/
 // kernel-choices.md).
-// One launch for up to kSkinnyMaxGroup matrices that read the same x: the grid is the
+// One launch for up to kProjectionMaxGroup matrices that read the same x: the grid is the
 // concatenation of each matrix's ceil(out / 8) blocks (block_end: running ends), so the
 // small projections share a wave with the large ones instead of each paying a launch and a
 // ramp of its own.
 struct GroupParams {
-  SkinnyOutput m[kSkinnyMaxGroup];
-  int block_end[kSkinnyMaxGroup];
+  ProjectionOutput m[kProjectionMaxGroup];
+  int block_end[kProjectionMaxGroup];
   int n;
 };
 
@@ -174,14 +174,14 @@ void skinny_gemm(const std::uint16_t* x, const std::uint16_t* w, int rows, int i
 }
 
 void skinny_gemm_group(const std::uint16_t* x, int rows, int in,
-                       std::span<const SkinnyOutput> outputs, cudaStream_t s) {
+                       std::span<const ProjectionOutput> outputs, cudaStream_t s) {
   if (!skinny_gemm_fits(rows, in)) throw std::invalid_argument("skinny_gemm_group: shape");
-  if (outputs.empty() || outputs.size() > static_cast<std::size_t>(kSkinnyMaxGroup))
-    throw std::invalid_argument("skinny_gemm_group: 1.." + std::to_string(kSkinnyMaxGroup) +
+  if (outputs.empty() || outputs.size() > static_cast<std::size_t>(kProjectionMaxGroup))
+    throw std::invalid_argument("skinny_gemm_group: 1.." + std::to_string(kProjectionMaxGroup) +
                                 " outputs");
   GroupParams g{};
   int blocks = 0;
-  for (const SkinnyOutput& o : outputs) {
+  for (const ProjectionOutput& o : outputs) {
     if (o.out <= 0) throw std::invalid_argument("skinny_gemm_group: an output of no columns");
     blocks += (o.out + kWarps - 1) / kWarps;
     g.m[g.n] = o;

@@ -296,7 +296,7 @@ TEST(RunnerGpu, SkinnyGroupEqualsOneCallPerMatrix) {
     ASSERT_EQ(cudaMalloc(&dx, x.size() * 2), cudaSuccess);
     cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice);
     std::vector<std::uint16_t*> dw, alone, grouped;
-    std::vector<runner::SkinnyOutput> group;
+    std::vector<runner::ProjectionOutput> group;
     for (int out : outs) {
       std::vector<std::uint16_t> w(static_cast<std::size_t>(in) * out);
       for (auto& v : w)
