@@ -286,8 +286,9 @@ int FrontEnd::plan_rows(std::int64_t pool_slots) {
   }
   if (bypassed_ == 0) return width;
   // The bypassed rows' entries (a causal tail each, a written page) still take a row of the
-  // fixed-shape query but no slot of their own: write_pages() covers them.
-  return select_width(pool_slots, std::max(1, rows - bypassed_), write_pages(), kept_pages).width;
+  // fixed-shape query, so the width stays within the one every row was given: the query is
+  // never longer than without the bypass (the backends size their buffers by that).
+  return static_cast<int>(std::min<std::int64_t>(width, kept_pages));
 }
 
 }  // namespace kvtier::frontend

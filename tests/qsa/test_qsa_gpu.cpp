@@ -420,10 +420,11 @@ TEST(QsaGpu, InPlaceRowsEqualPoolRows) {
     const auto lw = lse_want.download(), lg = lse_got.download();
     EXPECT_EQ(std::memcmp(lw.data(), lg.data(), lw.size() * 4), 0) << "every " << every;
   }
+  // in-place banks must have the table's dtype (fp8 rows read fp8 banks in place too)
   KvBanks fp8 = a.banks();
   fp8.fp8 = true;
   PageTable pt = a.table();
-  pt.in_place = fp8;
+  pt.in_place = a.banks();
   EXPECT_THROW(attend(q, d.q_heads, r, toks, W, fp8, pt, dev.splits, a.work_.get(), got.get(),
                       nullptr, nullptr),
                std::exception);
