@@ -46,11 +46,20 @@ void print_points(const sim::PlanResult& r) {
   const bool tpot = r.decision.objective.kind == sim::Objective::tpot;
   // "core misses" are the simulated pool's (the decisions use them); the classic-LRU curve
   // beside them is the one-pass MRC, which ignores the core's step ties, truncation and bypass.
-  std::vector<std::string> head = {"placement", "unit",        "slots",
-                                   "decode tok/s", "prefill tok/s", "TTFT p95 ms",
-                                   "TPOT p95 ms",  "QSA ms",
-                                   "hit rate",  "core misses", "classic-LRU misses (MRC)",
-                                   "Belady",    "drops",       "device memory"};
+  std::vector<std::string> head = {"placement",
+                                   "unit",
+                                   "slots",
+                                   "decode tok/s",
+                                   "prefill tok/s",
+                                   "TTFT p95 ms",
+                                   "TPOT p95 ms",
+                                   "QSA ms",
+                                   "hit rate",
+                                   "core misses",
+                                   "classic-LRU misses (MRC)",
+                                   "Belady",
+                                   "drops",
+                                   "device memory"};
   if (tpot) head.insert(head.begin() + 7, "step ms");
   Table t(head);
   const sim::ConfigFigures& pick = r.decision.chosen;

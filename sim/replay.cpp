@@ -447,7 +447,8 @@ class Simulation {
     res_.copy_bytes += copy_bytes;
     res_.in_place_bytes += ls.in_place_bytes;
     res_.h2d_bytes += copy_bytes + ls.in_place_bytes;
-    charge_step(r, copy_page_bytes, read_in_place, ls.in_place_bytes);
+    charge_step(r, copy_page_bytes, read_in_place, pool_in_place);
+    if (bypass_read > 0) charge_bypass_rows(q, model);
     const OpId ens = tl_.add(
         lane, cost_.launch_ns(1) + cost_.ensure_ns(n, cfg_.pool_slots, r.misses), deps, name, l);
     const OpId cp = copy_bytes > 0 ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(copy_bytes),
@@ -478,6 +479,19 @@ class Simulation {
     }
     for (int i = 0; i < r.bypassed; ++i)
       lat_.charge_page(sc_.bypass[i], per_page);
+  }
+
+  // Rows that bypass the pool: each row's own reads from the host bank, to its request.
+  void charge_bypass_rows(const frontend::LayerQuery& q, bool model) {
+    const auto bypass = fe_.bypass();
+    for (std::size_t i = 0; i < q.rows.size(); ++i) {
+      if (bypass[i] == 0) continue;
+      const frontend::RowTokens& rt = q.rows[i];
+      const std::int64_t tokens = !model                 ? rt.last_token_selected
+                                  : rt.staged_cached > 0 ? rt.staged_cached
+                                                         : rt.selected;
+      lat_.charge_row(static_cast<int>(i), static_cast<double>(tokens * token_bytes_));
+    }
   }
 
   // Layer l's pages, copied for layer l + 1 while the GPU runs what lies between.

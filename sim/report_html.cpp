@@ -113,8 +113,8 @@ std::string decision_chart(const PlanResult& r, const svg::TopAxis* top) {
 // row whole, with no step ties, truncation or bypass).
 std::string miss_chart(const PlanResult& r, const svg::TopAxis* top) {
   svg::Chart c = report::memory_chart(
-      r, "Miss ratio: the core's (simulated), classic LRU (MRC) and the Belady bound",
-      "miss ratio", top);
+      r, "Miss ratio: the core's (simulated), classic LRU (MRC) and the Belady bound", "miss ratio",
+      top);
   c.percent_y = true;
   c.width = 1000;
   c.height = 340;
@@ -123,7 +123,7 @@ std::string miss_chart(const PlanResult& r, const svg::TopAxis* top) {
   for (const UnitSweep& us : r.units) {
     const std::string colour = kUnitColours[k++ % 2];
     const double denom = static_cast<double>(std::max<std::int64_t>(1, us.lookups));
-    svg::Series core{"core " + std::string(to_string(us.unit)), colour, {}, {}};
+    svg::Series core{"core (sim) " + std::string(to_string(us.unit)), colour, {}, {}};
     svg::Series lru{"classic LRU " + std::string(to_string(us.unit)), colour, {}, {}};
     svg::Series opt{"Belady " + std::string(to_string(us.unit)), colour, {}, {}};
     lru.dashed = true;
@@ -188,7 +188,8 @@ std::string table(const PlanResult& r) {
       "selected pages are grey; device memory over the KV budget is red.</p><table><tr>"
       "<th>placement</th><th>unit</th><th>slots</th><th>decode tok/s</th><th>prefill tok/s</th>"
       "<th>ms per decode token</th><th>QSA stack ms</th><th>hit rate</th><th>core "
-      "misses</th><th>classic-LRU misses (MRC)</th><th>Belady misses</th><th>drops</th><th>PCIe H2D use</th><th>device "
+      "misses</th><th>classic-LRU misses (MRC)</th><th>Belady misses</th><th>drops</th><th>PCIe "
+      "H2D use</th><th>device "
       "memory</th><th>host memory</th></tr>";
   const ConfigFigures& pick = r.decision.chosen;
   auto row = [&](Placement p, const std::string& u, std::int64_t slots, const PointSummary& s,

@@ -131,7 +131,7 @@ TEST(CliSweep, SimPlanBudgetDemoBench) {
       if (k != opt) args.insert(args.end(), {k, v});
     cases.push_back({args, opt});
   }
-  EXPECT_EQ(sweep(cases, in.out), 25 * 7);
+  EXPECT_EQ(sweep(cases, in.out), 30 * 7);
 }
 
 TEST(CliSweep, Trace) {

@@ -72,7 +72,7 @@ INSTANTIATE_TEST_SUITE_P(Samples, GoldenMisses,
                                            Golden{"concurrent8-16k-128k.ktr",
                                                   2000,
                                                   ResidencyUnit::all_layers_page,
-                                                  {3174238, 2058770, 1115468, 1111355, 1198308}},
+                                                  {3153994, 2049912, 1104082, 1099969, 1218658}},
                                            Golden{"concurrent8-16k-128k.ktr",
                                                   6000,
                                                   ResidencyUnit::all_layers_page,
@@ -88,7 +88,7 @@ INSTANTIATE_TEST_SUITE_P(Samples, GoldenMisses,
                                            Golden{"prefill-shared-prefix.ktr",
                                                   300,
                                                   ResidencyUnit::layer_page,
-                                                  {102162, 94838, 7324, 2540, 104986}}),
+                                                  {86893, 78983, 7910, 2275, 128415}}),
                          [](const ::testing::TestParamInfo<Golden>& p) {
                            std::string name =
                                std::string(p.param.trace).substr(0, 6) + "_" +
