@@ -34,9 +34,10 @@ struct ObjectiveSpec {
 };
 
 // The per-token time a request sees in decode, in ms: the figure a TPOT target is held
-// against. Today the mean span of the forward each decode token waits for
-// (PointSummary::decode_step_ms); the one place to switch
-// to a per-request p95 TPOT once the summaries carry it.
+// against. The p95 of every decode token's gap to its request's previous token
+// (PointSummary::tpot_p95_us; a decode row in a mixed forward waits for all of it); for a
+// summary without per-token gaps, the mean span of the forward each decode token waits for
+// (PointSummary::decode_step_ms).
 double tpot_ms(const PointSummary& p);
 
 // One configuration with the figures the decision uses.

@@ -110,8 +110,8 @@ TEST(Report, ShowsTheDecision) {
        {"card 131.0 GiB, KV budget 12.0 GiB, 119.0 GiB left for weights and activations",
         "KV budget 12 GiB", "card 131 GiB", ">recommended<", "within 5 %: 5,000 slots",
         "sizes that drop pages", "over the KV budget", "pool slots", "id='latency'",
-        "per-request latency: begin", "Time per output token", "device memory, GiB",
-        "reasons: best_of_fitting"}) {
+        "Per-request latency", "Time per output token", "Time to first token",
+        "TPOT target is held against the p95", "device memory, GiB", "reasons: best_of_fitting"}) {
     EXPECT_NE(h.find(want), std::string::npos) << want;
   }
   EXPECT_NE(h.find(svg::esc(r.decision.sentence)), std::string::npos);
