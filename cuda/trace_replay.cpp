@@ -121,12 +121,16 @@ class TraceReplay {
   // Memory: the mirror engine, or the pool (device), or the host bank (host, write-through).
   void allocate(const frontend::TraceBounds& stats) {
     if (mirror_) {
-      MirrorConfig mc{layout_,
-                      ResidencyUnit::layer_page,
-                      num_pages_,
-                      slots_,
-                      static_cast<int>(std::max<std::int64_t>(1, stats.max_step_pages)),
-                      cfg_.form};
+      // A query is the write pages + rows x the select width, which the pool bounds (the
+      // width is what the slots leave the rows), as does every row's widest reach: a prefill
+      // row that does not bypass the pool queries up to its context's pages.
+      const std::int64_t reach =
+          std::int64_t{stats.max_write_pages} +
+          std::int64_t{stats.max_rows} * g_.pages_for_context(stats.max_context);
+      const std::int64_t max_query =
+          std::max<std::int64_t>({1, stats.max_step_pages, std::min<std::int64_t>(slots_, reach)});
+      MirrorConfig mc{layout_, ResidencyUnit::layer_page,   num_pages_,
+                      slots_,  static_cast<int>(max_query), cfg_.form};
       engine_ = std::make_unique<MirrorEngine>(mc);
       res_.device_bytes = engine_->pool().total_bytes();
       res_.host_bytes = engine_->host().total_bytes();

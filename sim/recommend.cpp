@@ -261,33 +261,34 @@ class Decision {
                       [this](const ConfigFigures& c) { return meets(c, in_.objective); }));
   }
 
+  // One sentence each: the choice, the runner-up, what is out of the budget, the ideal, the
+  // within size.
   void explain_found() {
     const ObjectiveSpec& o = in_.objective;
     const ConfigFigures& c = r_.chosen;
     const bool tpot = o.kind == Objective::tpot;
+    const std::string target = "the TPOT target of " + (tpot ? ms(o.tpot_target_ms) : "");
     std::string s = describe(c) + ": " + tps(r_.figure) + " " + figure_name(o);
     if (tpot) s += ", " + ms(c.tpot_ms) + " per token (the mean wait for a decode token)";
-    s += ", " + gib(c.device_bytes) + " of the " + budget_text();
+    s += " in " + gib(c.device_bytes) + " of the " + budget_text();
     if (tpot && !r_.meets_target) {
       r_.reasons.push_back("tpot_unmet");
-      s = "no configuration that fits and drops nothing meets the TPOT target of " +
-          ms(o.tpot_target_ms) + "; the quickest is " + s;
+      s = "No configuration that fits and drops nothing meets " + target + "; the quickest is " + s;
     } else if (qualifying() == 1) {
       r_.reasons.push_back("only_fitting");
-      s += std::string(", the only configuration that fits") +
-           (tpot ? ", drops nothing and meets the TPOT target of " + ms(o.tpot_target_ms)
-                 : " and drops nothing");
+      s += ", the only configuration that fits" +
+           (tpot ? ", drops nothing and meets " + target : std::string(" and drops nothing"));
     } else {
       r_.reasons.push_back("best_of_fitting");
       s += std::string(", the ") + (tpot ? "fastest decode" : "best") + " of " +
            std::to_string(qualifying()) + " configurations that fit" +
-           (tpot ? ", drop nothing and meet the TPOT target of " + ms(o.tpot_target_ms)
-                 : " and drop nothing");
+           (tpot ? ", drop nothing and meet " + target : std::string(" and drop nothing"));
     }
     if (tpot && r_.meets_target) r_.reasons.push_back("tpot_met");
+    s += ".";
     if (r_.alternatives.size() > 1) {
       const ConfigFigures& ru = r_.alternatives[1];
-      s += "; runner-up " + describe(ru) + " at " + tps(figure_of(ru, o));
+      s += " Runner-up: " + describe(ru) + ", " + tps(figure_of(ru, o)) + " " + figure_name(o);
       if (r_.runner_up_ratio >= 1.995) {
         char b[32];
         std::snprintf(b, sizeof b, " (%.2f x slower)", r_.runner_up_ratio);
@@ -295,22 +296,22 @@ class Decision {
       } else if (r_.runner_up_ratio > 0) {
         s += " (" + pct(1 - 1 / r_.runner_up_ratio) + " slower)";
       }
+      s += ".";
     }
     const std::string excluded = exclusions();
-    if (!excluded.empty()) s += "; out of the budget: " + excluded;
+    if (!excluded.empty()) s += " Out of the budget: " + excluded + ".";
     if (r_.has_ideal) {
       if (c.placement == Placement::device) {
         r_.reasons.push_back("ideal_fits");
-        s += "; this is the ideal (every page in GPU memory)";
+        s += " It is the ideal: every page in GPU memory.";
       } else {
         r_.reasons.push_back(r_.ideal_fits ? "ideal_fits" : "ideal_over_budget");
-        s += "; " + pct(r_.vs_ideal) +
-             " of the ideal (device with unlimited memory: " + tps(figure_of(r_.ideal, o)) + ", " +
-             gib(r_.ideal.device_bytes) + (r_.ideal_fits ? ")" : ", over the budget)");
+        s += " " + pct(r_.vs_ideal) +
+             " of the ideal (device with unlimited memory: " + tps(figure_of(r_.ideal, o)) +
+             " in " + gib(r_.ideal.device_bytes) + (r_.ideal_fits ? ")." : ", over the budget).");
       }
     }
-    s += ". " + within_text() + ".";
-    r_.sentence = s;
+    r_.sentence = s + " " + within_text() + ".";
   }
 
   // The smallest pool within the fraction of the recommendation: at the chosen unit when a
@@ -343,7 +344,7 @@ class Decision {
       if (fits_host(c) && (!by_device || c.device_bytes < by_device->device_bytes)) by_device = &c;
       if (fits_device(c) && (!by_host || c.host_bytes < by_host->host_bytes)) by_host = &c;
     }
-    std::string s = "nothing fits the " + budget_text() + " without dropping selected pages";
+    std::string s = "Nothing fits the " + budget_text() + " without dropping selected pages";
     if (by_device) {
       r_.cheapest = *by_device;
       r_.smallest_budget_bytes = by_device->device_bytes;

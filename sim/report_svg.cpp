@@ -234,7 +234,9 @@ std::string render(const Chart& c) {
     if (!(z > a)) continue;
     s += "<rect x='" + num(a) + "' y='" + num(f.T) + "' width='" + num(z - a) + "' height='" +
          num(f.bottom() - f.T) + "' fill='" + b.fill + "'/>";
-    if (!b.label.empty())
+    // Labelled in place where the band is wide enough (about 6 px a character); the legend
+    // names every band anyway.
+    if (!b.label.empty() && z - a > 6.0 * static_cast<double>(b.label.size()) + 8)
       s += text((a + z) / 2, f.T + 14 + 13 * band_row++, b.label, "#555", "middle");
   }
   s += axes(c, f);

@@ -106,6 +106,8 @@ BudgetRequest budget_request(const Geometry& g, const MicroBatch& b, int rows_pe
   // A prefill chunk of a request writes the pages its rows span: one more than they fill
   // when the chunk starts inside a page.
   br.write_pages = c.max_requests * static_cast<int>(g.pages_for_context(rows_per_request) + 1);
+  // the runner sizes its per-token selection buffers for max_rows query tokens
+  br.batch_tokens = c.max_rows;
   br.context_tokens = c.max_context;
   br.staging_window_tokens = c.staging_window_tokens;
   br.device_capacity_bytes = free_device_bytes;

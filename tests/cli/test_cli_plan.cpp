@@ -157,7 +157,7 @@ TEST(CliPlan, NothingFitsSaysTheSmallestBudget) {
   const std::string b = sentence.substr(at + 16, sentence.find(' ', at + 16) - at - 16);
   const auto again = run_kvtier("plan --trace " + sample_trace() + " --device-kv-gib " + b);
   ASSERT_EQ(again.exit_code, 0) << again.out;
-  EXPECT_EQ(again.out.find("nothing fits"), std::string::npos) << again.out;
+  EXPECT_EQ(again.out.find("Nothing fits"), std::string::npos) << again.out;
 }
 
 TEST(CliPlan, ObjectivesPrefillAndTpot) {

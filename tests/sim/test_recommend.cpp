@@ -87,7 +87,9 @@ TEST(Recommend, DeviceFitsAndIsTheIdeal) {
   EXPECT_TRUE(has_reason(r, "best_of_fitting"));
   EXPECT_TRUE(has_reason(r, "ideal_fits"));
   EXPECT_TRUE(says(r, "device: 100 decode tokens/s")) << r.sentence;
-  EXPECT_TRUE(says(r, "runner-up mirror, layer unit, 3,000 slots")) << r.sentence;
+  EXPECT_TRUE(
+      says(r, "Runner-up: mirror, layer unit, 3,000 slots, 97.0 decode tokens/s (3 % slower)"))
+      << r.sentence;
   EXPECT_TRUE(says(r, "layer unit, 2,000 slots (6.0 GiB)")) << r.sentence;
 }
 
@@ -120,7 +122,7 @@ TEST(Recommend, MirrorBeatsHostAndTheWithinSizeIsMeasuredAgainstIt) {
   ASSERT_GE(r.alternatives.size(), 2u);
   EXPECT_EQ(r.alternatives[1].placement, Placement::host);
   EXPECT_NEAR(r.runner_up_ratio, 97.0 / 40, 1e-12);
-  EXPECT_TRUE(says(r, "host (in place) at 40.0 (2.4")) << r.sentence;
+  EXPECT_TRUE(says(r, "Runner-up: host (in place), 40.0 decode tokens/s (2.4")) << r.sentence;
   // 95 >= 97 x 0.95: the smaller pool is within 5 % of the recommendation.
   EXPECT_EQ(r.mirror[0].within_slots, 2000);
   EXPECT_DOUBLE_EQ(r.within_reference, 97);
@@ -205,7 +207,7 @@ TEST(Recommend, TpotTargetUnmet) {
   EXPECT_TRUE(has_reason(r, "tpot_unmet"));
   EXPECT_EQ(r.mirror[0].within_slots, 0);  // nothing meets the target
   EXPECT_TRUE(says(r,
-                   "no configuration that fits and drops nothing meets the TPOT target of "
+                   "No configuration that fits and drops nothing meets the TPOT target of "
                    "10.0 ms; the quickest is mirror"))
       << r.sentence;
 }

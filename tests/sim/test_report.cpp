@@ -131,7 +131,7 @@ TEST(Report, NothingFitsStillRenders) {
   ASSERT_FALSE(r.decision.found);
   const std::string h = plan_to_html(r);
   EXPECT_EQ(h.find(">recommended<"), std::string::npos);
-  EXPECT_NE(h.find("nothing fits"), std::string::npos);
+  EXPECT_NE(h.find("Nothing fits"), std::string::npos);
 }
 
 }  // namespace
