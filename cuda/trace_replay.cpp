@@ -473,7 +473,7 @@ class TraceReplay {
   ReadParams bypass_read_params(int l) const {
     ReadParams rp = read_params(l);
     rp.positions = d_bypass_read_pos_.get() + std::int64_t{l} * sf_.rows * sf_.max_tokens;
-    rp.banks = bank_->device_bank_table();
+    rp.banks = engine_->host().device_bank_table();  // the mirror's own host bank
     rp.slot_of_page = nullptr;
     rp.dummy = dummy_page(num_pages_);
     return rp;
