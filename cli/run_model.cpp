@@ -37,7 +37,7 @@ constexpr const char* kUsage =
     "kvtier run --weights W (--prompt-tokens N[,N...] | --prompt FILE) "
     "[--decode N] [--placement device|mirror|host] [--pool-pages P] "
     "[--host-pages H] [--kv-dtype bf16|fp8] [--yarn] [--fill-depth D] "
-    "[--record FILE] [--micro-batches K] [--allow-drops] [--json]";
+    "[--record FILE] [--micro-batches K] [--allow-drops] [--device-kv-gib B] [--json]";
 
 po::options_description model_options() {
   po::options_description desc("options");
@@ -87,6 +87,7 @@ po::options_description model_options() {
       "time the phases of every forward with CUDA events (runs eagerly: no graphs)")(
       "seed", po::value<std::uint64_t>()->default_value(1), "seed of random prompts")(
       "json", "print JSON instead of tables");
+  add_device_kv_option(desc, "what is free on the GPU");
   return desc;
 }
 
@@ -181,6 +182,8 @@ ModelArgs check_args(const po::variables_map& vm) {
   if (rc.pool_pages > kMaxPages)
     throw ConfigError("--pool-pages: at most " + std::to_string(kMaxPages) +
                       " (slot ids are 32-bit), got " + std::to_string(rc.pool_pages));
+  if (vm.count("device-kv-gib"))  // the card's size is known only once CUDA is up
+    o.device_kv_bytes = device_kv_budget(vm, 0, "the GPU").kv_bytes;
   o.allow_drops = vm.count("allow-drops") > 0;
   if (o.allow_drops && rc.placement != Placement::mirror)
     throw ConfigError("--allow-drops applies to placement mirror only");
@@ -351,6 +354,8 @@ void print_json(const runner::SessionOptions& o, const std::string& weights_path
       {"other_device_bytes", res.other_device_bytes},
       {"host_bytes", res.kv_host_bytes},
       {"budget_device_bytes", res.budget_device_bytes},
+      {"device_kv_budget_bytes",
+       o.device_kv_bytes > 0 ? boost::json::value(o.device_kv_bytes) : boost::json::value(nullptr)},
       {"budget_host_bytes", res.budget_host_bytes},
       {"setup_s", res.setup_s},
       {"tokens", toks}};
@@ -439,6 +444,12 @@ void print_table(const runner::SessionOptions& o, const Geometry& g,
   t.add(
       {"device memory: pages / other", fmt_bytes(static_cast<double>(res.kv_device_bytes)) + " / " +
                                            fmt_bytes(static_cast<double>(res.other_device_bytes))});
+  t.add(
+      {"KV tier, priced (memory_budget)",
+       fmt_bytes(static_cast<double>(res.budget_device_bytes)) +
+           (o.device_kv_bytes > 0 ? " of the " + fmt_bytes(static_cast<double>(o.device_kv_bytes)) +
+                                        " --device-kv-gib budget"
+                                  : " (no --device-kv-gib budget)")});
   t.add({"host memory (pinned bank)", fmt_bytes(static_cast<double>(res.kv_host_bytes))});
   t.add({"set-up (weights, banks)", fmt_fixed(res.setup_s, 2) + " s"});
   for (std::size_t q = 0; q < res.tokens.size(); ++q)

@@ -41,6 +41,8 @@ Runners build_runners(const weights::SafetensorsFile& file, const Geometry& g, s
       progress.update(SessionPhase::host_bank, done, total);
     };
   Runners runners;
+  // plan_session checked the whole KV tier against B before this; each runner is also held to
+  // what is free when it is built.
   for (const MicroBatch& b : plan.batches) {
     const std::int64_t free_b = free_device_bytes();
     const MemoryBudget part = memory_budget(budget_request(g, b, plan.rows_per_request, free_b,

@@ -38,6 +38,10 @@ struct SessionOptions {
   // >= 0: the needle protocol at this position, for one request whose prompt ends with the
   // query token (weights::needle_prompt).
   std::int64_t needle_at = -1;
+  // B (--device-kv-gib): the device memory the KV tier may take over every micro-batch, as
+  // memory_budget prices it (pages, pool, staging window, fold accumulator, selection and table
+  // buffers); the weights and activations are apart. 0: whatever is free on the GPU.
+  std::int64_t device_kv_bytes = 0;
   std::string record_path;  // non-empty: the selections as a trace (format by extension)
   std::string producer = "kvtier run --weights";  // the recorded trace's header
 };

@@ -1,11 +1,32 @@
 #include "cuda/runner/session_plan.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <string>
 
+#include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
 
 namespace kvtier::runner {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string gib_text(std::int64_t bytes) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.2f GiB", static_cast<double>(bytes) / kGiB);
+  return b;
+}
+
+// The budget to ask for, rounded up to the hundredth of a GiB that --device-kv-gib takes.
+std::string gib_ceil_text(std::int64_t bytes) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.2f", std::ceil(static_cast<double>(bytes) / kGiB * 100) / 100);
+  return b;
+}
+
+}  // namespace
 
 std::vector<MicroBatch> split_requests(int requests, int micro_batches) {
   if (micro_batches < 1 || micro_batches > requests)
@@ -89,7 +110,26 @@ SessionPlan plan_session(const SessionOptions& o, const Geometry& g, int sms) {
     if (c.placement == Placement::mirror && !o.allow_drops)
       check_no_drops(g, b, plan.rows_per_request);
   }
+  if (o.device_kv_bytes > 0) {
+    const std::int64_t need = kv_device_need(g, plan);
+    if (need > o.device_kv_bytes) {
+      throw CapacityError("run: the KV tier needs " + gib_text(need) +
+                          " of device memory (pages, pool, staging window, fold accumulator, "
+                          "selection and table buffers" +
+                          (plan.batches.size() > 1 ? ", over every micro-batch" : "") +
+                          "); --device-kv-gib gives " + gib_text(o.device_kv_bytes) +
+                          ": the smallest budget that fits this run is --device-kv-gib " +
+                          gib_ceil_text(need));
+    }
+  }
   return plan;
+}
+
+std::int64_t kv_device_need(const Geometry& g, const SessionPlan& plan) {
+  std::int64_t need = 0;
+  for (const MicroBatch& b : plan.batches)
+    need += memory_budget(budget_request(g, b, plan.rows_per_request, 0, 0)).device_bytes;
+  return need;
 }
 
 BudgetRequest budget_request(const Geometry& g, const MicroBatch& b, int rows_per_request,

@@ -47,7 +47,13 @@ void check_context(const Geometry& g, bool yarn, std::int64_t fill_depth,
 // with more than one micro-batch, and, on placement mirror without allow_drops, a pool below
 // the smallest that drops no selected page (memory_budget's no_drop_slots, named in the
 // message).
+// Throws ConfigError for what the options cannot run, and CapacityError when the KV tier's
+// priced device memory (kv_device_need) is over o.device_kv_bytes, saying the smallest budget
+// that fits: before anything is allocated.
 SessionPlan plan_session(const SessionOptions& o, const Geometry& g, int sms);
+
+// The device memory memory_budget prices for the KV tier of every micro-batch together.
+std::int64_t kv_device_need(const Geometry& g, const SessionPlan& plan);
 
 // What memory_budget prices for a micro-batch's runner, against the device memory free now
 // and the host memory available.

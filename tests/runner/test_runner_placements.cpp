@@ -11,6 +11,8 @@
 #include <stdexcept>
 
 #include "cuda/runner/qsa_runner.hpp"
+#include "cuda/runner/session.hpp"
+#include "cuda/runner/session_plan.hpp"
 #include "cuda/trace_replay.hpp"
 #include "cuda/weights/synth.hpp"
 #include "model/capacity_error.hpp"
@@ -326,6 +328,38 @@ TEST(RunnerPlacements, MicroBatchesInFlightTogetherEqualOneAtATime) {
     }
     EXPECT_EQ(together, alone) << to_string(p);
     ASSERT_EQ(together[0][0].size(), 13u);
+  }
+}
+
+// --device-kv-gib: a session whose KV tier fits the budget B runs within it (memory_budget's
+// priced tier and the pages, pool and staging window the runner allocates, measured by CUDA's
+// free memory around them), and the same session with one byte less is refused before
+// anything is allocated (the GPU's free memory is unchanged).
+TEST(RunnerPlacements, DeviceKvBudgetIsKeptOrRefusedBeforeAllocation) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Weights w(31);
+  const Geometry g = small_gpu_geometry();
+  for (Placement p : {Placement::device, Placement::host, Placement::mirror}) {
+    runner::SessionOptions o;
+    o.prompts = {prompts()[0], prompts()[1]};
+    o.chunk = 256;
+    o.decode = 4;
+    o.runner.placement = p;
+    o.runner.pool_pages = p == Placement::mirror ? 96 : 0;
+    o.allow_drops = true;  // a small pool: the budget is what is tested
+    const std::int64_t need = runner::kv_device_need(g, runner::plan_session(o, g, 132));
+    o.device_kv_bytes = need;
+    const runner::SessionResult r = runner::run_session(*w.file, g, kVocab, o, {});
+    EXPECT_GT(r.kv_device_bytes, 0) << to_string(p);
+    EXPECT_LE(r.budget_device_bytes, need) << to_string(p);
+    EXPECT_LE(r.kv_device_bytes, need) << to_string(p);
+    ASSERT_EQ(r.tokens.size(), 2u);
+    o.device_kv_bytes = need - 1;
+    std::size_t free_before = 0, free_after = 0, total = 0;
+    ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+    EXPECT_THROW(runner::run_session(*w.file, g, kVocab, o, {}), CapacityError) << to_string(p);
+    ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+    EXPECT_EQ(free_before, free_after) << to_string(p);
   }
 }
 

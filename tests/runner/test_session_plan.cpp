@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
 #include "model/memory_budget.hpp"
 #include "tests/error_of.hpp"
@@ -227,6 +228,47 @@ TEST(SessionPlan, AContextBeyondTheGeometrysIsRefusedBeforeAnyPrompt) {
   EXPECT_THROW(runner::plan_session(o, g, 132), ConfigError);
   o.runner.yarn = true;
   EXPECT_NO_THROW(runner::plan_session(o, g, 132));
+}
+
+}  // namespace
+}  // namespace kvtier::runner_test
+
+namespace kvtier::runner_test {
+namespace {
+
+// --device-kv-gib: the KV tier of every micro-batch is priced before anything is allocated; a
+// budget below it is refused naming the smallest that fits, which then plans.
+TEST(SessionPlan, DeviceKvBudgetRefusesBelowTheNeedAndNamesIt) {
+  const Geometry g;
+  for (Placement p : {Placement::device, Placement::host, Placement::mirror}) {
+    SessionOptions o = options_of({4096, 3000});
+    o.chunk = 1024;
+    o.micro_batches = 2;
+    o.runner.placement = p;
+    o.runner.pool_pages = p == Placement::mirror ? 4096 : 0;
+    o.allow_drops = true;
+    const std::int64_t need = runner::kv_device_need(g, runner::plan_session(o, g, 132));
+    ASSERT_GT(need, 0);
+    // the sum of what memory_budget prices for each micro-batch's runner
+    std::int64_t sum = 0;
+    const runner::SessionPlan plan = runner::plan_session(o, g, 132);
+    for (const MicroBatch& b : plan.batches)
+      sum += memory_budget(runner::budget_request(g, b, plan.rows_per_request, 0, 0)).device_bytes;
+    EXPECT_EQ(need, sum);
+    o.device_kv_bytes = need;  // exactly enough
+    EXPECT_NO_THROW(runner::plan_session(o, g, 132));
+    o.device_kv_bytes = need - 1;
+    const std::string e =
+        testing::error_of<CapacityError>([&] { runner::plan_session(o, g, 132); });
+    EXPECT_NE(e.find("the KV tier needs"), std::string::npos) << e;
+    EXPECT_NE(e.find("over every micro-batch"), std::string::npos) << e;
+    const auto at = e.find("the smallest budget that fits this run is --device-kv-gib ");
+    ASSERT_NE(at, std::string::npos) << e;
+    const double named = std::stod(e.substr(at + 58));
+    o.device_kv_bytes = static_cast<std::int64_t>(named * 1024.0 * 1024.0 * 1024.0);
+    EXPECT_GE(o.device_kv_bytes, need) << e;
+    EXPECT_NO_THROW(runner::plan_session(o, g, 132)) << e;
+  }
 }
 
 }  // namespace
