@@ -47,6 +47,10 @@ DeviceBudget device_budget(double card_gib, std::optional<double> kv_gib, const 
   return b;
 }
 
+std::string budget_option_value(std::int64_t bytes) {
+  return gib(std::ceil(static_cast<double>(bytes) / kGiB * 100) / 100, "%.2f");
+}
+
 std::string describe(const DeviceBudget& b) {
   const double kv = static_cast<double>(b.kv_bytes) / kGiB;
   if (b.card_bytes <= 0) return "KV budget " + gib(kv);

@@ -30,6 +30,10 @@ std::int64_t gib_to_bytes(double gib);
 DeviceBudget device_budget(double card_gib, std::optional<double> kv_gib, const std::string& card,
                            const std::string& option = "--device-kv-gib");
 
+// The --device-kv-gib value (GiB, two decimals) that fits what needs `bytes`: rounded up to
+// the hundredth of a GiB, so that the budget it names does fit.
+std::string budget_option_value(std::int64_t bytes);
+
 // "card 141.0 GiB, KV budget 24.0 GiB, 117.0 GiB left for weights and activations"; with the
 // default B, "KV budget 141.0 GiB (the card's memory: --device-kv-gib sets it)".
 std::string describe(const DeviceBudget& b);

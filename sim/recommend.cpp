@@ -43,13 +43,6 @@ std::string gib(std::int64_t bytes) {
   return b;
 }
 
-// Rounded up to 0.01 GiB: an option value that fits what needs `bytes`.
-std::string gib_option(std::int64_t bytes) {
-  char b[48];
-  std::snprintf(b, sizeof b, "%.2f", std::ceil(static_cast<double>(bytes) / kGiB * 100) / 100);
-  return b;
-}
-
 std::string tps(double v) {
   if (v >= 100) return with_commas(std::llround(v));
   char b[32];
@@ -350,7 +343,7 @@ class Decision {
       r_.smallest_budget_bytes = by_device->device_bytes;
       s += ": the cheapest configuration that drops nothing is " + describe(*by_device) +
            ", which needs " + gib(by_device->device_bytes) + " of device memory (--device-kv-gib " +
-           gib_option(by_device->device_bytes) + " or more)";
+           budget_option_value(by_device->device_bytes) + " or more)";
       if (by_device->host_bytes > 0) s += " and " + gib(by_device->host_bytes) + " of host RAM";
       if (in_.budget.card_bytes > 0 && by_device->device_bytes > in_.budget.card_bytes) {
         r_.reasons.push_back("beyond_card");

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/qsa/graph_timing.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/runner/gemm.hpp"
 #include "cuda/runner/mma_gemm.hpp"
@@ -66,39 +67,13 @@ void fill_random(std::vector<std::uint16_t>& v, std::uint64_t seed) {
   }
 }
 
-// Median microseconds of one call among kCallsPerGraph calls replayed as one graph.
+// Median microseconds of one call among kCallsPerGraph calls replayed as one graph
+// (bench/qsa/graph_timing.hpp), after two eager calls (first launches, attributes).
 double graph_us(const std::function<void(int, cudaStream_t)>& call, cudaStream_t s) {
-  for (int i = 0; i < 2; ++i)  // warm-up outside the capture (first launches, attributes)
+  for (int i = 0; i < 2; ++i)
     call(i, s);
   KVT_CUDA_CHECK(cudaStreamSynchronize(s));
-  cudaGraph_t graph;
-  KVT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kCallsPerGraph; ++i)
-    call(i, s);
-  KVT_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-  cudaGraphExec_t exec;
-  KVT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, b;
-  KVT_CUDA_CHECK(cudaEventCreate(&a));
-  KVT_CUDA_CHECK(cudaEventCreate(&b));
-  KVT_CUDA_CHECK(cudaGraphLaunch(exec, s));
-  std::vector<double> t;
-  for (int r = 0; r < kReplays; ++r) {
-    KVT_CUDA_CHECK(cudaEventRecord(a, s));
-    KVT_CUDA_CHECK(cudaGraphLaunch(exec, s));
-    KVT_CUDA_CHECK(cudaEventRecord(b, s));
-    KVT_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    KVT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1e3 / kCallsPerGraph);
-  }
-  KVT_CUDA_CHECK(cudaGetLastError());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return kvtier::qsa::bench::graph_us_per_call(call, kCallsPerGraph, kReplays);
 }
 
 // Device-to-device copy of 2 GiB: GB/s of bytes read + written, median of 10.

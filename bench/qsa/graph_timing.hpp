@@ -9,7 +9,7 @@
 #include <functional>
 #include <vector>
 
-#include "tests/qsa/qsa_gpu_runner.hpp"
+#include "cuda/cuda_check.hpp"
 
 namespace kvtier::qsa::bench {
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/page_space.hpp"
+#include "traces/split_mix64.hpp"
 
 namespace kvtier::bench {
 
@@ -22,21 +23,7 @@ struct PageStreamParams {
   double zipf = 0.0;
 };
 
-// SplitMix64, as traces/generator.cpp uses: small, fast, the same on every platform.
-struct SplitMix64 {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-  // In [0, n), n < 2^32.
-  std::uint32_t below(std::uint64_t n) {
-    return static_cast<std::uint32_t>(((next() >> 32) * n) >> 32);
-  }
-};
+using traces::SplitMix64;
 
 // The whole stream, generated up front so that a timed replay measures the replay alone.
 inline std::vector<PageId> make_page_stream(const PageStreamParams& p) {

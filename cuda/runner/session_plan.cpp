@@ -1,12 +1,12 @@
 #include "cuda/runner/session_plan.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <string>
 
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
+#include "model/device_budget.hpp"
 
 namespace kvtier::runner {
 namespace {
@@ -16,13 +16,6 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 std::string gib_text(std::int64_t bytes) {
   char b[48];
   std::snprintf(b, sizeof b, "%.2f GiB", static_cast<double>(bytes) / kGiB);
-  return b;
-}
-
-// The budget to ask for, rounded up to the hundredth of a GiB that --device-kv-gib takes.
-std::string gib_ceil_text(std::int64_t bytes) {
-  char b[48];
-  std::snprintf(b, sizeof b, "%.2f", std::ceil(static_cast<double>(bytes) / kGiB * 100) / 100);
   return b;
 }
 
@@ -119,7 +112,7 @@ SessionPlan plan_session(const SessionOptions& o, const Geometry& g, int sms) {
                           (plan.batches.size() > 1 ? ", over every micro-batch" : "") +
                           "); --device-kv-gib gives " + gib_text(o.device_kv_bytes) +
                           ": the smallest budget that fits this run is --device-kv-gib " +
-                          gib_ceil_text(need));
+                          budget_option_value(need));
     }
   }
   return plan;
