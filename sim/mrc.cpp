@@ -168,20 +168,16 @@ MrcResult miss_ratio_curve(const traces::TraceInput& input, const frontend::Trac
         StackDistance& st = stacks[s];
         std::vector<std::int64_t>& sn = seen[s];
         std::int64_t distinct = 0;
-        // the pool's part: the write pages, then the decode rows' entries
-        std::int64_t pool_distinct = 0;
-        for (std::size_t i = 0; i < q.pages.size(); ++i) {
-          const PageId p = q.pages[i];
-          if (p == kNoPage) continue;
-          const std::size_t row = i < writes ? 0 : (i - writes) / static_cast<std::size_t>(width);
-          if ((i < writes || f.rows[row].kind == traces::RowKind::decode) && pool_seen[p] != step) {
+        std::int64_t pool_distinct = 0;  // the pool's part: write pages and decode rows' entries
+        // One pass over the query, segment by segment (the write pages, then each row's
+        // entries): every distinct page feeds the curve, the pool's part is counted apart.
+        auto visit = [&](PageId p, bool pool) {
+          if (p == kNoPage) return;
+          if (pool && pool_seen[p] != step) {
             pool_seen[p] = step;
             ++pool_distinct;
           }
-        }
-        res.max_pool_step_pages = std::max(res.max_pool_step_pages, pool_distinct);
-        for (PageId p : q.pages) {
-          if (p == kNoPage || sn[p] == step) continue;
+          if (sn[p] == step) return;
           sn[p] = step;
           ++distinct;
           const std::int64_t d = st.reference(p);
@@ -192,13 +188,22 @@ MrcResult miss_ratio_curve(const traces::TraceInput& input, const frontend::Trac
             ++c.hits_at_depth[d];
           }
           if (keep_log) res.log.states[s].push_back(p);
+        };
+        for (std::size_t k = 0; k < writes; ++k)
+          visit(q.pages[k], true);
+        for (std::size_t r = 0; r < f.rows.size(); ++r) {
+          const bool pool = f.rows[r].kind == traces::RowKind::decode;
+          const PageId* row = q.pages.data() + writes + r * static_cast<std::size_t>(width);
+          for (int k = 0; k < width; ++k)
+            visit(row[k], pool);
         }
+        res.max_pool_step_pages = std::max(res.max_pool_step_pages, pool_distinct);
         if (keep_log) res.log.states[s].push_back(QueryLog::kStepEnd);
         logged += distinct + 1;
         res.max_step_pages = std::max(res.max_step_pages, distinct);
         ++step;
       }
-      std::int64_t bytes = 0;
+      auto bytes = static_cast<std::int64_t>(pool_seen.capacity() * sizeof(std::int64_t));
       for (int s = 0; s < n_states; ++s) {
         bytes += stacks[s].memory_bytes() +
                  static_cast<std::int64_t>(seen[s].capacity() * sizeof(std::int64_t));
