@@ -2,37 +2,29 @@
 
 #include <algorithm>
 #include <bit>
+#include <stdexcept>
 #include <utility>
 
 namespace kvtier {
 namespace {
 
-std::vector<std::uint64_t> all_free(SlotId num_slots) {
-  const auto n = static_cast<std::size_t>(num_slots);
-  std::vector<std::uint64_t> bits((n + 63) / 64, ~std::uint64_t{0});
-  if (n % 64 != 0) bits.back() = (std::uint64_t{1} << (n % 64)) - 1;
+std::vector<std::uint64_t> all_free(std::size_t num_slots) {
+  std::vector<std::uint64_t> bits((num_slots + 63) / 64, ~std::uint64_t{0});
+  if (num_slots % 64 != 0) bits.back() = (std::uint64_t{1} << (num_slots % 64)) - 1;
   return bits;
 }
 
 }  // namespace
 
-QueueVictims::QueueVictims(SlotId num_slots) : QueueVictims(num_slots, Config{}) {}
+QueueVictims::QueueVictims(SlotId num_slots, Config)
+    : next_(static_cast<std::size_t>(num_slots), kUnlisted),
+      ring_(64, Bucket{0, kEnd, kEnd}),
+      free_(all_free(static_cast<std::size_t>(num_slots))) {}
 
-QueueVictims::QueueVictims(const ResidencyView& st) : QueueVictims(st, Config{}) {}
-
-QueueVictims::QueueVictims(SlotId num_slots, Config config)
-    : renumber_at_(config.renumber_at),
-      open_limit_(0),
-      slot_(static_cast<std::size_t>(num_slots), Slot{kFree, kUnlisted}),
-      ring_(64, Bucket{kEnd, kEnd}),
-      free_(all_free(num_slots)) {}
-
-QueueVictims::QueueVictims(const ResidencyView& st, Config config)
-    : renumber_at_(config.renumber_at),
-      open_limit_(0),
-      slot_(static_cast<std::size_t>(st.num_slots), Slot{kFree, kUnlisted}),
-      ring_(64, Bucket{kEnd, kEnd}),
-      free_(static_cast<std::size_t>(st.num_slots + 63) / 64, 0) {
+QueueVictims::QueueVictims(const ResidencyView& st, Config)
+    : next_(static_cast<std::size_t>(st.num_slots), kUnlisted),
+      ring_(64, Bucket{0, kEnd, kEnd}),
+      free_((static_cast<std::size_t>(st.num_slots) + 63) / 64, 0) {
   std::vector<std::pair<std::int64_t, SlotId>> used;
   for (SlotId s = 0; s < st.num_slots; ++s) {
     if (st.last_use[s] == kFreeSlotStep) {
@@ -42,66 +34,96 @@ QueueVictims::QueueVictims(const ResidencyView& st, Config config)
     }
   }
   std::sort(used.begin(), used.end());
-  for (const auto& [use, s] : used)
-    on_slot_used(s, use);
+  for (const auto& [use, s] : used) {
+    on_slot_used(st, s, use);
+    list(s, newest_);
+  }
 }
 
-void QueueVictims::open_bucket(std::int64_t step) {
-  if (newest_ + 1 >= renumber_at_ || held() + 1 > 2 * slot_.size() + 64) compact();
+void QueueVictims::open_bucket(const ResidencyView& st, std::int64_t step) {
+  if (held() + 1 > 2 * next_.size() + 64) compact(st);
   if (held() + 1 > ring_.size()) {
-    // Twice the room; each live bucket keeps its number, at its place in the larger ring.
-    std::vector<Bucket> grown(ring_.size() * 2, Bucket{kEnd, kEnd});
-    for (std::uint32_t b = front_; b != newest_ + 1; ++b)
+    // Twice the room; each bucket keeps its number, at its place in the larger ring.
+    std::vector<Bucket> grown(ring_.size() * 2, Bucket{0, kEnd, kEnd});
+    for (std::uint64_t b = front_; b <= newest_; ++b)
       grown[b & (grown.size() - 1)] = bucket(b);
     ring_.swap(grown);
   }
-  open_limit_ = static_cast<std::uint32_t>(std::min(ring_.size(), 2 * slot_.size() + 64));
-  if (newest_ < front_) front_ = newest_ + 1;  // no bucket held: the new one is the oldest
   ++newest_;
-  bucket(newest_) = Bucket{kEnd, kEnd};
+  bucket(newest_) = Bucket{step, kEnd, kEnd};
   newest_step_ = step;
 }
 
-// Lists every listed slot in its newest bucket, drops the buckets left empty and numbers the
-// rest again from 2 on (the front run's bucket becomes 1). Buckets then number at most one
-// per slot, plus the newest: O(slots) every O(slots) steps.
-void QueueVictims::compact() {
-  const std::uint32_t held_before = held();
-  std::vector<std::uint32_t> number(held_before, 0);
-  for (const Slot& x : slot_) {
-    if (x.bucket != kFree && x.bucket >= front_) number[x.bucket - front_] = 1;
+// Keeps only the buckets some listed or run slot's last_use names (a slot is handed on to
+// the bucket of its last_use) and this step's, and lists every listed slot in the bucket of
+// its last_use at once: at most one bucket per slot then, for O(slots log slots) every
+// O(slots) steps.
+void QueueVictims::compact(const ResidencyView& st) {
+  const std::int64_t oldest = held() > 0 ? bucket(front_).step : newest_step_;
+  std::vector<std::int64_t> steps;
+  for (std::size_t s = 0; s < next_.size(); ++s) {
+    const std::int64_t u = st.last_use[s];
+    if (next_[s] != kUnlisted && u != kFreeSlotStep && u >= oldest) steps.push_back(u);
   }
-  if (held_before > 0) number[held_before - 1] = 1;  // the newest stays: it is this step's
-  std::uint32_t n = 1;
-  for (std::uint32_t& v : number)
-    v = v != 0 ? ++n : 0;
-  const std::uint32_t old_front = front_;
-  std::fill(ring_.begin(), ring_.end(), Bucket{kEnd, kEnd});
-  front_ = 2;
-  newest_ = n;  // n == 1 (nothing held): front_ > newest_
-  for (std::size_t i = 0; i < slot_.size(); ++i) {
-    Slot& x = slot_[i];
-    const bool listed = x.next != kUnlisted && x.next != kInRun;
-    if (x.bucket == kFree) {
-      if (listed) x.next = kUnlisted;
-      continue;
+  if (held() > 0) steps.push_back(newest_step_);
+  std::sort(steps.begin(), steps.end());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  front_ = newest_ + 1;  // numbers go on from here: run entries keep steps, not numbers
+  for (std::int64_t u : steps)
+    bucket(++newest_) = Bucket{u, kEnd, kEnd};
+  for (std::size_t s = 0; s < next_.size(); ++s) {
+    if (next_[s] == kUnlisted || next_[s] == kInRun) continue;
+    const std::int64_t u = st.last_use[s];
+    if (u == kFreeSlotStep) {
+      next_[s] = kUnlisted;
+    } else {
+      next_[s] = kUnlisted;
+      hand_on(static_cast<SlotId>(s), u);
     }
-    x.bucket = x.bucket < old_front ? 1 : number[x.bucket - old_front];
-    if (listed) list(static_cast<SlotId>(i), x.bucket);
   }
-  for (RunEntry& e : run_)
-    e.bucket = 1;
 }
 
-void QueueVictims::list(SlotId s, std::uint32_t b) {
+void QueueVictims::list(SlotId s, std::uint64_t b) {
   Bucket& k = bucket(b);
-  slot_[static_cast<std::size_t>(s)].next = kEnd;
+  next_[static_cast<std::size_t>(s)] = kEnd;
   if (k.tail == kEnd) {
     k.head = s;
   } else {
-    slot_[static_cast<std::size_t>(k.tail)].next = s;
+    next_[static_cast<std::size_t>(k.tail)] = s;
   }
   k.tail = s;
+}
+
+// The bucket of step `use`, which exists while a listed or run slot's last_use names it.
+// Steps are near-dense (one bucket per step with a use), so interpolation finds it in a probe
+// or two; bisection takes over after a few.
+std::uint64_t QueueVictims::bucket_of_step(std::int64_t use) {
+  std::uint64_t lo = front_, hi = newest_;
+  for (int probe = 0; held() > 0 && lo <= hi; ++probe) {
+    const std::int64_t a = bucket(lo).step, b = bucket(hi).step;
+    if (a == use) return lo;
+    if (b == use) return hi;
+    if (use < a || use > b || hi - lo < 2) break;
+    std::uint64_t mid = lo + (hi - lo) / 2;
+    if (probe < 4) {
+      const double f = static_cast<double>(use - a) / static_cast<double>(b - a);
+      mid = lo + static_cast<std::uint64_t>(f * static_cast<double>(hi - lo));
+    }
+    mid = std::clamp(mid, lo + 1, hi - 1);
+    const std::int64_t v = bucket(mid).step;
+    if (v == use) return mid;
+    if (v < use) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  throw std::logic_error("victim queue: no bucket for step " + std::to_string(use) +
+                         " (a last_use changed outside ensure_pages / release_page?)");
+}
+
+void QueueVictims::hand_on(SlotId s, std::int64_t use) {
+  list(s, bucket_of_step(use));
 }
 
 SlotId QueueVictims::pop_free() {
@@ -117,38 +139,26 @@ SlotId QueueVictims::pop_free() {
   return kNoSlot;
 }
 
-// Takes the oldest bucket apart: slots used last in its step become the front run, ordered
-// by slot; slots used since go on to their newest bucket; freed ones leave. False when no
-// slot is evictable at `step` (every bucket is taken apart, or only this step's is left).
-// A hint for replays that evict a slot at almost every step (a stream of single lookups):
-// the slot listed first in the bucket kAhead steps on is fetched now, so that taking it
-// apart later does not wait on memory.
-void QueueVictims::prefetch_ahead(const ResidencyView& st) {
-  constexpr std::uint32_t kAhead = 8;
-  if (newest_ < front_ + kAhead) return;
-  const SlotId s = bucket(front_ + kAhead).head;
-  if (s == kEnd) return;
-  __builtin_prefetch(&slot_[static_cast<std::size_t>(s)]);
-  __builtin_prefetch(&st.page_of_slot[s]);
-  __builtin_prefetch(&st.last_use[s]);
-}
-
-bool QueueVictims::next_run(std::int64_t step) {
+// Takes the oldest bucket apart: its slots still used last in its step become the front run,
+// ordered by slot; slots used since go on to the bucket of their last_use; freed ones leave.
+// False when no slot is evictable at `step` (every bucket is taken apart, or only this
+// step's is left).
+bool QueueVictims::next_run(const ResidencyView& st, std::int64_t step) {
   run_.clear();
   run_pos_ = 0;
-  while (front_ <= newest_) {
-    if (front_ == newest_ && newest_step_ >= step) return false;
+  while (held() > 0) {
     const Bucket k = bucket(front_);
+    if (k.step >= step) return false;
     for (SlotId s = k.head; s != kEnd;) {
-      Slot& x = slot_[static_cast<std::size_t>(s)];
-      const SlotId next = x.next;
-      if (x.bucket == front_) {
-        run_.push_back({s, front_});
-        x.next = kInRun;
-      } else if (x.bucket == kFree) {
-        x.next = kUnlisted;
+      const SlotId next = next_[static_cast<std::size_t>(s)];
+      const std::int64_t u = st.last_use[s];
+      if (u == k.step) {
+        run_.push_back({s, u});
+        next_[static_cast<std::size_t>(s)] = kInRun;
+      } else if (u == kFreeSlotStep) {
+        next_[static_cast<std::size_t>(s)] = kUnlisted;
       } else {
-        list(s, x.bucket);  // a later bucket: buckets only grow towards newest_
+        hand_on(s, u);  // used since: a later bucket
       }
       s = next;
     }
@@ -164,7 +174,7 @@ bool QueueVictims::next_run(std::int64_t step) {
   return false;
 }
 
-int QueueVictims::select_any(const ResidencyView& st, std::int64_t step, int m, SlotId* out) {
+int QueueVictims::select(const ResidencyView& st, std::int64_t step, int m, SlotId* out) {
   if (m <= 0) return 0;
   int found = 0;
   while (found < m) {
@@ -174,24 +184,32 @@ int QueueVictims::select_any(const ResidencyView& st, std::int64_t step, int m, 
   }
   const int free_found = found;
   while (found < m) {
-    if (run_pos_ == run_.size()) {
-      if (!next_run(step)) break;
-      prefetch_ahead(st);
-    }
+    if (run_pos_ == run_.size() && !next_run(st, step)) break;
     const RunEntry e = run_[run_pos_++];
-    Slot& x = slot_[static_cast<std::size_t>(e.slot)];
-    if (x.bucket == e.bucket) {  // still used last in the run's step: a victim
+    std::int32_t& next = next_[static_cast<std::size_t>(e.slot)];
+    if (next != kInRun) continue;  // freed and installed again since: listed elsewhere
+    const std::int64_t u = st.last_use[e.slot];
+    if (u == e.step) {
       out[found++] = e.slot;
-      x.next = kUnlisted;  // the install lists it again
-    } else if (x.bucket == kFree) {
-      x.next = kUnlisted;
+      next = kUnlisted;
+    } else if (u == kFreeSlotStep) {
+      next = kUnlisted;
     } else {
-      list(e.slot, x.bucket);  // used since the run was formed
+      hand_on(e.slot, u);
     }
   }
-  if (found == m) return found;
+  if (found == m) {
+    // The caller installs them at `step`: they are listed in its bucket now. A free slot
+    // still listed in an older bucket (freed slots leave their bucket when it is taken
+    // apart) is handed on from there.
+    if (step != newest_step_ || held() == 0) open_bucket(st, step);
+    for (int i = 0; i < m; ++i) {
+      if (next_[static_cast<std::size_t>(out[i])] == kUnlisted) list(out[i], newest_);
+    }
+    return m;
+  }
   // Too few: every evictable slot was taken. They go back: the free ones to the bit set,
-  // the others (already in victim order) become the front run again.
+  // the others (in victim order already) become the front run again.
   for (int i = 0; i < free_found; ++i) {
     const auto k = static_cast<std::size_t>(out[i]);
     free_[k / 64] |= std::uint64_t{1} << (k % 64);
@@ -200,26 +218,25 @@ int QueueVictims::select_any(const ResidencyView& st, std::int64_t step, int m, 
   run_.clear();
   run_pos_ = 0;
   for (int i = free_found; i < found; ++i) {
-    Slot& x = slot_[static_cast<std::size_t>(out[i])];
-    x.next = kInRun;
-    run_.push_back({out[i], x.bucket});
+    next_[static_cast<std::size_t>(out[i])] = kInRun;
+    run_.push_back({out[i], st.last_use[out[i]]});
   }
   return found;
 }
 
 void QueueVictims::on_slot_freed(SlotId s) {
+  // Its last_use is now kFreeSlotStep: it leaves its bucket when that is taken apart.
   const auto k = static_cast<std::size_t>(s);
-  slot_[k].bucket = kFree;  // it leaves its bucket (or the run) when eviction reaches it
   free_[k / 64] |= std::uint64_t{1} << (k % 64);
   free_word_ = std::min(free_word_, k / 64);
 }
 
 void QueueVictims::on_flush() {
-  std::fill(slot_.begin(), slot_.end(), Slot{kFree, kUnlisted});
+  std::fill(next_.begin(), next_.end(), kUnlisted);
   front_ = newest_ + 1;
   run_.clear();
   run_pos_ = 0;
-  free_ = all_free(static_cast<SlotId>(slot_.size()));
+  free_ = all_free(next_.size());
   free_word_ = 0;
 }
 
