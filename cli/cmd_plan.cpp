@@ -64,7 +64,9 @@ int run_plan(const std::vector<std::string>& args) {
   cfg.chosen = vm["chosen"].as<double>() / 100.0;
   cfg.belady = vm.count("no-belady") == 0;
   cfg.threads = vm["threads"].as<int>();
-  Progress progress("kvtier plan", 0, "sims");  // the planner says how many once it starts
+  // A bar on a terminal; a line per stage otherwise (a long plan in a log says where it is).
+  Progress progress("kvtier plan", 0, "forwards", 1, true);
+  cfg.on_stage = [&](const std::string& stage) { progress.stage(stage, "forwards"); };
   cfg.progress = [&](std::uint64_t done, std::uint64_t total) { progress.update(done, total); };
   const sim::PlanResult r = sim::plan(input, cost, cfg);
   progress.finish();

@@ -166,7 +166,8 @@ LayerQuery FrontEnd::build(const Forward& f, int layer, int width) {
   return q;
 }
 
-TraceBounds scan_trace(const traces::TraceInput& input) {
+TraceBounds scan_trace(const traces::TraceInput& input,
+                       const std::function<void(std::int64_t)>& on_forward) {
   const Geometry& g = input.header.geometry;
   g.validate();
   TraceBounds s;
@@ -234,6 +235,7 @@ TraceBounds scan_trace(const traces::TraceInput& input) {
       s.max_step_pages =
           std::max(s.max_step_pages,
                    std::int64_t{writes} + static_cast<std::int64_t>(f.rows.size()) * max_row_pages);
+      if (on_forward) on_forward(s.forwards);
     }
   }
   s.peak_pages = std::max<PageId>(s.peak_pages, 1);

@@ -1,5 +1,6 @@
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -82,7 +83,9 @@ class FrontEnd {
 
 // Pre-pass: checks the trace against its header, sizes the page space, counts work.
 // Throws ConfigError on a malformed trace (unknown request, selection of a wrong layer count).
-TraceBounds scan_trace(const traces::TraceInput& input);
+// on_forward: forwards scanned, for progress.
+TraceBounds scan_trace(const traces::TraceInput& input,
+                       const std::function<void(std::int64_t)>& on_forward = {});
 
 // Tokens one row of `count` tokens at `position` attends in total, at most `width` each.
 std::int64_t row_selected_tokens(std::int64_t position, std::int64_t count, std::int64_t width);

@@ -21,9 +21,12 @@ std::string sample_trace() {
 }
 
 TEST(CliPlan, JsonIsDeterministicAndThresholdsHold) {
-  const auto a = run_kvtier("plan --trace " + sample_trace() + " --json --threads 2");
-  ASSERT_EQ(a.exit_code, 0) << a.out;
-  EXPECT_EQ(run_kvtier("plan --trace " + sample_trace() + " --json --threads 1").out, a.out);
+  // stdout alone: stderr carries a line per stage (not a terminal).
+  const auto a =
+      testing::run_kvtier_split("plan --trace " + sample_trace() + " --json --threads 2");
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  EXPECT_EQ(testing::run_kvtier_split("plan --trace " + sample_trace() + " --json --threads 1").out,
+            a.out);
   const auto d = boost::json::parse(a.out).as_object();
   const double within = d.at("within").to_number<double>();
   for (const auto& uv : d.at("mirror").as_array()) {
@@ -81,8 +84,9 @@ TEST(CliPlan, ConfigurationsThatDoNotFitTheCardAreMarked) {
   const std::string out = boost::json::serialize(o);
   std::fwrite(out.data(), 1, out.size(), f);
   std::fclose(f);
-  const auto r = run_kvtier("plan --trace " + sample_trace() + " --json --profile " + profile);
-  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto r =
+      testing::run_kvtier_split("plan --trace " + sample_trace() + " --json --profile " + profile);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto d = boost::json::parse(r.out).as_object();
   EXPECT_FALSE(d.at("device").as_object().at("fits_device").as_bool());
   const std::string rec(d.at("recommendation").as_string());
