@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
 #include <numeric>
 #include <string>
+#include <thread>
 
 #include "model/config_error.hpp"
 
@@ -92,6 +96,8 @@ struct LayerState {
   std::vector<std::int32_t> recent;  // ring of recently dropped blocks
   std::size_t recent_pos = 0;
   bool started = false;
+  std::vector<std::int32_t> scratch;  // sort_blocks
+  double rank_span = -1;              // power_rank's log(size + 1) or (size + 1)^(1 - s) - 1
 };
 
 struct TraceGenerator::Request {
@@ -100,8 +106,22 @@ struct TraceGenerator::Request {
   std::int64_t decode = 0;
   std::int64_t pos = 0;  // next token position
   std::vector<LayerState> layers;
-  std::vector<std::int32_t> row_sel;  // scratch: a row's (union) selection
-  std::vector<std::int32_t> tmp;
+  std::vector<std::int32_t> tmp;  // scratch: a union of selections
+  // [forward of the window] the layer above's selection at that forward (its last sample's)
+  std::vector<std::vector<std::int32_t>> upper, next_upper;
+};
+
+// With threads: one thread builds windows of forwards ahead (at most kBatches waiting) while
+// the caller takes and writes the records of the previous ones; an exception it meets is
+// thrown by next() once the records before it are taken.
+struct TraceGenerator::Ahead {
+  static constexpr std::size_t kBatches = 2;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::deque<Record>> batches;
+  bool done = false, stop = false;
+  std::exception_ptr error;
+  std::thread thread;
 };
 
 namespace {
@@ -174,7 +194,7 @@ struct Step {
         } else if (u < p.layer_coupling + p.recent_frac && !st.recent.empty()) {
           cand = st.recent[st.rng.below(st.recent.size())];
         } else {
-          cand = st.perm[power_rank(st.rng, st.perm.size())];
+          cand = st.perm[power_rank(st)];
         }
         if (cand < n && !special(static_cast<std::int32_t>(cand)) && !st.in[cand]) {
           c = static_cast<std::int32_t>(cand);
@@ -189,8 +209,30 @@ struct Step {
     }
     st.sel.insert(st.sel.end(), body.begin(), body.end());
     if (with_newest) st.sel.push_back(newest);
-    std::sort(st.sel.begin(), st.sel.end());
+    sort_blocks(st.sel, st.scratch, n);
     st.started = true;
+  }
+
+  // Ascending order of distinct blocks in [0, n): an LSD radix sort, 8 bits a pass (the
+  // selection is a few hundred blocks of a context of up to a million; a comparison sort
+  // of it was a sixth of the generator's time).
+  static void sort_blocks(std::vector<std::int32_t>& v, std::vector<std::int32_t>& tmp,
+                          std::int64_t n) {
+    if (v.size() < 64) {
+      std::sort(v.begin(), v.end());
+      return;
+    }
+    tmp.resize(v.size());
+    for (int shift = 0; shift < 32 && (std::int64_t{1} << shift) < n; shift += 8) {
+      std::size_t count[257] = {};
+      for (std::int32_t x : v)
+        ++count[((static_cast<std::uint32_t>(x) >> shift) & 0xff) + 1];
+      for (int b = 0; b < 256; ++b)
+        count[b + 1] += count[b];
+      for (std::int32_t x : v)
+        tmp[count[(static_cast<std::uint32_t>(x) >> shift) & 0xff]++] = x;
+      v.swap(tmp);
+    }
   }
 
   void push_recent(LayerState& st, std::int32_t b) const {
@@ -200,21 +242,23 @@ struct Step {
       st.recent.push_back(b);
     } else {
       st.recent[st.recent_pos] = b;
-      st.recent_pos = (st.recent_pos + 1) % cap;
+      if (++st.recent_pos == cap) st.recent_pos = 0;  // (pos + 1) % cap without a division
     }
   }
 
-  // A rank in [0, size) with P(rank r) ~ (r + 1)^-s (continuous power law, inverse CDF).
-  std::size_t power_rank(Rng& rng, std::size_t size) const {
-    const double u = rng.uniform();
-    const double n1 = static_cast<double>(size) + 1;
-    double x;
-    if (std::abs(p.zipf_s - 1) < 1e-9) {
-      x = std::exp(u * std::log(n1));
-    } else {
-      const double e = 1 - p.zipf_s;
-      x = std::pow((std::pow(n1, e) - 1) * u + 1, 1 / e);
+  // A rank in [0, size) with P(rank r) ~ (r + 1)^-s (continuous power law, inverse CDF),
+  // size = the state's perm. The part that depends on the size alone (log or power of
+  // size + 1) is computed once per state: the same values, one pow a draw instead of two.
+  std::size_t power_rank(LayerState& st) const {
+    const std::size_t size = st.perm.size();
+    const bool log_form = std::abs(p.zipf_s - 1) < 1e-9;
+    const double e = 1 - p.zipf_s;
+    if (st.rank_span < 0) {
+      const double n1 = static_cast<double>(size) + 1;
+      st.rank_span = log_form ? std::log(n1) : std::pow(n1, e) - 1;
     }
+    const double u = st.rng.uniform();
+    const double x = log_form ? std::exp(u * st.rank_span) : std::pow(st.rank_span * u + 1, 1 / e);
     const auto r = static_cast<std::size_t>(x) - 1;
     return std::min(r, size - 1);
   }
@@ -222,8 +266,12 @@ struct Step {
 
 }  // namespace
 
-TraceGenerator::TraceGenerator(const Geometry& g, const GenParams& p)
-    : g_(g), p_(p), sched_state_(mix(p.seed, 0x5eed)) {
+TraceGenerator::TraceGenerator(const Geometry& g, const GenParams& p, int threads)
+    : g_(g),
+      p_(p),
+      sched_state_(mix(p.seed, 0x5eed)),
+      threads_(threads > 0 ? threads
+                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {
   g_.validate();
   p_.validate();
   // Before anything is allocated: a request's blocks are sized by its whole context.
@@ -237,9 +285,17 @@ TraceGenerator::TraceGenerator(const Geometry& g, const GenParams& p)
   }
 }
 
-TraceGenerator::~TraceGenerator() = default;
+TraceGenerator::~TraceGenerator() {
+  if (!ahead_) return;
+  {
+    std::lock_guard<std::mutex> lock(ahead_->mu);
+    ahead_->stop = true;
+  }
+  ahead_->cv.notify_all();
+  ahead_->thread.join();
+}
 
-void TraceGenerator::start_requests() {
+void TraceGenerator::start_requests(std::deque<Record>& out) {
   Rng sched{sched_state_};
   while (static_cast<int>(active_.size()) < p_.concurrent && next_id_ <= p_.requests) {
     auto r = std::make_unique<Request>();
@@ -277,69 +333,135 @@ void TraceGenerator::start_requests() {
       }
       st.in.assign(static_cast<std::size_t>(blocks), 0);
     }
-    pending_.emplace_back(b);
+    out.emplace_back(b);
     active_.push_back(std::move(r));
   }
   sched_state_ = sched.s;
 }
 
-void TraceGenerator::build_forward() {
-  const Step step{p_, g_.block_topk()};
-  Forward f;
+namespace {
+
+// Forwards left to a request at `pos`: its prefill chunks, then one per decode token.
+std::int64_t forwards_left(std::int64_t pos, std::int64_t prompt, std::int64_t decode,
+                           std::int64_t chunk) {
+  const std::int64_t prefill = pos < prompt ? (prompt - pos + chunk - 1) / chunk : 0;
+  return prefill + (prompt + decode - std::max(pos, prompt));
+}
+
+}  // namespace
+
+// Builds the next forwards at once: as many as fit about kWindowBytes of selections (at
+// most kMaxWindow), while the same requests run (until the first of them ends). Each (request,
+// layer) owns its random stream and a layer reads only the layer above of the same request at the
+// same forward, so the window is built request by request, layer by layer, forward by forward -- a
+// layer's state (a context's worth of blocks) stays in cache for the whole window instead of being
+// fetched again at every forward -- and requests are shared out over threads. The records are
+// exactly those of building one forward at a time.
+void TraceGenerator::build_window(std::deque<Record>& records) {
+  constexpr std::int64_t kWindowBytes = std::int64_t{48} << 20, kMaxWindow = 256;
   const int layers = g_.qsa_layers();
-  f.layers = layers;
-  std::vector<std::vector<std::int32_t>> sels(active_.size() * static_cast<std::size_t>(layers));
-  for (std::size_t ri = 0; ri < active_.size(); ++ri) {
+  const std::size_t rows = active_.size();
+  // A forward's selections: a decode row selects block_topk blocks a layer, a prefill row up
+  // to that many per sampled token.
+  std::int64_t forward_ids = 0;
+  for (const auto& r : active_)
+    forward_ids += r->pos < r->prompt ? std::int64_t{p_.prefill_samples} : 1;
+  forward_ids *= std::int64_t{g_.block_topk()} * layers;
+  std::int64_t window = std::clamp<std::int64_t>(
+      kWindowBytes / std::max<std::int64_t>(1, forward_ids * 4), 1, kMaxWindow);
+  for (const auto& r : active_)
+    window = std::min(window, forwards_left(r->pos, r->prompt, r->decode, p_.prefill_chunk));
+  const auto k = static_cast<std::size_t>(window);
+  // [forward][layer][row] a row's selection: the union of its sampled tokens'
+  std::vector<std::vector<std::int32_t>> sels(k * static_cast<std::size_t>(layers) * rows);
+  auto sel_of = [&](std::size_t f, int l, std::size_t ri) -> std::vector<std::int32_t>& {
+    return sels[(f * static_cast<std::size_t>(layers) + static_cast<std::size_t>(l)) * rows + ri];
+  };
+  const Step step{p_, g_.block_topk()};
+  auto build_request = [&](std::size_t ri) {
     Request& r = *active_[ri];
-    ForwardRow row;
-    row.request = r.id;
-    row.position = r.pos;
-    if (r.pos < r.prompt) {
-      row.kind = RowKind::prefill;
-      row.count = static_cast<std::int32_t>(std::min(p_.prefill_chunk, r.prompt - r.pos));
-    }
-    f.rows.push_back(row);
-    // Query tokens whose selections are simulated: the decode token, or prefill_samples
-    // tokens spread over the chunk ending with its last token (the union is the row's).
-    const int samples = row.kind == RowKind::decode ? 1 : std::min(p_.prefill_samples, row.count);
-    const std::vector<std::int32_t> none;
+    r.upper.assign(k, {});
+    r.next_upper.resize(k);
     for (int l = 0; l < layers; ++l) {
       LayerState& st = r.layers[static_cast<std::size_t>(l)];
-      std::vector<std::int32_t>& out = sels[static_cast<std::size_t>(l) * active_.size() + ri];
-      std::int64_t last_q = r.pos - 1;
-      for (int s = 0; s < samples; ++s) {
-        const std::int64_t q = r.pos + (static_cast<std::int64_t>(s) + 1) * row.count / samples - 1;
-        const std::int64_t stride = q - last_q;
-        last_q = q;
-        const double keep = st.started ? std::pow(p_.step_overlap, static_cast<double>(stride)) : 0;
-        const auto& upper = l > 0 ? r.layers[static_cast<std::size_t>(l) - 1].sel : none;
-        step.advance(st, (q + 1) / g_.compress_ratio, keep, upper);
-        if (s == 0) {
-          out = st.sel;
-        } else {
-          r.tmp.clear();
-          std::set_union(out.begin(), out.end(), st.sel.begin(), st.sel.end(),
-                         std::back_inserter(r.tmp));
-          out.swap(r.tmp);
+      std::int64_t pos = r.pos;
+      for (std::size_t f = 0; f < k; ++f) {
+        const bool prefill = pos < r.prompt;
+        const std::int64_t count = prefill ? std::min(p_.prefill_chunk, r.prompt - pos) : 1;
+        // Query tokens whose selections are simulated: the decode token, or prefill_samples
+        // tokens spread over the chunk ending with its last token (the union is the row's).
+        const int samples =
+            prefill ? static_cast<int>(std::min<std::int64_t>(p_.prefill_samples, count)) : 1;
+        std::vector<std::int32_t>& out = sel_of(f, l, ri);
+        std::int64_t last_q = pos - 1;
+        for (int s = 0; s < samples; ++s) {
+          const std::int64_t q = pos + (static_cast<std::int64_t>(s) + 1) * count / samples - 1;
+          const std::int64_t stride = q - last_q;
+          last_q = q;
+          const double keep =
+              st.started ? std::pow(p_.step_overlap, static_cast<double>(stride)) : 0;
+          step.advance(st, (q + 1) / g_.compress_ratio, keep, r.upper[f]);
+          if (s == 0) {
+            out = st.sel;
+          } else {
+            r.tmp.clear();
+            std::set_union(out.begin(), out.end(), st.sel.begin(), st.sel.end(),
+                           std::back_inserter(r.tmp));
+            out.swap(r.tmp);
+          }
         }
+        // The next layer's `upper` at this forward: this layer after its last sample (for a
+        // decode row, exactly this step's selection of the layer above).
+        if (l + 1 < layers) r.next_upper[f] = st.sel;
+        pos += count;
+      }
+      r.upper.swap(r.next_upper);
+    }
+  };
+  const std::size_t workers = std::min<std::size_t>(static_cast<std::size_t>(threads_), rows);
+  if (workers <= 1) {
+    for (std::size_t ri = 0; ri < rows; ++ri)
+      build_request(ri);
+  } else {
+    std::vector<std::thread> pool;
+    for (std::size_t t = 0; t < workers; ++t) {
+      pool.emplace_back([&, t] {
+        for (std::size_t ri = t; ri < rows; ri += workers)
+          build_request(ri);
+      });
+    }
+    for (auto& th : pool)
+      th.join();
+  }
+  for (std::size_t f = 0; f < k; ++f) {
+    Forward fw;
+    fw.layers = layers;
+    for (const auto& r : active_) {
+      ForwardRow row;
+      row.request = r->id;
+      row.position = r->pos;
+      if (r->pos < r->prompt) {
+        row.kind = RowKind::prefill;
+        row.count = static_cast<std::int32_t>(std::min(p_.prefill_chunk, r->prompt - r->pos));
+      }
+      fw.rows.push_back(row);
+      r->pos += row.count;
+    }
+    fw.offsets.assign(1, 0);
+    for (int l = 0; l < layers; ++l) {
+      for (std::size_t ri = 0; ri < rows; ++ri) {
+        const auto& s = sel_of(f, l, ri);
+        fw.ids.insert(fw.ids.end(), s.begin(), s.end());
+        fw.offsets.push_back(static_cast<std::int64_t>(fw.ids.size()));
       }
     }
+    records.emplace_back(std::move(fw));
+    ++forwards_;
   }
-  // Note: layer l's `upper` above is layer l-1's state after its *last* sample, which for a
-  // decode row is exactly this step's selection of the layer above.
-  f.offsets.assign(1, 0);
-  for (const auto& s : sels) {
-    f.ids.insert(f.ids.end(), s.begin(), s.end());
-    f.offsets.push_back(static_cast<std::int64_t>(f.ids.size()));
-  }
-  pending_.emplace_back(std::move(f));
-  ++forwards_;
-  for (auto& r : active_)
-    r->pos += r->pos < r->prompt ? std::min(p_.prefill_chunk, r->prompt - r->pos) : 1;
   std::vector<std::unique_ptr<Request>> still;
   for (auto& r : active_) {
     if (r->pos >= r->prompt + r->decode) {
-      pending_.emplace_back(RequestEnd{r->id});
+      records.emplace_back(RequestEnd{r->id});
     } else {
       still.push_back(std::move(r));
     }
@@ -347,11 +469,55 @@ void TraceGenerator::build_forward() {
   active_.swap(still);
 }
 
+bool TraceGenerator::produce(std::deque<Record>& out) {
+  start_requests(out);
+  if (active_.empty()) return false;
+  build_window(out);
+  return true;
+}
+
 bool TraceGenerator::next(Record& out) {
-  if (pending_.empty()) {
-    start_requests();
-    if (active_.empty()) return false;
-    build_forward();
+  if (threads_ > 1 && !ahead_) {
+    ahead_ = std::make_unique<Ahead>();
+    ahead_->thread = std::thread([this] {
+      Ahead& a = *ahead_;
+      try {
+        for (;;) {
+          {
+            std::unique_lock<std::mutex> lock(a.mu);
+            a.cv.wait(lock, [&] { return a.stop || a.batches.size() < Ahead::kBatches; });
+            if (a.stop) break;
+          }
+          std::deque<Record> batch;
+          if (!produce(batch)) break;
+          std::lock_guard<std::mutex> lock(a.mu);
+          a.batches.push_back(std::move(batch));
+          a.cv.notify_all();
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(a.mu);
+        a.error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(a.mu);
+      a.done = true;
+      a.cv.notify_all();
+    });
+  }
+  if (ahead_) {
+    if (pending_.empty()) {
+      Ahead& a = *ahead_;
+      std::unique_lock<std::mutex> lock(a.mu);
+      a.cv.wait(lock, [&] { return !a.batches.empty() || a.done; });
+      if (a.batches.empty()) {
+        if (a.error) std::rethrow_exception(a.error);
+        return false;
+      }
+      pending_ = std::move(a.batches.front());
+      a.batches.pop_front();
+      a.cv.notify_all();
+    }
+  } else if (pending_.empty() && !produce(pending_)) {
+    return false;
   }
   out = std::move(pending_.front());
   pending_.pop_front();

@@ -1,4 +1,5 @@
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -61,25 +62,33 @@ class TraceGenerator {
  public:
   // Throws ConfigError, before anything is allocated, for a bad geometry or parameters and
   // for a request that could outgrow the geometry's largest context (prompt_max + decode_max
-  // beyond rope_max_positions x yarn_factor).
-  TraceGenerator(const Geometry& g, const GenParams& p);
+  // beyond rope_max_positions x yarn_factor). `threads` > 1 build the requests' selections
+  // side by side (0: every core) and the next forwards while the caller takes these; the
+  // records do not depend on it.
+  TraceGenerator(const Geometry& g, const GenParams& p, int threads = 1);
   ~TraceGenerator();
   bool next(Record& out);
   // Forwards produced so far (for progress bars).
-  std::uint64_t forwards_done() const { return forwards_; }
+  std::uint64_t forwards_done() const { return forwards_.load(); }
 
  private:
   struct Request;
-  void start_requests();
-  void build_forward();
+  struct Ahead;  // the thread that builds the next forwards
+  // The next records into `out` (pending_, or a batch of the thread ahead): requests that
+  // begin, a window of forwards, requests that end. False when every request is done.
+  bool produce(std::deque<Record>& out);
+  void start_requests(std::deque<Record>& out);
+  void build_window(std::deque<Record>& out);
 
   Geometry g_;
   GenParams p_;
   std::uint64_t sched_state_;
+  int threads_;
   int next_id_ = 1;
   std::vector<std::unique_ptr<Request>> active_;
-  std::deque<Record> pending_;
-  std::uint64_t forwards_ = 0;
+  std::deque<Record> pending_;  // records next() hands out next
+  std::atomic<std::uint64_t> forwards_{0};
+  std::unique_ptr<Ahead> ahead_;
 };
 
 }  // namespace kvtier::traces
