@@ -41,7 +41,10 @@ QueueVictims::QueueVictims(const ResidencyView& st, Config)
 }
 
 void QueueVictims::open_bucket(const ResidencyView& st, std::int64_t step) {
-  if (held() + 1 > 2 * next_.size() + 64) compact(st);
+  if (held() + 1 > 2 * next_.size() + 64) {
+    compact(st, step);  // which opens this step's bucket too
+    return;
+  }
   if (held() + 1 > ring_.size()) {
     // Twice the room; each bucket keeps its number, at its place in the larger ring.
     std::vector<Bucket> grown(ring_.size() * 2, Bucket{0, kEnd, kEnd});
@@ -55,22 +58,24 @@ void QueueVictims::open_bucket(const ResidencyView& st, std::int64_t step) {
 }
 
 // Keeps only the buckets some listed or run slot's last_use names (a slot is handed on to
-// the bucket of its last_use) and this step's, and lists every listed slot in the bucket of
-// its last_use at once: at most one bucket per slot then, for O(slots log slots) every
-// O(slots) steps.
-void QueueVictims::compact(const ResidencyView& st) {
-  const std::int64_t oldest = held() > 0 ? bucket(front_).step : newest_step_;
-  std::vector<std::int64_t> steps;
+// the bucket of its last_use) and opens the one of `step` (the newest: a slot whose last_use
+// ensure_pages just raised names it already); lists every listed slot in the bucket of its
+// last_use at once: at most one bucket per slot then, for O(slots log slots) every O(slots)
+// steps.
+void QueueVictims::compact(const ResidencyView& st, std::int64_t step) {
+  const std::int64_t oldest = held() > 0 ? bucket(front_).step : step;
+  std::vector<std::int64_t> steps{step};
   for (std::size_t s = 0; s < next_.size(); ++s) {
     const std::int64_t u = st.last_use[s];
     if (next_[s] != kUnlisted && u != kFreeSlotStep && u >= oldest) steps.push_back(u);
   }
-  if (held() > 0) steps.push_back(newest_step_);
   std::sort(steps.begin(), steps.end());
   steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  if (steps.size() > ring_.size()) ring_.resize(std::bit_ceil(steps.size()));
   front_ = newest_ + 1;  // numbers go on from here: run entries keep steps, not numbers
   for (std::int64_t u : steps)
     bucket(++newest_) = Bucket{u, kEnd, kEnd};
+  newest_step_ = step;
   for (std::size_t s = 0; s < next_.size(); ++s) {
     if (next_[s] == kUnlisted || next_[s] == kInRun) continue;
     const std::int64_t u = st.last_use[s];
@@ -95,27 +100,35 @@ void QueueVictims::list(SlotId s, std::uint64_t b) {
 }
 
 // The bucket of step `use`, which exists while a listed or run slot's last_use names it.
-// Steps are near-dense (one bucket per step with a use), so interpolation finds it in a probe
-// or two; bisection takes over after a few.
+// Buckets are near-evenly spaced in steps (one per step with a use), so interpolating between
+// the oldest and the newest -- both in cache -- finds it at the first probe; bisection takes
+// over after a few misses.
 std::uint64_t QueueVictims::bucket_of_step(std::int64_t use) {
   std::uint64_t lo = front_, hi = newest_;
-  for (int probe = 0; held() > 0 && lo <= hi; ++probe) {
-    const std::int64_t a = bucket(lo).step, b = bucket(hi).step;
+  std::int64_t a = bucket(lo).step, b = newest_step_;
+  for (int probe = 0; held() > 0; ++probe) {
     if (a == use) return lo;
     if (b == use) return hi;
     if (use < a || use > b || hi - lo < 2) break;
     std::uint64_t mid = lo + (hi - lo) / 2;
-    if (probe < 4) {
-      const double f = static_cast<double>(use - a) / static_cast<double>(b - a);
-      mid = lo + static_cast<std::uint64_t>(f * static_cast<double>(hi - lo));
+    if (probe < 3) {  // exact in integers while the product fits, as it does in practice
+      const auto span = hi - lo;
+      const auto off = static_cast<std::uint64_t>(use - a);
+      mid = span < (std::uint64_t{1} << 31) && off < (std::uint64_t{1} << 32)
+                ? lo + off * span / static_cast<std::uint64_t>(b - a)
+                : lo + static_cast<std::uint64_t>(static_cast<double>(off) /
+                                                  static_cast<double>(b - a) *
+                                                  static_cast<double>(span));
     }
     mid = std::clamp(mid, lo + 1, hi - 1);
     const std::int64_t v = bucket(mid).step;
     if (v == use) return mid;
     if (v < use) {
       lo = mid;
+      a = v;
     } else {
       hi = mid;
+      b = v;
     }
   }
   throw std::logic_error("victim queue: no bucket for step " + std::to_string(use) +
@@ -145,6 +158,7 @@ SlotId QueueVictims::pop_free() {
 // step's is left).
 bool QueueVictims::next_run(const ResidencyView& st, std::int64_t step) {
   run_.clear();
+  run_steps_.clear();
   run_pos_ = 0;
   while (held() > 0) {
     const Bucket k = bucket(front_);
@@ -153,7 +167,7 @@ bool QueueVictims::next_run(const ResidencyView& st, std::int64_t step) {
       const SlotId next = next_[static_cast<std::size_t>(s)];
       const std::int64_t u = st.last_use[s];
       if (u == k.step) {
-        run_.push_back({s, u});
+        run_.push_back(s);
         next_[static_cast<std::size_t>(s)] = kInRun;
       } else if (u == kFreeSlotStep) {
         next_[static_cast<std::size_t>(s)] = kUnlisted;
@@ -164,17 +178,35 @@ bool QueueVictims::next_run(const ResidencyView& st, std::int64_t step) {
     }
     ++front_;
     if (!run_.empty()) {
-      if (run_.size() > 1) {
-        std::sort(run_.begin(), run_.end(),
-                  [](const RunEntry& a, const RunEntry& b) { return a.slot < b.slot; });
-      }
+      run_step_ = k.step;
+      sort_slots();
       return true;
     }
   }
   return false;
 }
 
-int QueueVictims::select(const ResidencyView& st, std::int64_t step, int m, SlotId* out) {
+// The front run by slot index: an LSD radix sort, 8 bits a pass over the bits slot numbers
+// use (a run is a step's slots, thousands for a planner's layer-step).
+void QueueVictims::sort_slots() {
+  if (run_.size() < 64) {
+    std::sort(run_.begin(), run_.end());
+    return;
+  }
+  sort_scratch_.resize(run_.size());
+  for (unsigned shift = 0; shift < 32 && (std::size_t{1} << shift) < next_.size(); shift += 8) {
+    std::size_t count[257] = {};
+    for (SlotId s : run_)
+      ++count[((static_cast<std::uint32_t>(s) >> shift) & 0xff) + 1];
+    for (int b = 0; b < 256; ++b)
+      count[b + 1] += count[b];
+    for (SlotId s : run_)
+      sort_scratch_[count[(static_cast<std::uint32_t>(s) >> shift) & 0xff]++] = s;
+    run_.swap(sort_scratch_);
+  }
+}
+
+int QueueVictims::select_any(const ResidencyView& st, std::int64_t step, int m, SlotId* out) {
   if (m <= 0) return 0;
   int found = 0;
   while (found < m) {
@@ -185,17 +217,18 @@ int QueueVictims::select(const ResidencyView& st, std::int64_t step, int m, Slot
   const int free_found = found;
   while (found < m) {
     if (run_pos_ == run_.size() && !next_run(st, step)) break;
-    const RunEntry e = run_[run_pos_++];
-    std::int32_t& next = next_[static_cast<std::size_t>(e.slot)];
+    const std::int64_t run_step = run_steps_.empty() ? run_step_ : run_steps_[run_pos_];
+    const SlotId slot = run_[run_pos_++];
+    std::int32_t& next = next_[static_cast<std::size_t>(slot)];
     if (next != kInRun) continue;  // freed and installed again since: listed elsewhere
-    const std::int64_t u = st.last_use[e.slot];
-    if (u == e.step) {
-      out[found++] = e.slot;
+    const std::int64_t u = st.last_use[slot];
+    if (u == run_step) {
+      out[found++] = slot;
       next = kUnlisted;
     } else if (u == kFreeSlotStep) {
       next = kUnlisted;
     } else {
-      hand_on(e.slot, u);
+      hand_on(slot, u);
     }
   }
   if (found == m) {
@@ -216,10 +249,12 @@ int QueueVictims::select(const ResidencyView& st, std::int64_t step, int m, Slot
     free_word_ = std::min(free_word_, k / 64);
   }
   run_.clear();
+  run_steps_.clear();
   run_pos_ = 0;
   for (int i = free_found; i < found; ++i) {
     next_[static_cast<std::size_t>(out[i])] = kInRun;
-    run_.push_back({out[i], st.last_use[out[i]]});
+    run_.push_back(out[i]);
+    run_steps_.push_back(st.last_use[out[i]]);
   }
   return found;
 }
@@ -235,6 +270,7 @@ void QueueVictims::on_flush() {
   std::fill(next_.begin(), next_.end(), kUnlisted);
   front_ = newest_ + 1;
   run_.clear();
+  run_steps_.clear();
   run_pos_ = 0;
   free_ = all_free(next_.size());
   free_word_ = 0;
