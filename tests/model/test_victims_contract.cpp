@@ -149,6 +149,31 @@ TEST(QueueVictims, AgreesWithTheScanAndStaysBoundedOverLongRuns) {
   }
 }
 
+// A step whose first hit makes the queue finder compact its buckets also installs pages in
+// low slots: the step's slots (hit and installed) must form one run, in slot order, when a
+// later step evicts them all (a compaction that opened the step's bucket twice split them).
+TEST(QueueVictims, CompactionAtAStepWithHitsAndInstalls) {
+  const PageId pages = 24;
+  const SlotId slots = 8;
+  ResidencyState a(pages, slots), b(pages, slots);
+  QueueVictims fa(slots);
+  ScanVictims fb;
+  auto both = [&](const std::vector<PageId>& q, std::int64_t step) {
+    const auto ra = testing::run_ensure(a, fa, q, step);
+    const auto rb = testing::run_ensure(b, fb, q, step);
+    ASSERT_EQ(ra.copies, rb.copies) << "step " << step;
+    ASSERT_EQ(a, b) << "step " << step;
+  };
+  both({0, 1, 2, 3, 4, 5, 6, 7}, 0);  // page p in slot p
+  std::int64_t step = 1;
+  // Hits only: no eviction, so the buckets pile up until a compaction (past 2 x 8 + 64).
+  for (; step < 150 && fa.buckets() < 2u * slots + 64; ++step)
+    both({2, 3, 4, 5, 6, 7}, step);
+  ASSERT_LT(step, 150);
+  both({8, 9, 2, 3, 4, 5, 6, 7}, step++);        // compacts at its first hit; 8, 9 go to slots 0, 1
+  both({10, 11, 12, 13, 14, 15, 16, 17}, step);  // evicts slots 0..7, all of the last step
+}
+
 TEST(HeapVictims, HeapStaysBoundedUnderManyReleases) {
   const SlotId slots = 16;
   ResidencyState st(1000, slots);
