@@ -337,33 +337,6 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
   res.has_device = asks_for(cfg, Placement::device);
   res.has_host = asks_for(cfg, Placement::host);
 
-  // One-pass curves first (one per unit, in parallel): they also give the smallest pool.
-  std::vector<MrcResult> mrc(want_mirror ? cfg.units.size() : 0);
-  if (!mrc.empty()) {
-    stage("miss-ratio curves, " + std::to_string(mrc.size()) + " residency units");
-    WorkCount work;
-    work.total = forwards * mrc.size();
-    run_jobs(
-        mrc.size(), threads,
-        [&](std::size_t i) { mrc[i] = unit_curve(input, st, cfg, cfg.units[i], work); }, work,
-        cfg.progress);
-  }
-  res.min_slots = std::int64_t{st.max_rows} + st.max_write_pages;
-  for (const auto& m : mrc)
-    res.min_slots = std::max(res.min_slots, m.max_step_pages);
-
-  // Jobs: device, host, then (unit, size) mirror simulations and Belady counts. The
-  // simulations run in passes (sweep_passes), then the Belady counts as threads come free.
-  std::vector<SweepJob> jobs;
-  if (res.has_device) jobs.push_back({Placement::device});
-  if (res.has_host) jobs.push_back({Placement::host});
-  for (std::size_t u = 0; u < mrc.size(); ++u)
-    res.units.push_back(plan_unit(cfg, res, mrc[u], static_cast<int>(u), jobs));
-  const std::vector<std::vector<std::size_t>> passes = sweep_passes(jobs, res, threads);
-  std::vector<std::size_t> belady_jobs;
-  for (std::size_t j = 0; j < jobs.size(); ++j) {
-    if (jobs[j].belady) belady_jobs.push_back(j);
-  }
   auto sim_config = [&](const SweepJob& job) {
     SimConfig c;
     c.placement = job.placement;
@@ -383,33 +356,92 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
     }
     return job.placement == Placement::device ? res.device : res.host;
   };
-  const std::size_t sims = jobs.size() - belady_jobs.size();
-  stage(std::to_string(sims) + (sims == 1 ? " simulation in " : " simulations in ") +
-        std::to_string(passes.size()) + (passes.size() == 1 ? " pass" : " passes") +
-        (belady_jobs.empty() ? std::string()
-                             : ", " + std::to_string(belady_jobs.size()) + " Belady bounds"));
-  WorkCount work;
-  work.total = forwards * (passes.size() + belady_jobs.size());
-  run_jobs(
-      passes.size() + belady_jobs.size(), threads,
-      [&](std::size_t i) {
-        if (i >= passes.size()) {
+  // One pass of simulate_together over `pass` (indices into `jobs`), counted in `work`.
+  auto run_pass = [&](const std::vector<SweepJob>& jobs, const std::vector<std::size_t>& pass,
+                      WorkCount& work) {
+    std::vector<SimConfig> cfgs;
+    for (std::size_t j : pass)
+      cfgs.push_back(sim_config(jobs[j]));
+    const std::vector<SimResult> r =
+        simulate_together(input, st, cost, cfgs, [&](std::int64_t) { ++work.done; });
+    for (std::size_t k = 0; k < pass.size(); ++k)
+      summary_of(jobs[pass[k]]) = summarize(r[k], device_capacity);
+  };
+
+  // One-pass curves first (one per unit, in parallel): they also give the smallest pool. The
+  // device and host placements need no pool size: their pass runs beside the curves.
+  std::vector<MrcResult> mrc(want_mirror ? cfg.units.size() : 0);
+  std::vector<SweepJob> fixed;  // device, host
+  if (res.has_device) fixed.push_back({Placement::device});
+  if (res.has_host) fixed.push_back({Placement::host});
+  std::vector<std::size_t> fixed_pass(fixed.size());
+  for (std::size_t j = 0; j < fixed.size(); ++j)
+    fixed_pass[j] = j;
+  {
+    std::string name;
+    if (!mrc.empty()) {
+      name = "miss-ratio curves (" + std::to_string(mrc.size()) + " residency unit" +
+             (mrc.size() == 1 ? ")" : "s)");
+    }
+    if (!fixed.empty()) {
+      name += std::string(name.empty() ? "" : ", ") +
+              (fixed.size() == 2 ? "device and host placements"
+                                 : std::string(to_string(fixed[0].placement)) + " placement");
+    }
+    stage(name);
+    WorkCount work;
+    work.total = forwards * (mrc.size() + (fixed.empty() ? 0 : 1));
+    run_jobs(
+        mrc.size() + (fixed.empty() ? 0 : 1), threads,
+        [&](std::size_t i) {
+          if (i < mrc.size()) {
+            mrc[i] = unit_curve(input, st, cfg, cfg.units[i], work);
+          } else {
+            run_pass(fixed, fixed_pass, work);
+          }
+        },
+        work, cfg.progress);
+  }
+  res.min_slots = std::int64_t{st.max_rows} + st.max_write_pages;
+  for (const auto& m : mrc)
+    res.min_slots = std::max(res.min_slots, m.max_step_pages);
+
+  // The mirror sweep: (unit, size) simulations in passes (sweep_passes), then the Belady
+  // counts as threads come free.
+  std::vector<SweepJob> jobs;
+  for (std::size_t u = 0; u < mrc.size(); ++u)
+    res.units.push_back(plan_unit(cfg, res, mrc[u], static_cast<int>(u), jobs));
+  const std::vector<std::vector<std::size_t>> passes = sweep_passes(jobs, res, threads);
+  std::vector<std::size_t> belady_jobs;
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    if (jobs[j].belady) belady_jobs.push_back(j);
+  }
+  if (!jobs.empty()) {
+    const std::size_t sims = jobs.size() - belady_jobs.size();
+    stage("mirror sweep: " + std::to_string(sims) +
+          (sims == 1 ? " simulation in " : " simulations in ") + std::to_string(passes.size()) +
+          (passes.size() == 1 ? " pass" : " passes") +
+          (belady_jobs.empty()
+               ? std::string()
+               : ", " + std::to_string(belady_jobs.size()) +
+                     (belady_jobs.size() == 1 ? " Belady bound" : " Belady bounds")));
+    WorkCount work;
+    work.total = forwards * (passes.size() + belady_jobs.size());
+    run_jobs(
+        passes.size() + belady_jobs.size(), threads,
+        [&](std::size_t i) {
+          if (i < passes.size()) {
+            run_pass(jobs, passes[i], work);
+            return;
+          }
           const SweepJob& job = jobs[belady_jobs[i - passes.size()]];
           UnitSweep& us = res.units[static_cast<std::size_t>(job.unit)];
           us.belady_misses[job.size] =
               belady_misses(mrc[static_cast<std::size_t>(job.unit)].log, us.sizes[job.size]);
           work.done += forwards;
-          return;
-        }
-        std::vector<SimConfig> cfgs;
-        for (std::size_t j : passes[i])
-          cfgs.push_back(sim_config(jobs[j]));
-        const std::vector<SimResult> r =
-            simulate_together(input, st, cost, cfgs, [&](std::int64_t) { ++work.done; });
-        for (std::size_t k = 0; k < passes[i].size(); ++k)
-          summary_of(jobs[passes[i][k]]) = summarize(r[k], device_capacity);
-      },
-      work, cfg.progress);
+        },
+        work, cfg.progress);
+  }
 
   for (UnitSweep& us : res.units)
     find_thresholds(us, cfg.within, cfg.chosen);

@@ -34,9 +34,10 @@ TEST(CliProgress, PlanPrintsALinePerStageWhenStderrIsNotATerminal) {
   EXPECT_NO_THROW(boost::json::parse(r.out)) << r.out;
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
   const auto lines = lines_of(r.err);
-  const std::vector<std::string> want = {"kvtier plan: scanning the trace (",
-                                         "kvtier plan: miss-ratio curves, 2 residency units (",
-                                         "kvtier plan: 22 simulations in ", "kvtier plan: done ("};
+  const std::vector<std::string> want = {
+      "kvtier plan: scanning the trace (",
+      "kvtier plan: miss-ratio curves (2 residency units), device and host placements (",
+      "kvtier plan: mirror sweep: 20 simulations in ", "kvtier plan: done ("};
   ASSERT_EQ(lines.size(), want.size()) << r.err;
   for (std::size_t i = 0; i < want.size(); ++i)
     EXPECT_EQ(lines[i].rfind(want[i], 0), 0u) << lines[i];
@@ -48,7 +49,15 @@ TEST(CliProgress, PlanStagesFollowWhatIsAsked) {
       testing::run_kvtier_split("plan --trace " + sample_trace() + " --placement device --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err.find("miss-ratio"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("kvtier plan: 1 simulation in 1 pass ("), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("mirror sweep"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("kvtier plan: device placement ("), std::string::npos) << r.err;
+  const auto m = testing::run_kvtier_split("plan --trace " + sample_trace() +
+                                           " --placement mirror --unit layer --json");
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_NE(m.err.find("kvtier plan: miss-ratio curves (1 residency unit) ("), std::string::npos)
+      << m.err;
+  EXPECT_NE(m.err.find("kvtier plan: mirror sweep: 10 simulations in "), std::string::npos)
+      << m.err;
 }
 
 TEST(CliProgress, CommandsWithoutStagesStayQuietOffATerminal) {
