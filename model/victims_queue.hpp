@@ -1,4 +1,5 @@
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -54,7 +55,15 @@ class QueueVictims {
   }
   // A slot's last_use became `step` (a hit or an install): only the step's bucket is opened.
   void on_slot_used(const ResidencyView& st, SlotId, std::int64_t step) {
-    if (step != newest_step_ || held() == 0) open_bucket(st, step);
+    if (step == newest_step_ && held() > 0) return;
+    // Inline while the ring has room and no compaction is due (a stream of single lookups
+    // opens a bucket for every lookup).
+    if (held() + 1 <= std::min(ring_.size(), 2 * next_.size() + 64)) {
+      bucket(++newest_) = Bucket{step, kEnd, kEnd};
+      newest_step_ = step;
+    } else {
+      open_bucket(st, step);
+    }
   }
   void on_slot_freed(SlotId s);
   void on_flush();
