@@ -161,6 +161,9 @@ class Simulation {
     gap_layers_[L_] = g_.total_layers - 1 - g_.qsa_layer_ids[L_ - 1];
     non_qsa_layers_ = std::max(1, g_.total_layers - L_);
   }
+  // fe_ may refer to the simulation's own front end: not to be copied or moved.
+  Simulation(const Simulation&) = delete;
+  Simulation& operator=(const Simulation&) = delete;
 
   SimResult run() {
     auto stream = input_.open();
