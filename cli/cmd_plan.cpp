@@ -171,7 +171,9 @@ int run_plan(const std::vector<std::string>& args) {
   cfg.host_capacity_bytes = gib_option(vm, "host-gib");
   cfg.objective = objective_of(vm);
   if (levels) return run_plan_concurrency(vm, cost, cfg);
-  Progress progress("kvtier plan", 0, "sims");  // the planner says how many once it starts
+  // A bar on a terminal; a line per stage otherwise (a long plan in a log says where it is).
+  Progress progress("kvtier plan", 0, "forwards", 1, true);
+  cfg.on_stage = [&](const std::string& stage) { progress.stage(stage, "forwards"); };
   cfg.progress = [&](std::uint64_t done, std::uint64_t total) { progress.update(done, total); };
   const sim::PlanResult r = sim::plan(input, cost, cfg);
   progress.finish();

@@ -132,12 +132,15 @@ int run_plan_concurrency(const po::variables_map& vm, const CostModel& cost,
   cc.plan.progress = [&](std::uint64_t done, std::uint64_t total) {
     if (progress) progress->update(done, total);
   };
+  cc.plan.on_stage = [&](const std::string& stage) {
+    if (progress) progress->stage(stage, "forwards");
+  };
   auto start = std::chrono::steady_clock::now();
   cc.on_level_start = [&](std::size_t i, std::int64_t level) {
     start = std::chrono::steady_clock::now();
     std::fprintf(stderr, "kvtier plan: level %zu of %zu, %lld in flight: generating and planning\n",
                  i + 1, cc.levels.size(), static_cast<long long>(level));
-    progress.emplace("kvtier plan", 0, "sims");
+    progress.emplace("kvtier plan", 0, "forwards");
   };
   cc.on_level_done = [&](std::size_t i, const sim::ConcurrencyLevel& l) {
     if (progress) progress->finish();

@@ -1,6 +1,7 @@
 #include "frontend/front_end.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 
@@ -123,8 +124,26 @@ void FrontEnd::prepare(const Forward& f) {
   writes_.erase(std::unique(writes_.begin(), writes_.end()), writes_.end());
 }
 
-LayerQuery FrontEnd::build(const Forward& f, int layer, int width) {
+void add_bypassed_row(LayerQuery& q, const RowTokens& rt, RowKind kind) {
+  q.bypass_last_token_selected += rt.last_token_selected;
+  if (kind == RowKind::decode) return;
+  q.bypass_selected_tokens += rt.selected;
+  // a row that stages its request's cache reads the cached tokens, through windows
+  q.bypass_read_tokens += rt.staged_cached > 0 ? rt.staged_cached : rt.selected;
+}
+
+int FrontEnd::full_width() const {
+  return static_cast<int>(std::min<std::int64_t>(max_row_pages_, INT32_MAX / 4));
+}
+
+LayerQuery FrontEnd::build(const Forward& f, int layer, int width,
+                           std::span<const std::uint8_t> bypass_rows) {
   const std::size_t rows = f.rows.size();
+  if (bypass_rows.size() != rows) {
+    throw std::logic_error("FrontEnd::build: bypass flags for " +
+                           std::to_string(bypass_rows.size()) + " rows, the forward has " +
+                           std::to_string(rows));
+  }
   query_.resize(writes_.size() + rows * static_cast<std::size_t>(width));
   row_tokens_.resize(rows);
   std::copy(writes_.begin(), writes_.end(), query_.begin());
@@ -136,7 +155,7 @@ LayerQuery FrontEnd::build(const Forward& f, int layer, int width) {
     const auto sel = f.selection(layer, static_cast<int>(r));
     const auto t = space_.pages(row.request);
     const std::int64_t last = row.position + row.count - 1;
-    const bool bypass = bypass_[r] != 0;  // only its causal tail enters the query
+    const bool bypass = bypass_rows[r] != 0;  // only its causal tail enters the query
     const RowCompaction c = compact_dispatch(sel.data(), bypass ? 0 : static_cast<int>(sel.size()),
                                              last, g_.compress_ratio, g_.page_size, t.data(),
                                              static_cast<std::int64_t>(t.size()), width, out);
@@ -155,7 +174,6 @@ LayerQuery FrontEnd::build(const Forward& f, int layer, int width) {
     rt = {};
     rt.last_token_selected = last_tokens;
     q.last_token_selected += last_tokens;
-    if (bypass) q.bypass_last_token_selected += last_tokens;
     if (row.kind == RowKind::decode) {
       rt.selected = last_tokens;
     } else {
@@ -167,11 +185,8 @@ LayerQuery FrontEnd::build(const Forward& f, int layer, int width) {
         rt.staged_selected = rt.selected;
         q.staged_windows += (cached + window_ - 1) / window_;
       }
-      if (bypass) {
-        q.bypass_selected_tokens += rt.selected;
-        q.bypass_read_tokens += staged ? cached : rt.selected;
-      }
     }
+    if (bypass) add_bypassed_row(q, rt, row.kind);
     q.selected_tokens += rt.selected;
     q.staged_cached_tokens += rt.staged_cached;
     q.staged_selected_tokens += rt.staged_selected;
@@ -186,7 +201,8 @@ LayerQuery FrontEnd::build(const Forward& f, int layer, int width) {
   return q;
 }
 
-TraceBounds scan_trace(const traces::TraceInput& input) {
+TraceBounds scan_trace(const traces::TraceInput& input,
+                       const std::function<void(std::int64_t)>& on_forward) {
   const Geometry& g = input.header.geometry;
   g.validate();
   TraceBounds s;
@@ -256,6 +272,7 @@ TraceBounds scan_trace(const traces::TraceInput& input) {
       s.max_step_pages =
           std::max(s.max_step_pages,
                    std::int64_t{writes} + static_cast<std::int64_t>(f.rows.size()) * max_row_pages);
+      if (on_forward) on_forward(s.forwards);
     }
   }
   s.peak_pages = std::max<PageId>(s.peak_pages, 1);
@@ -266,9 +283,7 @@ int FrontEnd::plan_rows(std::int64_t pool_slots) {
   const int rows = static_cast<int>(row_pages_.size());
   std::fill(bypass_.begin(), bypass_.end(), std::uint8_t{0});
   bypassed_ = 0;
-  if (pool_slots <= 0) {
-    return static_cast<int>(std::min<std::int64_t>(max_row_pages_, INT32_MAX / 4));
-  }
+  if (pool_slots <= 0) return full_width();
   const int width = select_width(pool_slots, rows, write_pages(), max_row_pages_).width;
   // A row fits when the width holds every page it can touch; a decode row that does not is
   // truncated (its drops are counted), a prefill row bypasses. The rows that stay keep at

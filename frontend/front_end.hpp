@@ -1,5 +1,6 @@
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -90,8 +91,18 @@ class FrontEnd {
   int bypassed_rows() const { return bypassed_; }
   std::int64_t tokens() const { return tokens_; }
   std::int64_t decode_tokens() const { return decode_tokens_; }
-  // Compacts layer `layer` of the prepared forward at `width` pages per row.
-  LayerQuery build(const traces::Forward& f, int layer, int width);
+  // Every page a row of the prepared forward can touch: the width without a pool
+  // (plan_rows(0)), and the widest any pool gives.
+  int full_width() const;
+  // Compacts layer `layer` of the prepared forward at `width` pages per row, the rows that
+  // the last plan_rows says bypass the pool with their causal tail alone.
+  LayerQuery build(const traces::Forward& f, int layer, int width) {
+    return build(f, layer, width, bypass_);
+  }
+  // The same with the caller's flags ([rows], 1: the row bypasses the pool) in place of the
+  // last plan_rows' (LayerQueryCache builds for several pools at once).
+  LayerQuery build(const traces::Forward& f, int layer, int width,
+                   std::span<const std::uint8_t> bypass);
   // Tokens of a row's request cached before the row (prefill staging decisions).
   const Geometry& geometry() const { return g_; }
   std::span<const PageId> table(RequestId r) const { return space_.pages(r); }
@@ -115,7 +126,14 @@ class FrontEnd {
 
 // Pre-pass: checks the trace against its header, sizes the page space, counts work.
 // Throws ConfigError on a malformed trace (unknown request, selection of a wrong layer count).
-TraceBounds scan_trace(const traces::TraceInput& input);
+// on_forward: forwards scanned, for progress.
+TraceBounds scan_trace(const traces::TraceInput& input,
+                       const std::function<void(std::int64_t)>& on_forward = {});
+
+// Adds a row that bypasses the pool to the query's bypass_* figures: all it attends
+// (`rt`, its RowTokens) is read from the host bank. The one rule for FrontEnd::build and
+// LayerQueryCache.
+void add_bypassed_row(LayerQuery& q, const RowTokens& rt, traces::RowKind kind);
 
 // Tokens one row of `count` tokens at `position` attends in total, at most `width` each.
 std::int64_t row_selected_tokens(std::int64_t position, std::int64_t count, std::int64_t width);

@@ -74,7 +74,7 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
     if (s >= 0) {
       if (st.last_use[s] < step) {
         st.last_use[s] = step;
-        victims.on_slot_used(s, step);
+        victims.on_slot_used(st, s, step);
         ++r.hits;
       }
     } else if (s == kNoSlot) {
@@ -117,7 +117,7 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
     st.page_of_slot[s] = p;
     st.slot_of_page[p] = s;
     st.last_use[s] = step;
-    victims.on_slot_used(s, step);
+    victims.on_slot_used(st, s, step);
     copies[i] = CopyOp{p, s, old};
   }
   r.misses = admitted;

@@ -20,7 +20,7 @@ class HeapVictims {
 
   int select(const ResidencyView& st, std::int64_t step, int m, SlotId* out);
   // A use only raises last_use, which the lazy keys allow: nothing to do.
-  void on_slot_used(SlotId, std::int64_t) {}
+  void on_slot_used(const ResidencyView&, SlotId, std::int64_t) {}
   void on_slot_freed(SlotId s);
   void on_flush();
   std::size_t heap_size() const { return heap_.size(); }

@@ -1,4 +1,5 @@
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -6,22 +7,23 @@
 
 namespace kvtier {
 
-// Host-side victim finder with the exact choices of ScanVictims, in O(1) amortised per use and
+// Host-side victim finder with the exact choices of ScanVictims: O(1) per use, O(1) amortised
 // per victim, plus one sort by slot index of each step's slots that eviction reaches.
 //
-// Why a queue is enough: steps never decrease, so a slot used now is the most recently used
-// of all. Every use appends the slot at the back (ensure_pages reports each one through
-// on_slot_used), and the least recently used slots sit at the front. A slot's older entries
-// stay in the queue, stale (pos_ names its one live entry), until the front passes them or
-// the queue is compacted. The entries of one step form a segment (its first entry carries a
-// mark); its live slots are ordered by index only when eviction reaches it ("the front run"),
-// so steps whose slots are all used again are never sorted. Free slots (last_use
-// kFreeSlotStep, before every step) are a bit set, lowest first.
+// Why a queue of steps is enough: steps never decrease, so the slots used at the newest step
+// are the most recently used of all. Every step with a use gets a bucket, in step order, and
+// every slot is listed in one bucket: the one of the step it was installed at, or a later
+// one. A hit touches nothing of the finder's (the state's last_use records it; the finder
+// only opens the step's bucket), so a hit-heavy replay pays almost nothing for it. Eviction
+// takes the oldest bucket apart: its slots whose last_use is still its step are its victims,
+// ordered by index ("the front run"); slots used since go on to the bucket of their last_use,
+// freed ones leave. Free slots (kFreeSlotStep, before every step) are a bit set, lowest first.
 //
 // Contract: every change of a slot's last_use goes through ensure_pages, release_page or
-// flush_pool (their hooks keep the queue); a state built in some other way is adopted through
-// the constructor that reads it. When select finds fewer than m victims it changes nothing;
-// when it finds m, the caller installs them at `step` (ensure_pages does).
+// flush_pool (their hooks keep the buckets); a state built in some other way is adopted
+// through the constructor that reads it. When select finds m victims it lists them at `step`,
+// for the caller installs them there (ensure_pages does); when it finds fewer it changes
+// nothing the next select could see.
 class QueueVictims {
  public:
   struct Config {};
@@ -32,70 +34,80 @@ class QueueVictims {
   explicit QueueVictims(const ResidencyView& st, Config = {});
 
   // Writes to out[0..found) the slots with last_use < step of smallest (last_use, slot), in
-  // that order; found < m only when fewer slots are evictable (and then nothing changes).
-  // Inline for the common miss of a replay that evicts: one victim, no free slot, the front
-  // entry live and alone in its run (or the next of a sorted run).
+  // that order; found < m only when fewer slots are evictable.
+  // Inline for the miss of a replay that evicts at almost every step (a stream of single
+  // lookups): one victim, no free slot, no front run left, and the oldest bucket (not this
+  // step's) lists one slot, still used last at its step.
   int select(const ResidencyView& st, std::int64_t step, int m, SlotId* out) {
-    if (m == 1 && free_word_ == free_.size() && size_ > 1 && live(head_)) {
-      const SlotId s = slot_of(ring_[head_]);
-      const bool alone =
-          sorted_ == 0 && (ring_[wrap(head_ + 1)] & kSegmentStart) != 0 && st.last_use[s] < step;
-      if (sorted_ > 0 || alone) {
+    if (m == 1 && run_pos_ == run_.size() && held() > 1 && free_word_ == free_.size()) {
+      const Bucket& k = bucket(front_);
+      if (k.head != kEnd && k.head == k.tail && st.last_use[k.head] == k.step) {
+        const SlotId s = k.head;
+        ++front_;
+        next_[static_cast<std::size_t>(s)] = kUnlisted;  // a victim: in no bucket until listed
+        if (step != newest_step_) open_bucket(st, step);
+        list(s, newest_);  // the caller installs it at `step`
         out[0] = s;
-        pass_front();
-        if (sorted_ > 0) --sorted_;
         return 1;
       }
     }
     return select_any(st, step, m, out);
   }
-  // `s` was queried (a hit) or installed at `step`: it becomes the most recently used.
-  // Inline: ensure_pages calls it for every hit.
-  void on_slot_used(SlotId s, std::int64_t step) {
-    if (size_ == ring_.size()) compact();
-    const std::size_t tail = wrap(head_ + size_);
-    const bool first = size_ == 0 || step != last_step_;
-    ring_[tail] = static_cast<std::uint32_t>(s) | (first ? kSegmentStart : 0u);
-    pos_[static_cast<std::size_t>(s)] = static_cast<std::uint32_t>(tail);
-    last_step_ = step;
-    ++size_;
+  // A slot's last_use became `step` (a hit or an install): only the step's bucket is opened.
+  void on_slot_used(const ResidencyView& st, SlotId, std::int64_t step) {
+    if (step == newest_step_ && held() > 0) return;
+    // Inline while the ring has room and no compaction is due (a stream of single lookups
+    // opens a bucket for every lookup).
+    if (held() + 1 <= std::min(ring_.size(), 2 * next_.size() + 64)) {
+      bucket(++newest_) = Bucket{step, kEnd, kEnd};
+      newest_step_ = step;
+    } else {
+      open_bucket(st, step);
+    }
   }
   void on_slot_freed(SlotId s);
   void on_flush();
 
-  // Entries held, live and stale: at most 2 x slots + kSlack.
-  std::size_t queue_size() const { return size_; }
-  static constexpr std::size_t kSlack = 1024;
+  // Buckets held (steps from the oldest listed one to the newest): at most 2 x slots + 64.
+  std::uint64_t buckets() const { return held(); }
 
  private:
-  static constexpr std::uint32_t kNotQueued = 0xffffffffu;
-  static constexpr std::uint32_t kSegmentStart = 0x80000000u;  // the first entry of a step
+  static constexpr std::int32_t kEnd = -1;       // next_ of a bucket's last slot
+  static constexpr std::int32_t kUnlisted = -2;  // in no bucket (free, or a victim)
+  static constexpr std::int32_t kInRun = -3;     // in the front run
 
-  static SlotId slot_of(std::uint32_t entry) { return static_cast<SlotId>(entry & ~kSegmentStart); }
-  // Ring positions i < 2 x capacity, wrapped.
-  std::size_t wrap(std::size_t i) const { return i >= ring_.size() ? i - ring_.size() : i; }
-  bool live(std::size_t i) const { return pos_[static_cast<std::size_t>(slot_of(ring_[i]))] == i; }
-  void pass_front() {
-    head_ = wrap(head_ + 1);
-    --size_;
-  }
-  int select_any(const ResidencyView& st, std::int64_t step, int m, SlotId* out);
+  struct Bucket {
+    std::int64_t step;
+    std::int32_t head, tail;  // the slots listed, kEnd when none
+  };
+
+  std::uint64_t held() const { return newest_ + 1 - front_; }
+  Bucket& bucket(std::uint64_t b) { return ring_[b & (ring_.size() - 1)]; }
+  void open_bucket(const ResidencyView& st, std::int64_t step);
+  void compact(const ResidencyView& st, std::int64_t step);
+  void list(SlotId s, std::uint64_t b);
+  void hand_on(SlotId s, std::int64_t use);
+  std::uint64_t bucket_of_step(std::int64_t use);
   SlotId pop_free();
-  bool sort_front_run(const ResidencyView& st, std::int64_t step);
-  void compact();
+  int select_any(const ResidencyView& st, std::int64_t step, int m, SlotId* out);
+  bool next_run(const ResidencyView& st, std::int64_t step);
+  void sort_slots();
 
-  SlotId num_slots_;
-  // The queue: a ring of entries (slot | kSegmentStart on a step's first) in order of use,
-  // [head_, head_ + size_) wrapping, so that entries eviction has passed cost nothing to drop.
-  std::vector<std::uint32_t> ring_;
-  std::size_t head_ = 0;
-  std::size_t size_ = 0;
-  std::size_t sorted_ = 0;           // the first sorted_ entries: the front run, by slot
-  std::int64_t last_step_ = 0;       // the step of the last entry queued
-  std::vector<std::uint32_t> pos_;   // [slots] ring index of the slot's live entry, kNotQueued
+  std::vector<std::int32_t> next_;  // [slots] the next slot listed in the same bucket, or above
+  std::vector<Bucket> ring_;        // buckets [front_, newest_], at index & (size - 1)
+  std::uint64_t front_ = 1;         // the oldest bucket not yet taken apart
+  std::uint64_t newest_ = 0;        // front_ > newest_: no bucket held
+  std::int64_t newest_step_ = 0;    // the step of bucket newest_
+  // The front run: slots by index, [run_pos_, size) still to take; each is a victim while its
+  // last_use is still the run's step (run_step_, or after an undone select, which may leave
+  // the victims of several steps, run_steps_[i]).
+  std::vector<SlotId> run_;
+  std::vector<std::int64_t> run_steps_;
+  std::int64_t run_step_ = 0;
+  std::size_t run_pos_ = 0;
+  std::vector<SlotId> sort_scratch_;
   std::vector<std::uint64_t> free_;  // [ceil(slots / 64)] bit set: the slot is free
   std::size_t free_word_ = 0;        // no free slot lies in a word below this one
-  std::vector<SlotId> run_;          // scratch: the live slots of the front run
 };
 
 }  // namespace kvtier

@@ -48,7 +48,7 @@ struct ScanVictims {
   }
 
   // Hooks the stateful finders need; the scan keeps no state.
-  KVT_HD void on_slot_used(SlotId, std::int64_t) {}
+  KVT_HD void on_slot_used(const ResidencyView&, SlotId, std::int64_t) {}
   KVT_HD void on_slot_freed(SlotId) {}
   KVT_HD void on_flush() {}
 };

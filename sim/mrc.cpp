@@ -9,102 +9,6 @@
 
 namespace kvtier::sim {
 
-StackDistance::StackDistance(PageId num_pages) : last_(num_pages, -1) {
-  fen_.assign(1024 + 1, 0);
-  owner_.assign(1024, kEmpty);
-}
-
-void StackDistance::add(std::int64_t i, std::int32_t v) {
-  for (std::int64_t k = i + 1; k < static_cast<std::int64_t>(fen_.size()); k += k & -k)
-    fen_[k] += v;
-}
-
-std::int64_t StackDistance::prefix(std::int64_t i) const {
-  std::int64_t s = 0;
-  for (std::int64_t k = i + 1; k > 0; k -= k & -k)
-    s += fen_[k];
-  return s;
-}
-
-void StackDistance::renumber() {
-  // Keep the live entries in order at times 0..live-1; room for as many again.
-  std::vector<std::int32_t> owners;
-  owners.reserve(live_);
-  for (std::int64_t i = 0; i < t_; ++i) {
-    if (owner_[i] != kEmpty) owners.push_back(owner_[i]);
-  }
-  // Room for three times as many again: a renumber (O(capacity)) every >= 3 x live
-  // references, memory still O(live entries).
-  const std::int64_t cap =
-      std::max<std::int64_t>(1024, 4 * static_cast<std::int64_t>(owners.size()));
-  owner_.assign(cap, kEmpty);
-  fen_.assign(cap + 1, 0);
-  holes_ = {};
-  for (std::size_t i = 0; i < owners.size(); ++i) {
-    owner_[i] = owners[i];
-    if (owners[i] == kHole) {
-      holes_.push(static_cast<std::int64_t>(i));
-    } else {
-      last_[owners[i]] = static_cast<std::int64_t>(i);
-    }
-  }
-  // Linear Fenwick build: every node adds itself to its parent after its children did.
-  for (std::size_t k = 1; k < fen_.size(); ++k) {
-    if (k - 1 < owners.size()) fen_[k] += 1;
-    const std::size_t up = k + (k & (~k + 1));
-    if (up < fen_.size()) fen_[up] += fen_[k];
-  }
-  t_ = static_cast<std::int64_t>(owners.size());
-}
-
-std::int64_t StackDistance::reference(PageId p) {
-  const std::int64_t lt = last_[p];
-  std::int64_t depth = 0;
-  // Every entry (page or hole) holds one mark at a time below t_, so the marks in
-  // (lt, t_) are live_ minus those in [0, lt]: one Fenwick query instead of two.
-  if (lt >= 0) depth = live_ - prefix(lt) + 1;
-  // The topmost hole above p's place absorbs the push-down: for pool sizes that reach the
-  // hole but not p, the reference fills that free slot; for sizes that hold p the free slot
-  // stays free. Both hold when the hole moves to p's old place (or, for a page not in the
-  // stack, is used up).
-  if (!holes_.empty() && holes_.top() > lt) {
-    const std::int64_t h = holes_.top();
-    holes_.pop();
-    add(h, -1);
-    owner_[h] = kEmpty;
-    --live_;
-    if (lt >= 0) {
-      owner_[lt] = kHole;
-      holes_.push(lt);
-    }
-  } else if (lt >= 0) {
-    add(lt, -1);
-    owner_[lt] = kEmpty;
-    --live_;
-  }
-  if (t_ == static_cast<std::int64_t>(owner_.size())) renumber();
-  add(t_, 1);
-  owner_[t_] = p;
-  last_[p] = t_;
-  ++t_;
-  ++live_;
-  return depth;
-}
-
-std::int64_t StackDistance::memory_bytes() const {
-  return static_cast<std::int64_t>(
-      last_.capacity() * sizeof(std::int64_t) + fen_.capacity() * sizeof(std::int32_t) +
-      owner_.capacity() * sizeof(std::int32_t) + holes_.size() * sizeof(std::int64_t));
-}
-
-void StackDistance::release(PageId p) {
-  const std::int64_t lt = last_[p];
-  if (lt < 0) return;
-  owner_[lt] = kHole;
-  holes_.push(lt);
-  last_[p] = -1;
-}
-
 std::int64_t MissCurve::misses(std::int64_t slots) const {
   std::int64_t hits = 0;
   const std::int64_t top =
@@ -122,8 +26,20 @@ void MissCurve::merge(const MissCurve& o) {
     hits_at_depth[d] += o.hits_at_depth[d];
 }
 
+std::int64_t query_log_bound(const frontend::TraceBounds& stats, const Geometry& g,
+                             ResidencyUnit unit) {
+  const std::int64_t states = unit == ResidencyUnit::layer_page ? g.qsa_layers() : 1;
+  const std::int64_t steps = stats.forwards * g.qsa_layers();
+  // Each layer-step: at most max_step_pages pages and its end. Each release: one entry per
+  // state; a request releases at most its context's pages.
+  const std::int64_t releases =
+      stats.requests * ((stats.max_context + g.page_size - 1) / g.page_size) * states;
+  return steps * (stats.max_step_pages + 1) + releases;
+}
+
 MrcResult miss_ratio_curve(const traces::TraceInput& input, const frontend::TraceBounds& stats,
-                           ResidencyUnit unit, bool keep_log, std::int64_t max_log_entries) {
+                           ResidencyUnit unit, bool keep_log, std::int64_t max_log_entries,
+                           const std::function<void(std::int64_t)>& on_forward) {
   // Entries are indexed by int32 next-use positions.
   max_log_entries = std::min<std::int64_t>(max_log_entries, QueryLog::kNever - 1);
   const Geometry& g = input.header.geometry;
@@ -141,7 +57,7 @@ MrcResult miss_ratio_curve(const traces::TraceInput& input, const frontend::Trac
   // seen[state][page]: the last step index that referenced the page (dedupe within a step)
   std::vector<std::vector<std::int64_t>> seen(n_states, std::vector<std::int64_t>(pages, -1));
   std::vector<std::int64_t> pool_seen(pages, -1);  // the same over the pool's part of a step
-  std::int64_t step = 0;
+  std::int64_t step = 0, forwards = 0;
   std::int64_t logged = 0;  // log entries over all states (pages, step ends, releases)
   auto stream = input.open();
   traces::Record rec;
@@ -211,6 +127,7 @@ MrcResult miss_ratio_curve(const traces::TraceInput& input, const frontend::Trac
       for (const auto& c : res.per_layer)
         bytes += static_cast<std::int64_t>(c.hits_at_depth.capacity() * sizeof(std::int64_t));
       res.peak_bytes = std::max(res.peak_bytes, bytes);
+      if (on_forward) on_forward(++forwards);
     }
     if (keep_log && logged > max_log_entries) {
       // Past the cap: drop the log (the Belady bound is not computed) rather than grow on.
@@ -219,6 +136,7 @@ MrcResult miss_ratio_curve(const traces::TraceInput& input, const frontend::Trac
       res.log.states.assign(res.log.states.size(), {});
     }
   }
+  res.log_entries = logged;
   if (keep_log) res.log.index_next_uses();
   for (const auto& c : res.per_layer)
     res.curve.merge(c);

@@ -1,51 +1,16 @@
 #pragma once
 #include <climits>
 #include <cstdint>
-#include <queue>
+#include <functional>
 #include <vector>
 
 #include "frontend/front_end.hpp"
 #include "model/page_space.hpp"
 #include "model/placement.hpp"
+#include "sim/stack_distance.hpp"
 #include "traces/trace_source.hpp"
 
 namespace kvtier::sim {
-
-// Exact LRU stack distances in one pass (Mattson), for every pool size at once.
-//
-// Order: within a layer-step the pages are taken in the order they first appear in the
-// query (write pages, then rows), one after another. A released page leaves a hole at its
-// place in the stack: a free slot, used before any eviction (as the core does), so the next
-// reference that would push pages down past the hole fills it instead.
-//
-// Depth is counted with a Fenwick tree over reference times; times are renumbered when the
-// tree fills, so memory is O(distinct live pages), not O(trace length).
-class StackDistance {
- public:
-  explicit StackDistance(PageId num_pages);
-  // References `p`; returns its depth before the reference (1 = most recent), 0 when the
-  // page is not in the stack (first reference, or referenced again after a release).
-  std::int64_t reference(PageId p);
-  // The page's request ended: its place becomes a hole.
-  void release(PageId p);
-  std::int64_t live() const { return live_; }
-  // Bytes held now: O(pages + live entries), independent of the trace length.
-  std::int64_t memory_bytes() const;
-
- private:
-  void add(std::int64_t i, std::int32_t v);
-  std::int64_t prefix(std::int64_t i) const;  // marks in [0, i]
-  void renumber();
-
-  static constexpr std::int32_t kEmpty = -1;
-  static constexpr std::int32_t kHole = -2;
-  std::vector<std::int64_t> last_;           // [pages] time of the page's entry, or -1
-  std::vector<std::int32_t> fen_;            // Fenwick tree over times (1 per live entry)
-  std::vector<std::int32_t> owner_;          // [capacity] page, kHole or kEmpty at each time
-  std::priority_queue<std::int64_t> holes_;  // times of holes, topmost (latest) first
-  std::int64_t t_ = 0;
-  std::int64_t live_ = 0;  // entries (pages and holes) in the stack
-};
 
 // Misses of an LRU pool at every size, from the histogram of stack depths.
 struct MissCurve {
@@ -83,15 +48,22 @@ struct MrcResult {
   // The same over the pages a mirror pool must hold: the write pages and the decode rows'
   // (a prefill row whose union outgrows the pool bypasses it: FrontEnd::plan_rows).
   std::int64_t max_pool_step_pages = 0;
-  std::int64_t peak_bytes = 0;  // stacks + per-step dedupe arrays, largest seen
-  QueryLog log;                 // filled when asked for
+  std::int64_t peak_bytes = 0;   // stacks + per-step dedupe arrays, largest seen
+  std::int64_t log_entries = 0;  // entries the query log holds, or would (kept or not)
+  QueryLog log;                  // filled when asked for
 };
 
 // One pass over the trace with untruncated selections (no width limit), per residency unit.
+// on_forward: forwards done, for progress.
 inline constexpr std::int64_t kDefaultMaxLogEntries = std::int64_t{1} << 26;  // 512 MiB
 MrcResult miss_ratio_curve(const traces::TraceInput& input, const frontend::TraceBounds& stats,
                            ResidencyUnit unit, bool keep_log,
-                           std::int64_t max_log_entries = kDefaultMaxLogEntries);
+                           std::int64_t max_log_entries = kDefaultMaxLogEntries,
+                           const std::function<void(std::int64_t)>& on_forward = {});
+// An upper bound on the entries of the query log of `unit` from the pre-pass alone: when it
+// is within the cap, the curve's pass may keep the log without risking memory for nothing.
+std::int64_t query_log_bound(const frontend::TraceBounds& stats, const Geometry& g,
+                             ResidencyUnit unit);
 
 // Fewest misses any policy could have (Belady: evict the page used furthest in the future)
 // with `slots` slots per state; every page of a step must be resident at the step.

@@ -1,15 +1,14 @@
 #include "sim/planner.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <boost/json.hpp>
 #include <cmath>
 #include <limits>
-#include <mutex>
 #include <thread>
 
 #include "model/config_error.hpp"
 #include "model/profile_trust.hpp"
+#include "sim/plan_jobs.hpp"
 
 namespace kvtier::sim {
 
@@ -58,36 +57,6 @@ std::string gib(std::int64_t bytes) {
   std::snprintf(buf, sizeof buf, "%.1f GiB",
                 static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
   return buf;
-}
-
-// Runs jobs[0..n) on `threads` threads; each job writes only its own result slot.
-void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& job,
-                  const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
-  std::atomic<std::size_t> next{0}, done{0};
-  std::mutex err_mu;
-  std::exception_ptr err;
-  // Takes jobs until none is left; the first exception is kept and rethrown at the end.
-  auto work = [&](bool reports) {
-    for (std::size_t i = next++; i < n; i = next++) {
-      try {
-        job(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(err_mu);
-        if (!err) err = std::current_exception();
-      }
-      ++done;
-      if (reports && progress) progress(done, n);
-    }
-  };
-  std::vector<std::thread> pool;
-  const int t = std::max(1, std::min<int>(threads, static_cast<int>(n)));
-  for (int i = 1; i < t; ++i)
-    pool.emplace_back(work, false);
-  work(true);  // the calling thread works too and reports progress between its jobs
-  for (auto& th : pool)
-    th.join();
-  if (progress) progress(n, n);
-  if (err) std::rethrow_exception(err);
 }
 
 std::vector<std::int64_t> auto_sizes(std::int64_t lo, std::int64_t hi, int points) {
@@ -217,6 +186,60 @@ Recommendation decision_of(const PlanResult& res, const PlanConfig& cfg) {
   return recommend(in);
 }
 
+// A unit's one-pass curve. Its Belady log is kept in the same pass only when the pre-pass
+// bounds it within the cap; otherwise the pass counts it, and only a log that proves to be
+// within the cap is made, by a second pass (a log that would be dropped is never held).
+MrcResult unit_curve(const traces::TraceInput& input, const frontend::TraceBounds& st,
+                     const PlanConfig& cfg, ResidencyUnit unit, WorkCount& work) {
+  auto tick = [&](std::int64_t) { ++work.done; };
+  const bool keep =
+      cfg.belady && query_log_bound(st, input.header.geometry, unit) <= cfg.belady_max_entries;
+  MrcResult m = miss_ratio_curve(input, st, unit, keep, cfg.belady_max_entries, tick);
+  if (cfg.belady && !keep) {
+    if (m.log_entries <= cfg.belady_max_entries) {
+      work.total += static_cast<std::uint64_t>(st.forwards);
+      m = miss_ratio_curve(input, st, unit, true, cfg.belady_max_entries, tick);
+    } else {
+      m.log.dropped = true;
+    }
+  }
+  return m;
+}
+
+// The simulations of the sweep in as many passes over the trace as there are threads (each
+// pass one simulate_together: one decode and one compaction for all its configurations),
+// balanced by a rough cost: a pool per layer and a high miss ratio replay slower.
+std::vector<std::vector<std::size_t>> sweep_passes(const std::vector<SweepJob>& jobs,
+                                                   const PlanResult& res, int threads) {
+  std::vector<std::pair<double, std::size_t>> by_cost;
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    const SweepJob& job = jobs[j];
+    if (job.belady) continue;
+    double c = 0.5;
+    if (job.placement == Placement::mirror) {
+      const UnitSweep& us = res.units[static_cast<std::size_t>(job.unit)];
+      const double miss = static_cast<double>(us.classic_lru_misses[job.size]) /
+                          static_cast<double>(std::max<std::int64_t>(1, us.lookups));
+      c = (us.unit == ResidencyUnit::layer_page ? 1.5 : 1.0) * (1 + 2 * miss);
+    }
+    by_cost.emplace_back(c, j);
+  }
+  std::stable_sort(by_cost.begin(), by_cost.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  const std::size_t n = std::min(by_cost.size(), static_cast<std::size_t>(std::max(1, threads)));
+  std::vector<std::vector<std::size_t>> passes(n);
+  std::vector<double> load(n, 0);
+  for (const auto& [c, j] : by_cost) {
+    const auto least =
+        static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    passes[least].push_back(j);
+    load[least] += c;
+  }
+  for (auto& p : passes)
+    std::sort(p.begin(), p.end());  // the results do not depend on it; the order is stable
+  return passes;
+}
+
 bool asks_for(const PlanConfig& cfg, Placement p) {
   return std::find(cfg.placements.begin(), cfg.placements.end(), p) != cfg.placements.end();
 }
@@ -268,9 +291,16 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
     throw ConfigError("--threads: 0 (every core) .. " + std::to_string(kMaxPlanThreads) + ", got " +
                       std::to_string(cfg.threads));
   }
-  res.stats = frontend::scan_trace(input);
+  auto stage = [&](const std::string& name) {
+    if (cfg.on_stage) cfg.on_stage(name);
+  };
+  stage("scanning the trace");
+  res.stats = frontend::scan_trace(input, [&](std::int64_t f) {
+    if (cfg.progress) cfg.progress(static_cast<std::uint64_t>(f), 0);
+  });
   const frontend::TraceBounds& st = res.stats;
   if (st.forwards == 0) throw ConfigError("trace '" + input.name + "' has no forwards");
+  const auto forwards = static_cast<std::uint64_t>(st.forwards);
   const int threads = cfg.threads > 0
                           ? cfg.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -278,51 +308,109 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
   res.has_device = asks_for(cfg, Placement::device);
   res.has_host = asks_for(cfg, Placement::host);
 
-  // One-pass curves first (one per unit, in parallel): they also give the smallest pool.
+  auto sim_config = [&](const SweepJob& job) {
+    SimConfig c;
+    c.placement = job.placement;
+    c.dtype = cfg.dtype;
+    c.check_memory = false;    // the sweep reports sizes beyond the card too, marked
+    c.record_forwards = true;  // each forward's span: the decode tokens' wait (TPOT)
+    if (job.placement == Placement::mirror) {
+      const UnitSweep& us = res.units[static_cast<std::size_t>(job.unit)];
+      c.unit = us.unit;
+      c.policy = cfg.policy;
+      c.pool_slots = us.sizes[job.size];
+    }
+    return c;
+  };
+  auto summary_of = [&](const SweepJob& job) -> PointSummary& {
+    if (job.placement == Placement::mirror) {
+      return res.units[static_cast<std::size_t>(job.unit)].points[job.size];
+    }
+    return job.placement == Placement::device ? res.ideal : res.host;
+  };
+  // One pass of simulate_together over `pass` (indices into `jobs`), counted in `work`.
+  auto run_pass = [&](const std::vector<SweepJob>& jobs, const std::vector<std::size_t>& pass,
+                      WorkCount& work) {
+    std::vector<SimConfig> cfgs;
+    for (std::size_t j : pass)
+      cfgs.push_back(sim_config(jobs[j]));
+    const std::vector<SimResult> r =
+        simulate_together(input, st, cost, cfgs, [&](std::int64_t) { ++work.done; });
+    for (std::size_t k = 0; k < pass.size(); ++k)
+      summary_of(jobs[pass[k]]) = summarize(r[k], device_capacity);
+  };
+
+  // One-pass curves first (one per unit, in parallel): they also give the smallest pool. The
+  // device and host placements need no pool size: their pass runs beside the curves.
   std::vector<MrcResult> mrc(want_mirror ? cfg.units.size() : 0);
-  parallel_for(
-      mrc.size(), threads,
-      [&](std::size_t i) {
-        mrc[i] = miss_ratio_curve(input, st, cfg.units[i], cfg.belady, cfg.belady_max_entries);
-      },
-      nullptr);
+  std::vector<SweepJob> fixed;  // device (always: the ideal), host
+  fixed.push_back({Placement::device});
+  if (res.has_host) fixed.push_back({Placement::host});
+  std::vector<std::size_t> fixed_pass(fixed.size());
+  for (std::size_t j = 0; j < fixed.size(); ++j)
+    fixed_pass[j] = j;
+  {
+    std::string name;
+    if (!mrc.empty()) {
+      name = "miss-ratio curves (" + std::to_string(mrc.size()) + " residency unit" +
+             (mrc.size() == 1 ? "), " : "s), ");
+    }
+    // Device runs whether asked for or not: it is the ideal every decision is measured by.
+    name += fixed.size() == 2 ? "device and host placements" : "device placement";
+    stage(name);
+    WorkCount work;
+    work.total = forwards * (mrc.size() + 1);
+    run_jobs(
+        mrc.size() + 1, threads,
+        [&](std::size_t i) {
+          if (i < mrc.size()) {
+            mrc[i] = unit_curve(input, st, cfg, cfg.units[i], work);
+          } else {
+            run_pass(fixed, fixed_pass, work);
+          }
+        },
+        work, cfg.progress);
+  }
   res.min_slots = std::int64_t{st.max_rows} + st.max_write_pages;
   for (const auto& m : mrc)
     res.min_slots = std::max(res.min_slots, m.max_pool_step_pages);
 
-  // Jobs: device (always: the ideal), host, then (unit, size) mirror simulations and Belady
-  // counts.
+  // The mirror sweep: (unit, size) simulations in passes (sweep_passes), then the Belady
+  // counts as threads come free.
   std::vector<SweepJob> jobs;
-  jobs.push_back({Placement::device});
-  if (res.has_host) jobs.push_back({Placement::host});
   for (std::size_t u = 0; u < mrc.size(); ++u)
     res.units.push_back(plan_unit(cfg, res, mrc[u], static_cast<int>(u), jobs));
-  parallel_for(
-      jobs.size(), threads,
-      [&](std::size_t j) {
-        const SweepJob& job = jobs[j];
-        if (job.belady) {
-          UnitSweep& us = res.units[job.unit];
-          us.belady_misses[job.size] = belady_misses(mrc[job.unit].log, us.sizes[job.size]);
-          return;
-        }
-        SimConfig c;
-        c.placement = job.placement;
-        c.dtype = cfg.dtype;
-        c.check_memory = false;    // the sweep reports sizes beyond the card too, marked
-        c.record_forwards = true;  // each forward's span: the decode tokens' wait (TPOT)
-        if (job.placement == Placement::mirror) {
-          UnitSweep& us = res.units[job.unit];
-          c.unit = us.unit;
-          c.policy = cfg.policy;
-          c.pool_slots = us.sizes[job.size];
-          us.points[job.size] = summarize(simulate(input, st, cost, c), device_capacity);
-        } else {
-          (job.placement == Placement::device ? res.ideal : res.host) =
-              summarize(simulate(input, st, cost, c), device_capacity);
-        }
-      },
-      cfg.progress);
+  const std::vector<std::vector<std::size_t>> passes = sweep_passes(jobs, res, threads);
+  std::vector<std::size_t> belady_jobs;
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    if (jobs[j].belady) belady_jobs.push_back(j);
+  }
+  if (!jobs.empty()) {
+    const std::size_t sims = jobs.size() - belady_jobs.size();
+    stage("mirror sweep: " + std::to_string(sims) +
+          (sims == 1 ? " simulation in " : " simulations in ") + std::to_string(passes.size()) +
+          (passes.size() == 1 ? " pass" : " passes") +
+          (belady_jobs.empty()
+               ? std::string()
+               : ", " + std::to_string(belady_jobs.size()) +
+                     (belady_jobs.size() == 1 ? " Belady bound" : " Belady bounds")));
+    WorkCount work;
+    work.total = forwards * (passes.size() + belady_jobs.size());
+    run_jobs(
+        passes.size() + belady_jobs.size(), threads,
+        [&](std::size_t i) {
+          if (i < passes.size()) {
+            run_pass(jobs, passes[i], work);
+            return;
+          }
+          const SweepJob& job = jobs[belady_jobs[i - passes.size()]];
+          UnitSweep& us = res.units[static_cast<std::size_t>(job.unit)];
+          us.belady_misses[job.size] =
+              belady_misses(mrc[static_cast<std::size_t>(job.unit)].log, us.sizes[job.size]);
+          work.done += forwards;
+        },
+        work, cfg.progress);
+  }
 
   res.rest = rest_of_model(cost.profile());
   res.rest_us = res.rest.total_us(st.forwards, st.decode_tokens + st.prefill_tokens);

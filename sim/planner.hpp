@@ -39,6 +39,10 @@ struct PlanConfig {
   // unit it is skipped and said so.
   std::int64_t belady_max_entries = kDefaultMaxLogEntries;
   int threads = 0;  // 0: every core
+  // Progress, always from the calling thread: a stage begins (scanning the trace, the
+  // miss-ratio curves, the simulations), and work done in the current stage out of its total
+  // (total 0: not known yet), about ten times a second.
+  std::function<void(const std::string& stage)> on_stage;
   std::function<void(std::uint64_t done, std::uint64_t total)> progress;
 };
 

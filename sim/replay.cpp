@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "frontend/decision_log.hpp"
+#include "frontend/layer_query_cache.hpp"
 #include "model/admission.hpp"
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
@@ -115,11 +118,13 @@ MemoryBudget price_memory(const Geometry& g, const frontend::TraceBounds& stats,
 // One replay of a trace through the core, priced on a timeline. A forward is, per QSA layer:
 // the non-QSA layers before it, store + index + top-k, the mirror store (mirror, host), then
 // the placement's reads and the attention; after the last QSA layer the remaining non-QSA
-// layers.
+// layers. A replay reads the trace itself (run), or is stepped by simulate_together with a
+// front end and query cache shared by every configuration of the pass.
 class Simulation {
  public:
   Simulation(const traces::TraceInput& input, const frontend::TraceBounds& stats,
-             const CostModel& cost, const SimConfig& cfg)
+             const CostModel& cost, const SimConfig& cfg, frontend::FrontEnd* shared_fe = nullptr,
+             frontend::LayerQueryCache* cache = nullptr)
       : g_(input.header.geometry),
         cost_(cost),
         cfg_(cfg),
@@ -132,7 +137,11 @@ class Simulation {
         all_layers_(cfg.unit == ResidencyUnit::all_layers_page),
         slots_(static_cast<SlotId>(cfg.pool_slots)),
         window_stamps_(cfg.hybrid_window * kStampsPerLayerStep * L_),
-        fe_(g_, num_pages_, cfg.staging_window_tokens),
+        own_fe_(shared_fe != nullptr ? std::nullopt
+                                     : std::make_optional<frontend::FrontEnd>(
+                                           g_, num_pages_, cfg.staging_window_tokens)),
+        fe_(shared_fe != nullptr ? *shared_fe : *own_fe_),
+        cache_(cache),
         tl_(cfg.record_timeline),
         lat_(num_pages_) {
     shape_.placement = cfg.placement;
@@ -156,6 +165,9 @@ class Simulation {
     gap_layers_[L_] = g_.total_layers - 1 - g_.qsa_layer_ids[L_ - 1];
     non_qsa_layers_ = std::max(1, g_.total_layers - L_);
   }
+  // fe_ may refer to the simulation's own front end: not to be copied or moved.
+  Simulation(const Simulation&) = delete;
+  Simulation& operator=(const Simulation&) = delete;
 
   SimResult run() {
     auto stream = input_.open();
@@ -163,29 +175,34 @@ class Simulation {
     while (stream->next(rec)) {
       if (const auto* b = std::get_if<traces::RequestBegin>(&rec)) {
         fe_.begin(*b);
-        const auto shared =
-            b->shared_pages > 0 ? fe_.table(b->shared_with).first(b->shared_pages) : Pages{};
-        lat_.begin(*b, tl_.now(), shared);
+        begin(*b);
       } else if (const auto* e = std::get_if<traces::RequestEnd>(&rec)) {
-        end_request(*e);
+        release(fe_.end(*e));
       } else {
-        forward(std::get<traces::Forward>(rec));
-        ++fi_;
-        if (cfg_.on_forward) cfg_.on_forward(fi_);
+        const auto& f = std::get<traces::Forward>(rec);
+        fe_.prepare(f);
+        step(f);
       }
     }
-    res_.forwards = fi_;
-    res_.makespan_ns = tl_.drain();
-    for (int r = 0; r < kResources; ++r)
-      res_.busy_ns[r] = tl_.busy_ns(static_cast<Resource>(r));
-    if (cfg_.record_timeline) res_.timeline = tl_.records();
-    res_.requests = lat_.finish(res_.latency);
-    return std::move(res_);
+    return finish();
   }
 
- private:
-  void end_request(const traces::RequestEnd& e) {
-    const std::vector<PageId> freed = fe_.end(e);
+  // A request the front end has begun: its latency is timed from now.
+  void begin(const traces::RequestBegin& b) {
+    const auto shared =
+        b.shared_pages > 0 ? fe_.table(b.shared_with).first(b.shared_pages) : Pages{};
+    lat_.begin(b, tl_.now(), shared);
+  }
+
+  // One forward, which the front end has prepared.
+  void step(const traces::Forward& f) {
+    forward(f);
+    ++fi_;
+    if (cfg_.on_forward) cfg_.on_forward(fi_);
+  }
+
+  // The pages a request that ended held leave every pool.
+  void release(const std::vector<PageId>& freed) {
     for (std::size_t si = 0; si < pools_.size(); ++si) {
       PoolState& p = pools_[si];
       for (PageId page : freed) {
@@ -196,6 +213,17 @@ class Simulation {
     }
   }
 
+  SimResult finish() {
+    res_.forwards = fi_;
+    res_.makespan_ns = tl_.drain();
+    for (int r = 0; r < kResources; ++r)
+      res_.busy_ns[r] = tl_.busy_ns(static_cast<Resource>(r));
+    if (cfg_.record_timeline) res_.timeline = tl_.records();
+    res_.requests = lat_.finish(res_.latency);
+    return std::move(res_);
+  }
+
+ private:
   // What an op waits for besides its resource: the stream's previous op and a join.
   using Deps = std::array<OpId, 2>;
 
@@ -220,7 +248,6 @@ class Simulation {
   }
 
   void forward(const traces::Forward& f) {
-    fe_.prepare(f);
     own_new_pages(f);
     const int rows = static_cast<int>(f.rows.size());
     width_ = fe_.plan_rows(mirror_ ? cfg_.pool_slots : 0);
@@ -246,7 +273,8 @@ class Simulation {
       prev = tl_.add(Resource::compute, cost_.launch_ns(1), {prev}, "locate tables", -1);
     }
     for (int l = 0; l < L_; ++l) {
-      const frontend::LayerQuery q = fe_.build(f, l, width_);
+      const frontend::LayerQuery q =
+          cache_ != nullptr ? cache_->build(f, l, width_) : fe_.build(f, l, width_);
       res_.layers[l].drops += q.drops;
       LayerStep ls{&q, l, selected_tokens(q) * token_bytes_};
       for (const frontend::ScheduledOp& so : ops) {
@@ -523,8 +551,10 @@ class Simulation {
   const std::int64_t token_bytes_, page_bytes_;
   const bool mirror_, all_layers_;
   const SlotId slots_;
-  const std::int64_t window_stamps_;  // hybrid: the reuse window in stamps
-  frontend::FrontEnd fe_;
+  const std::int64_t window_stamps_;          // hybrid: the reuse window in stamps
+  std::optional<frontend::FrontEnd> own_fe_;  // unless a shared one is given
+  frontend::FrontEnd& fe_;
+  frontend::LayerQueryCache* cache_;
   Timeline tl_;
   RequestLatency lat_;
   std::vector<PoolState> pools_;
@@ -550,6 +580,51 @@ SimResult simulate(const traces::TraceInput& input, const frontend::TraceBounds&
   input.header.geometry.validate();
   check_config(cfg);
   return Simulation(input, stats, cost, cfg).run();
+}
+
+std::vector<SimResult> simulate_together(const traces::TraceInput& input,
+                                         const frontend::TraceBounds& stats, const CostModel& cost,
+                                         std::span<const SimConfig> cfgs,
+                                         const std::function<void(std::int64_t)>& on_forward) {
+  input.header.geometry.validate();
+  if (cfgs.empty()) return {};
+  for (const SimConfig& c : cfgs) {
+    check_config(c);
+    if (c.staging_window_tokens != cfgs[0].staging_window_tokens) {
+      throw ConfigError("simulate_together: configurations with different staging windows");
+    }
+  }
+  frontend::FrontEnd fe(input.header.geometry, stats.peak_pages, cfgs[0].staging_window_tokens);
+  frontend::LayerQueryCache cache(fe);
+  std::vector<std::unique_ptr<Simulation>> sims;
+  for (const SimConfig& c : cfgs)
+    sims.push_back(std::make_unique<Simulation>(input, stats, cost, c, &fe, &cache));
+  auto stream = input.open();
+  traces::Record rec;
+  std::int64_t forwards = 0;
+  while (stream->next(rec)) {
+    if (const auto* b = std::get_if<traces::RequestBegin>(&rec)) {
+      fe.begin(*b);
+      for (auto& s : sims)
+        s->begin(*b);
+    } else if (const auto* e = std::get_if<traces::RequestEnd>(&rec)) {
+      const std::vector<PageId> freed = fe.end(*e);
+      for (auto& s : sims)
+        s->release(freed);
+    } else {
+      const auto& f = std::get<traces::Forward>(rec);
+      fe.prepare(f);
+      cache.prepare();
+      for (auto& s : sims)
+        s->step(f);
+      if (on_forward) on_forward(++forwards);
+    }
+  }
+  std::vector<SimResult> out;
+  out.reserve(sims.size());
+  for (auto& s : sims)
+    out.push_back(s->finish());
+  return out;
 }
 
 void write_chrome_trace(std::ostream& out, const std::vector<OpRecord>& ops, const Geometry& g) {

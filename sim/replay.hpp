@@ -111,6 +111,15 @@ struct SimResult {
 SimResult simulate(const traces::TraceInput& input, const frontend::TraceBounds& stats,
                    const CostModel& cost, const SimConfig& cfg);
 
+// The replays of several configurations in one pass over the trace: one decode, one front end,
+// each layer compacted once (frontend::LayerQueryCache); every result equals simulate()'s for
+// that configuration. The configurations must share the staging window (one front end
+// prices the host placement's staging for all). on_forward: forwards replayed, for progress.
+std::vector<SimResult> simulate_together(const traces::TraceInput& input,
+                                         const frontend::TraceBounds& stats, const CostModel& cost,
+                                         std::span<const SimConfig> cfgs,
+                                         const std::function<void(std::int64_t)>& on_forward = {});
+
 // Chrome trace JSON (opens in Perfetto / chrome://tracing) of a recorded timeline.
 void write_chrome_trace(std::ostream& out, const std::vector<OpRecord>& ops, const Geometry& g);
 

@@ -9,6 +9,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -31,6 +32,46 @@ inline CliResult run_kvtier(const std::string& args) {
     r.out.append(buf.data(), n);
   const int status = pclose(p);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// stdout and stderr apart: what a JSON consumer reads, and what a log shows (progress lines
+// of commands that print them when stderr is not a terminal).
+struct CliSplit {
+  int exit_code;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+inline CliSplit run_kvtier_split(const std::string& args) {
+  char path[] = "/tmp/kvtier-stderr-XXXXXX";
+  const int fd = ::mkstemp(path);
+  CliSplit r{-1, {}, {}};
+  if (fd < 0) return r;
+  ::close(fd);
+  const CliResult o = [&] {
+    const std::string cmd = std::string(KVTIER_EXE) + " " + args + " 2>" + path;
+    CliResult c{-1, {}};
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return c;
+    std::array<char, 4096> buf{};
+    std::size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
+      c.out.append(buf.data(), n);
+    const int status = pclose(p);
+    c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return c;
+  }();
+  r.exit_code = o.exit_code;
+  r.out = o.out;
+  if (FILE* f = std::fopen(path, "r")) {
+    std::array<char, 4096> buf{};
+    std::size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), f)) > 0)
+      r.err.append(buf.data(), n);
+    std::fclose(f);
+  }
+  ::unlink(path);
   return r;
 }
 

@@ -14,6 +14,7 @@ namespace kvtier {
 namespace {
 
 using testing::run_kvtier;
+using testing::run_kvtier_split;
 
 // A function, not a constant: the path is looked up when a test runs, with ctest's environment.
 std::string sample_trace() {
@@ -21,9 +22,12 @@ std::string sample_trace() {
 }
 
 TEST(CliPlan, JsonIsDeterministicAndThresholdsHold) {
-  const auto a = run_kvtier("plan --trace " + sample_trace() + " --json --threads 2");
-  ASSERT_EQ(a.exit_code, 0) << a.out;
-  EXPECT_EQ(run_kvtier("plan --trace " + sample_trace() + " --json --threads 1").out, a.out);
+  // stdout alone: stderr carries a line per stage (not a terminal).
+  const auto a =
+      testing::run_kvtier_split("plan --trace " + sample_trace() + " --json --threads 2");
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  EXPECT_EQ(testing::run_kvtier_split("plan --trace " + sample_trace() + " --json --threads 1").out,
+            a.out);
   const auto d = boost::json::parse(a.out).as_object();
   const double within = d.at("within").to_number<double>();
   const auto& decision = d.at("decision").as_object();
@@ -85,8 +89,9 @@ TEST(CliPlan, ConfigurationsThatDoNotFitTheCardAreMarked) {
   const std::string out = boost::json::serialize(o);
   std::fwrite(out.data(), 1, out.size(), f);
   std::fclose(f);
-  const auto r = run_kvtier("plan --trace " + sample_trace() + " --json --profile " + profile);
-  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto r =
+      testing::run_kvtier_split("plan --trace " + sample_trace() + " --json --profile " + profile);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto d = boost::json::parse(r.out).as_object();
   EXPECT_FALSE(d.at("device").as_object().at("fits_device").as_bool());
   const std::string rec(d.at("recommendation").as_string());
@@ -132,8 +137,8 @@ TEST(CliPlan, ADeviceBudgetBelowDeviceRecommendsWhatFits) {
       << t.out;
   EXPECT_NE(t.out.find("recommendation: host (in place)"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("(over budget)"), std::string::npos) << t.out;
-  const auto j = run_kvtier("plan --trace " + sample_trace() + " --device-kv-gib 1 --json");
-  ASSERT_EQ(j.exit_code, 0) << j.out;
+  const auto j = run_kvtier_split("plan --trace " + sample_trace() + " --device-kv-gib 1 --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
   const auto d = boost::json::parse(j.out).as_object();
   EXPECT_EQ(d.at("device_kv_budget_bytes").as_int64(), std::int64_t{1} << 30);
   EXPECT_FALSE(d.at("device_kv_budget_is_card").as_bool());
@@ -146,8 +151,8 @@ TEST(CliPlan, ADeviceBudgetBelowDeviceRecommendsWhatFits) {
 
 // Nothing fits: the plan says the smallest budget that would, and that budget works.
 TEST(CliPlan, NothingFitsSaysTheSmallestBudget) {
-  const auto j = run_kvtier("plan --trace " + sample_trace() + " --device-kv-gib 0.1 --json");
-  ASSERT_EQ(j.exit_code, 0) << j.out;
+  const auto j = run_kvtier_split("plan --trace " + sample_trace() + " --device-kv-gib 0.1 --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
   const auto d = boost::json::parse(j.out).as_object();
   const auto& dec = d.at("decision").as_object();
   EXPECT_FALSE(dec.at("found").as_bool());
@@ -161,15 +166,15 @@ TEST(CliPlan, NothingFitsSaysTheSmallestBudget) {
 }
 
 TEST(CliPlan, ObjectivesPrefillAndTpot) {
-  const auto p = run_kvtier("plan --trace " + sample_trace() + " --objective prefill --json");
-  ASSERT_EQ(p.exit_code, 0) << p.out;
+  const auto p = run_kvtier_split("plan --trace " + sample_trace() + " --objective prefill --json");
+  ASSERT_EQ(p.exit_code, 0) << p.err;
   const auto pd = boost::json::parse(p.out).as_object().at("decision").as_object();
   EXPECT_EQ(pd.at("objective").as_string(), "prefill");
   EXPECT_EQ(pd.at("figure").to_number<double>(),
             pd.at("chosen").as_object().at("prefill_tokens_per_s").to_number<double>());
   // A target every configuration meets, and one none meets.
-  const auto met = run_kvtier("plan --trace " + sample_trace() + " --tpot-ms 10000 --json");
-  ASSERT_EQ(met.exit_code, 0) << met.out;
+  const auto met = run_kvtier_split("plan --trace " + sample_trace() + " --tpot-ms 10000 --json");
+  ASSERT_EQ(met.exit_code, 0) << met.err;
   const auto md = boost::json::parse(met.out).as_object().at("decision").as_object();
   EXPECT_EQ(md.at("objective").as_string(), "tpot");
   EXPECT_TRUE(md.at("meets_target").as_bool());

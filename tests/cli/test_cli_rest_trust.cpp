@@ -24,9 +24,10 @@ std::string sim_args() {
   return "sim --trace " + sample_trace() + " --placement device ";
 }
 
+// stdout alone: plan prints a line per stage on stderr when it is not a terminal.
 boost::json::object json_of(const std::string& args) {
-  const auto r = run_kvtier(args);
-  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const auto r = testing::run_kvtier_split(args);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   return boost::json::parse(r.out).as_object();
 }
 

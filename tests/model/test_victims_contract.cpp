@@ -114,13 +114,16 @@ TYPED_TEST(VictimContract, ShortSelectChangesNothing) {
   EXPECT_EQ(out, (std::vector<SlotId>{1, 2, 4, 0}));
 }
 
-// Long runs of ensures, releases and flushes with big steps: the queue finder is compacted
-// many times and sorts many front runs, and decides like the scan at every step.
+// Long runs of ensures, releases and flushes: the queue finder takes many buckets apart, hands
+// slots on, compacts its buckets and decides like the scan at every step; pools larger than
+// the page space never evict, so only compaction bounds their buckets; steps of up to 150
+// pages make front runs long enough for the radix sort.
 TEST(QueueVictims, AgreesWithTheScanAndStaysBoundedOverLongRuns) {
-  for (std::uint32_t seed : {11u, 12u, 13u}) {
+  for (std::uint32_t seed : {11u, 12u, 13u, 14u, 15u}) {
     std::mt19937 rng(seed);
     const PageId pages = 400;
-    const SlotId slots = static_cast<SlotId>(40 + rng() % 200);
+    const SlotId slots =
+        seed == 14 ? 500 : (seed == 15 ? 300 : static_cast<SlotId>(40 + rng() % 200));
     ResidencyState a(pages, slots), b(pages, slots);
     QueueVictims fa(slots);
     ScanVictims fb;
@@ -134,16 +137,41 @@ TEST(QueueVictims, AgreesWithTheScanAndStaysBoundedOverLongRuns) {
         const PageId p = static_cast<PageId>(rng() % pages);
         ASSERT_EQ(release_page(a.view(), p, fa), release_page(b.view(), p, fb));
       }
-      std::vector<PageId> q(1 + rng() % (slots / 2));
+      std::vector<PageId> q(1 + rng() % (seed == 15 ? 150 : 20));
       for (auto& p : q)
         p = static_cast<PageId>(rng() % (rng() % 4 ? pages / 3 : pages));
       const auto ra = testing::run_ensure(a, fa, q, step);
       const auto rb = testing::run_ensure(b, fb, q, step);
       ASSERT_EQ(ra.copies, rb.copies) << "seed " << seed << " step " << step;
       ASSERT_EQ(a, b);
-      ASSERT_LE(fa.queue_size(), 2u * static_cast<std::size_t>(slots) + QueueVictims::kSlack);
+      ASSERT_LE(fa.buckets(), 2u * static_cast<std::uint64_t>(slots) + 65u);
     }
   }
+}
+
+// A step whose first hit makes the queue finder compact its buckets also installs pages in
+// low slots: the step's slots (hit and installed) must form one run, in slot order, when a
+// later step evicts them all (a compaction that opened the step's bucket twice split them).
+TEST(QueueVictims, CompactionAtAStepWithHitsAndInstalls) {
+  const PageId pages = 24;
+  const SlotId slots = 8;
+  ResidencyState a(pages, slots), b(pages, slots);
+  QueueVictims fa(slots);
+  ScanVictims fb;
+  auto both = [&](const std::vector<PageId>& q, std::int64_t step) {
+    const auto ra = testing::run_ensure(a, fa, q, step);
+    const auto rb = testing::run_ensure(b, fb, q, step);
+    ASSERT_EQ(ra.copies, rb.copies) << "step " << step;
+    ASSERT_EQ(a, b) << "step " << step;
+  };
+  both({0, 1, 2, 3, 4, 5, 6, 7}, 0);  // page p in slot p
+  std::int64_t step = 1;
+  // Hits only: no eviction, so the buckets pile up until a compaction (past 2 x 8 + 64).
+  for (; step < 150 && fa.buckets() < 2u * slots + 64; ++step)
+    both({2, 3, 4, 5, 6, 7}, step);
+  ASSERT_LT(step, 150);
+  both({8, 9, 2, 3, 4, 5, 6, 7}, step++);        // compacts at its first hit; 8, 9 go to slots 0, 1
+  both({10, 11, 12, 13, 14, 15, 16, 17}, step);  // evicts slots 0..7, all of the last step
 }
 
 TEST(HeapVictims, HeapStaysBoundedUnderManyReleases) {
