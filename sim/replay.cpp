@@ -509,7 +509,9 @@ class Simulation {
       lat_.charge_page(sc_.bypass[i], per_page);
   }
 
-  // Rows that bypass the pool: each row's own reads from the host bank, to its request.
+  // Rows that bypass the pool: each row's own reads from the host bank, to its request. The
+  // flags are this replay's plan_rows' even on a shared front end: simulate_together steps
+  // one replay's whole forward before the next plans its rows.
   void charge_bypass_rows(const frontend::LayerQuery& q, bool model) {
     const auto bypass = fe_.bypass();
     for (std::size_t i = 0; i < q.rows.size(); ++i) {

@@ -112,7 +112,8 @@ SimResult simulate(const traces::TraceInput& input, const frontend::TraceBounds&
                    const CostModel& cost, const SimConfig& cfg);
 
 // The replays of several configurations in one pass over the trace: one decode, one front end,
-// each layer compacted once (frontend::LayerQueryCache); every result equals simulate()'s for
+// each layer compacted once (frontend::LayerQueryCache: each configuration's query is cut with
+// its own width and its own rows that bypass its pool); every result equals simulate()'s for
 // that configuration. The configurations must share the staging window (one front end
 // prices the host placement's staging for all). on_forward: forwards replayed, for progress.
 std::vector<SimResult> simulate_together(const traces::TraceInput& input,
