@@ -10,12 +10,14 @@ const std::vector<CalibrationTerm>& calibration_terms() {
       {"d2h_copy", {"bytes", "transfers"}},
       {"zero_copy_read", {"bytes"}},
       {"zero_copy_write", {"bytes"}},
+      {"store", {"device_bytes", "host_bytes", "to_host"}},
+      {"store_fp8", {"device_bytes", "host_bytes", "to_host"}},
       {"hbm_read", {"bytes"}},
       {"indexer", {"row_blocks"}},
       {"topk", {"row_blocks"}},
       {"ensure", {"lookups", "slots", "misses"}},
-      {"attention", {"hbm_bytes"}},
-      {"attention_fp8", {"hbm_bytes"}},
+      {"attention", {"hbm_bytes", "ctas"}},
+      {"attention_fp8", {"hbm_bytes", "rows"}},
       {"non_qsa", {"tokens"}},
   };
   return terms;

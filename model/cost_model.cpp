@@ -1,7 +1,10 @@
 #include "model/cost_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
+
+#include "model/attend_grid.hpp"
 
 namespace kvtier {
 namespace {
@@ -20,6 +23,10 @@ CostModel::CostModel(HardwareProfile profile, bool graphs)
 
 std::int64_t CostModel::launch_ns(int kernels) const {
   return ns(kernels * (graphs_ ? p_.graph_launch_us : p_.launch_us) * 1e3);
+}
+
+std::int64_t CostModel::kernel_launch_ns(int kernels) const {
+  return graphs_ ? 0 : ns(kernels * std::max(0.0, p_.launch_us - p_.graph_launch_us) * 1e3);
 }
 
 std::int64_t CostModel::h2d_copy_ns(std::int64_t bytes, std::int64_t transfers) const {
@@ -61,12 +68,31 @@ std::int64_t CostModel::ensure_ns(std::int64_t lookups, std::int64_t slots,
             d(misses) * p_.ensure_ns_per_miss);
 }
 
-std::int64_t CostModel::attention_ns(std::int64_t hbm_bytes, KvDtype dtype) const {
+std::int64_t CostModel::store_ns(std::int64_t device_bytes, std::int64_t host_bytes,
+                                 KvDtype dtype) const {
+  const bool fp8 = dtype == KvDtype::fp8;
+  const double fixed_us = fp8 ? p_.store_fp8_fixed_us : p_.store_fixed_us;
+  const double hbm_gbps = fp8 ? p_.store_fp8_hbm_gbps : p_.store_hbm_gbps;
+  const double host_us = fp8 ? p_.store_fp8_host_us : p_.store_host_us;
+  const double host_gbps = fp8 ? p_.store_fp8_host_gbps : p_.zero_copy_write_gbps;
+  double t = fixed_us * 1e3;
+  if (device_bytes > 0) t += d(device_bytes) / hbm_gbps;
+  if (host_bytes > 0) t += host_us * 1e3 + d(host_bytes) / host_gbps;
+  return ns(t);
+}
+
+std::int64_t CostModel::attend_ctas(int rows, int kv_heads, int width) const {
+  return kvtier::attend_ctas(rows, kv_heads, width, static_cast<int>(p_.sm_count));
+}
+
+std::int64_t CostModel::attention_ns(std::int64_t hbm_bytes, std::int64_t rows, std::int64_t ctas,
+                                     KvDtype dtype) const {
   if (dtype == KvDtype::fp8) {
-    return ns(p_.attention_fp8_fixed_us * 1e3 +
+    return ns(p_.attention_fp8_fixed_us * 1e3 + d(rows) * p_.attention_fp8_ns_per_row +
               (hbm_bytes <= 0 ? 0.0 : d(hbm_bytes) / p_.attention_fp8_gbps));
   }
-  return ns(p_.attention_fixed_us * 1e3) + hbm_read_ns(hbm_bytes);
+  return ns(p_.attention_fixed_us * 1e3 + d(ctas) * p_.attention_ns_per_cta) +
+         hbm_read_ns(hbm_bytes);
 }
 
 std::int64_t CostModel::non_qsa_ns(std::int64_t tokens) const {

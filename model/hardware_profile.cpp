@@ -27,6 +27,7 @@ constexpr Field kFields[] = {
     {"zero_copy_read_gbps", &HardwareProfile::zero_copy_read_gbps},
     {"zero_copy_write_gbps", &HardwareProfile::zero_copy_write_gbps},
     {"hbm_gbps", &HardwareProfile::hbm_gbps},
+    {"sm_count", &HardwareProfile::sm_count},
     {"launch_us", &HardwareProfile::launch_us},
     {"graph_launch_us", &HardwareProfile::graph_launch_us},
     {"indexer_ns_per_row_block", &HardwareProfile::indexer_ns_per_row_block},
@@ -36,8 +37,17 @@ constexpr Field kFields[] = {
     {"ensure_ns_per_slot", &HardwareProfile::ensure_ns_per_slot},
     {"ensure_ns_per_miss", &HardwareProfile::ensure_ns_per_miss},
     {"attention_fixed_us", &HardwareProfile::attention_fixed_us},
+    {"attention_ns_per_cta", &HardwareProfile::attention_ns_per_cta},
     {"attention_fp8_fixed_us", &HardwareProfile::attention_fp8_fixed_us},
     {"attention_fp8_gbps", &HardwareProfile::attention_fp8_gbps},
+    {"attention_fp8_ns_per_row", &HardwareProfile::attention_fp8_ns_per_row},
+    {"store_fixed_us", &HardwareProfile::store_fixed_us},
+    {"store_hbm_gbps", &HardwareProfile::store_hbm_gbps},
+    {"store_host_us", &HardwareProfile::store_host_us},
+    {"store_fp8_fixed_us", &HardwareProfile::store_fp8_fixed_us},
+    {"store_fp8_hbm_gbps", &HardwareProfile::store_fp8_hbm_gbps},
+    {"store_fp8_host_gbps", &HardwareProfile::store_fp8_host_gbps},
+    {"store_fp8_host_us", &HardwareProfile::store_fp8_host_us},
     {"non_qsa_forward_us", &HardwareProfile::non_qsa_forward_us},
     {"non_qsa_token_us", &HardwareProfile::non_qsa_token_us},
 };
@@ -180,6 +190,9 @@ void HardwareProfile::validate() const {
                " and finite, got " + number_text(v));
     }
   }
+  if (sm_count != std::floor(sm_count) || sm_count > 65535)
+    fail(name + ".sm_count",
+         "must be a whole number of multiprocessors, got " + number_text(sm_count));
 }
 
 HardwareProfile hardware_profile_from_json(const std::string& json_text) {

@@ -81,7 +81,7 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
   // Every sweep: points, positive finite times, non-negative inputs, not cut at its budget.
   std::map<std::string, std::vector<std::vector<double>>> by_sweep;
   const auto& series = report.at("series").as_array();
-  EXPECT_EQ(series.size(), 21u);
+  EXPECT_EQ(series.size(), 23u);
   for (const auto& s : series) {
     const std::string name =
         std::string(s.at("term").as_string()) + " / " + std::string(s.at("sweep").as_string());
@@ -118,11 +118,24 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
                         "zero_copy_read / miss copy (launch_copy), bf16 all-layers",
                         "zero_copy_read / qsa::attend, host banks in place, bf16",
                         "attention / qsa::attend, device banks, bf16",
-                        "attention_fp8 / qsa::attend, device banks, fp8", "zero_copy_write / ",
-                        "hbm_read / ", "indexer / qsa::index_scores, decode"}) {
+                        "attention_fp8 / qsa::attend, device banks, fp8", "hbm_read / ",
+                        "indexer / qsa::index_scores, decode"}) {
     SCOPED_TRACE(s);
     const auto pts = sweep(s);
     EXPECT_GT(y_at_max_x(pts), y_at_min_x(pts));
+  }
+  // The store into the pool alone and into the host bank alone: more tokens take longer.
+  for (const char* s : {"store / qsa::store_kv, bf16, into the pool; into the host bank",
+                        "store_fp8 / qsa::store_kv, fp8, into the pool; into the host bank"}) {
+    SCOPED_TRACE(s);
+    const auto pts = sweep(s);
+    for (const std::size_t col : {0u, 1u}) {
+      std::vector<std::vector<double>> alone;  // [bytes to that target, us]
+      for (const auto& p : pts)
+        if (p[col] > 0 && p[1 - col] == 0) alone.push_back({p[col], p.back()});
+      ASSERT_GE(alone.size(), 2u) << col;
+      EXPECT_GT(y_at_max_x(alone), y_at_min_x(alone)) << col;
+    }
   }
   // The residency steps missed exactly the planned pages (quick grid: 0 or 32 per step).
   for (const auto& p : sweep("ensure / MirrorEngine::residency_step_async"))
@@ -161,7 +174,7 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
   }
   EXPECT_EQ(terms,
             (std::set<std::string>{"launch_eager", "launch_graph", "h2d_copy", "d2h_copy",
-                                   "zero_copy_read", "zero_copy_write", "hbm_read", "indexer",
+                                   "zero_copy_read", "store", "store_fp8", "hbm_read", "indexer",
                                    "topk", "ensure", "attention", "attention_fp8"}));
   std::filesystem::remove(path);
 }

@@ -12,7 +12,7 @@ TEST(Profiles, EveryBuiltinProfileParsesWithASourcePerValue) {
   for (const auto& b : builtin_profiles()) {
     const HardwareProfile p = load_profile(b.name);
     EXPECT_EQ(p.name, b.name);
-    EXPECT_EQ(p.sources.size(), 20u) << b.name;
+    EXPECT_EQ(p.sources.size(), 30u) << b.name;
     for (const auto& [field, source] : p.sources)
       EXPECT_FALSE(source.empty()) << field;
   }
@@ -100,8 +100,61 @@ TEST(CostModel, AllHitStepsSearchNoSlotAndFp8AttendsAtItsOwnRate) {
   const CostModel c(p);
   EXPECT_EQ(c.ensure_ns(100, 5000, 0), 1000 + 100);
   EXPECT_EQ(c.ensure_ns(100, 5000, 3), 1000 + 100 + 5000 + 30);
-  EXPECT_EQ(c.attention_ns(1000000, KvDtype::bf16), 2000 + 1000);
-  EXPECT_EQ(c.attention_ns(1000000, KvDtype::fp8), 20000 + 10000);
+  EXPECT_EQ(c.attention_ns(1000000, 0, 0, KvDtype::bf16), 2000 + 1000);
+  EXPECT_EQ(c.attention_ns(1000000, 0, 0, KvDtype::fp8), 20000 + 10000);
+}
+
+// The bf16 attend pays per CTA of its grid, the fp8 one per row; the grid is the kernel's
+// (model/attend_grid.hpp): one row of 2051 tokens over 65 splits of 32 tokens, 4 rows over 33
+// splits (2 x 132 CTA slots), 32 rows over 4.
+TEST(CostModel, TheAttendPaysPerCtaOfTheKernelsGridOrPerRow) {
+  HardwareProfile p = load_profile("h200-pcie5");
+  p.sm_count = 132;
+  p.attention_fixed_us = 6;
+  p.hbm_gbps = 2000;
+  p.attention_ns_per_cta = 10;
+  p.attention_fp8_fixed_us = 20;
+  p.attention_fp8_gbps = 400;
+  p.attention_fp8_ns_per_row = 300;
+  const CostModel c(p);
+  EXPECT_EQ(c.attend_ctas(1, 2, 2051), 130);
+  EXPECT_EQ(c.attend_ctas(4, 2, 2051), 264);
+  EXPECT_EQ(c.attend_ctas(32, 2, 2051), 256);
+  EXPECT_EQ(c.attend_ctas(1, 2, 100), 8);  // at least 32 tokens per CTA: 4 splits
+  EXPECT_EQ(c.attention_ns(4'000'000, 1, 130, KvDtype::bf16), 6000 + 2000 + 1300);
+  EXPECT_EQ(c.attention_ns(4'000'000, 4, 264, KvDtype::fp8), 20000 + 10000 + 1200);
+}
+
+// The store is one kernel priced by what it writes: the pool's bytes at its HBM rate, the host
+// bank's over the link with the link's fixed part once; each dtype its own terms.
+TEST(CostModel, TheStoreIsPricedByTheBytesItWritesWhere) {
+  HardwareProfile p = load_profile("h200-pcie5");
+  p.store_fixed_us = 1;
+  p.store_hbm_gbps = 2000;
+  p.store_host_us = 1.5;
+  p.zero_copy_write_gbps = 50;
+  p.store_fp8_fixed_us = 2;
+  p.store_fp8_hbm_gbps = 1000;
+  p.store_fp8_host_us = 2.5;
+  p.store_fp8_host_gbps = 40;
+  const CostModel c(p);
+  const std::int64_t prefill = 4096 * 2048;  // one layer of a 4096-token chunk, bf16
+  EXPECT_EQ(c.store_ns(prefill, 0), 1000 + 4194);
+  EXPECT_EQ(c.store_ns(0, prefill), 1000 + 1500 + 167772);
+  EXPECT_EQ(c.store_ns(prefill, prefill), 1000 + 4194 + 1500 + 167772);
+  EXPECT_EQ(c.store_ns(2048, 0), 1000 + 1);
+  EXPECT_EQ(c.store_ns(4096 * 1040, 4096 * 1040, KvDtype::fp8), 2000 + 4260 + 2500 + 106496);
+}
+
+// The kernel terms are timed as graph nodes: their launches cost nothing more with graphs,
+// and eager only what a launch costs over a graph node.
+TEST(CostModel, KernelTermsHoldTheirGraphNodes) {
+  const HardwareProfile p = round_profile();
+  EXPECT_EQ(CostModel(p, /*graphs=*/true).kernel_launch_ns(2), 0);
+  EXPECT_EQ(CostModel(p, /*graphs=*/false).kernel_launch_ns(2), 2 * (3700 - 550));
+  HardwareProfile slow_graph = p;
+  slow_graph.graph_launch_us = 5;
+  EXPECT_EQ(CostModel(slow_graph, /*graphs=*/false).kernel_launch_ns(3), 0);
 }
 
 }  // namespace kvtier::sim

@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "model/attend_grid.hpp"
 #include "model/calibration_terms.hpp"
 #include "model/config_error.hpp"
 #include "model/cost_model.hpp"
@@ -19,7 +20,9 @@ constexpr std::uint64_t kSeed = 20261203;
 // The "true" card: what the synthetic micro-benchmarks measure.
 struct Truth {
   double h2d_gbps = 53.0, latency_us = 2.4, zc_read_gbps = 48.0, hbm_gbps = 4100.0;
-  double attend_gbps = 2300.0, attend_fixed_us = 7.5;
+  double attend_gbps = 2300.0, attend_fixed_us = 7.5, attend_per_cta_ns = 9.0;
+  double fp8_gbps = 300.0, fp8_fixed_us = 21.0, fp8_per_row_ns = 350.0;
+  double store_fixed_us = 1.1, store_hbm_gbps = 1600.0, store_zc_gbps = 52.0, store_host_us = 1.5;
   double ensure_fixed_us = 6.0, per_lookup_ns = 0.8, per_slot_ns = 0.03, per_miss_ns = 35.0;
   double indexer_ns = 0.09, launch_us = 3.9;
 };
@@ -38,14 +41,37 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
   }
   PointSeries zc{"zero_copy_read", {{"bytes"}, {}, {}}};
   PointSeries hbm{"hbm_read", {{"bytes"}, {}, {}}};
-  PointSeries att{"attention", {{"hbm_bytes"}, {}, {}}};
   for (double bytes = 1 << 20; bytes <= 1 << 28; bytes *= 2) {
     zc.samples.x.push_back({bytes});
     zc.samples.y.push_back(noisy(t.latency_us + bytes / (1000 * t.zc_read_gbps)));
     hbm.samples.x.push_back({bytes});
     hbm.samples.y.push_back(noisy(bytes / (1000 * t.hbm_gbps)));
-    att.samples.x.push_back({bytes});
-    att.samples.y.push_back(noisy(t.attend_fixed_us + bytes / (1000 * t.attend_gbps)));
+  }
+  // The attend over rows x selected tokens, as the calibration sweeps it: the grid the kernel
+  // launches on a card of 132 SMs (model/attend_grid.hpp).
+  PointSeries att{"attention", {{"hbm_bytes", "ctas"}, {}, {}}};
+  PointSeries fp8{"attention_fp8", {{"hbm_bytes", "rows"}, {}, {}}};
+  for (int rows : {1, 2, 4, 8, 16, 32}) {
+    for (int tokens : {512, 1024, 2051}) {
+      const auto ctas = static_cast<double>(attend_ctas(rows, 2, tokens, 132));
+      const double bytes = rows * tokens * 2048.0, bytes8 = rows * tokens * 1040.0;
+      att.samples.x.push_back({bytes, ctas});
+      att.samples.y.push_back(noisy(t.attend_fixed_us + bytes / (1000 * t.attend_gbps) +
+                                    ctas * t.attend_per_cta_ns * 1e-3));
+      fp8.samples.x.push_back({bytes8, static_cast<double>(rows)});
+      fp8.samples.y.push_back(
+          noisy(t.fp8_fixed_us + bytes8 / (1000 * t.fp8_gbps) + rows * t.fp8_per_row_ns * 1e-3));
+    }
+  }
+  // The store into the pool and into the host bank, as the calibration sweeps it.
+  PointSeries store{"store", {{"device_bytes", "host_bytes", "to_host"}, {}, {}}};
+  for (double tokens : {1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0}) {
+    for (const auto& [pool, host] : {std::pair{1.0, 0.0}, {0.0, 1.0}}) {
+      const double dev = pool * tokens * 2048, hb = host * tokens * 2048;
+      store.samples.x.push_back({dev, hb, host});
+      store.samples.y.push_back(noisy(t.store_fixed_us + dev / (1000 * t.store_hbm_gbps) +
+                                      host * t.store_host_us + hb / (1000 * t.store_zc_gbps)));
+    }
   }
   PointSeries ens{"ensure", {{"lookups", "slots", "misses"}, {}, {}}};
   for (double lookups : {512.0, 4096.0, 32768.0}) {
@@ -68,7 +94,7 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
     launch.samples.x.push_back({10.0 * i});
     launch.samples.y.push_back(noisy(1.0 + 10.0 * i * t.launch_us));  // 1 us event overhead
   }
-  p.series = {h2d, zc, hbm, att, ens, idx, launch};
+  p.series = {h2d, zc, store, hbm, att, fp8, ens, idx, launch};
   return p;
 }
 
@@ -83,6 +109,16 @@ TEST(ProfileFit, RecoversTheCardFromExactPoints) {
   // The attend's effective rate, not the gather's ceiling, prices the attend's bytes.
   EXPECT_NEAR(p.hbm_gbps, t.attend_gbps, 1e-6);
   EXPECT_NEAR(p.attention_fixed_us, t.attend_fixed_us, 1e-6);
+  EXPECT_NEAR(p.attention_ns_per_cta, t.attend_per_cta_ns, 1e-6);
+  EXPECT_NEAR(p.attention_fp8_fixed_us, t.fp8_fixed_us, 1e-6);
+  EXPECT_NEAR(p.attention_fp8_gbps, t.fp8_gbps, 1e-6);
+  EXPECT_NEAR(p.attention_fp8_ns_per_row, t.fp8_per_row_ns, 1e-6);
+  // The store: its fixed part, the pool's rate, the link's rate and fixed part when it writes
+  // through.
+  EXPECT_NEAR(p.store_fixed_us, t.store_fixed_us, 1e-6);
+  EXPECT_NEAR(p.store_hbm_gbps, t.store_hbm_gbps, 1e-6);
+  EXPECT_NEAR(p.zero_copy_write_gbps, t.store_zc_gbps, 1e-6);
+  EXPECT_NEAR(p.store_host_us, t.store_host_us, 1e-6);
   EXPECT_NEAR(p.ensure_fixed_us, t.ensure_fixed_us, 1e-6);
   EXPECT_NEAR(p.ensure_ns_per_lookup, t.per_lookup_ns, 1e-9);
   EXPECT_NEAR(p.ensure_ns_per_slot, t.per_slot_ns, 1e-9);
@@ -102,8 +138,41 @@ TEST(ProfileFit, RecoversTheCardFromNoisyPoints) {
   EXPECT_NEAR(p.hbm_gbps / t.attend_gbps, 1.0, 0.02);
   EXPECT_NEAR(p.ensure_ns_per_miss / t.per_miss_ns, 1.0, 0.05);
   EXPECT_NEAR(p.launch_us / t.launch_us, 1.0, 0.02);
+  EXPECT_NEAR(p.attention_fixed_us / t.attend_fixed_us, 1.0, 0.05);
+  EXPECT_NEAR(p.attention_ns_per_cta / t.attend_per_cta_ns, 1.0, 0.2);
+  EXPECT_NEAR(p.attention_fp8_ns_per_row / t.fp8_per_row_ns, 1.0, 0.2);
+  EXPECT_NEAR(p.store_hbm_gbps / t.store_hbm_gbps, 1.0, 0.05);
+  EXPECT_NEAR(p.zero_copy_write_gbps / t.store_zc_gbps, 1.0, 0.02);
+  EXPECT_NEAR(p.store_host_us / t.store_host_us, 1.0, 0.2);
   for (const SeriesFit& s : f.report.series)
     EXPECT_GT(s.linear.quality.r2, 0.99) << s.term;
+}
+
+// Points files from before the store series time the write-through alone (zero_copy_write):
+// it sets zero_copy_write_gbps only when no store series was measured.
+TEST(ProfileFit, TheStoreSeriesSetsTheWriteThroughRateOverTheOldSeries) {
+  const Truth t;
+  PointsFile p = synthetic(t, 0.0);
+  PointSeries old{"zero_copy_write", {{"bytes"}, {}, {}}};
+  for (double bytes : {2048.0, 65536.0, 2.0e6, 3.3e7}) {
+    old.samples.x.push_back({bytes});
+    old.samples.y.push_back(2.0 + bytes / (1000 * 40.0));
+  }
+  p.series.push_back(old);
+  const ProfileFit both = fit_profile(p, sim::load_profile("h200-pcie5"));
+  EXPECT_NEAR(both.profile.zero_copy_write_gbps, t.store_zc_gbps, 1e-6);
+  EXPECT_NE(both.profile.source("zero_copy_write_gbps").find("store: 16 points"),
+            std::string::npos);
+  const SeriesFit& zw = both.report.series.back();
+  EXPECT_TRUE(zw.fields.empty());
+  ASSERT_EQ(zw.notes.size(), 1u);
+  EXPECT_NE(zw.notes[0].find("write-through rate 40.0 GB/s; zero_copy_write_gbps comes from the "
+                             "store series"),
+            std::string::npos)
+      << zw.notes[0];
+  std::erase_if(p.series, [](const PointSeries& s) { return s.term == "store"; });
+  EXPECT_NEAR(fit_profile(p, sim::load_profile("h200-pcie5")).profile.zero_copy_write_gbps, 40.0,
+              1e-6);
 }
 
 TEST(ProfileFit, EveryFittedValueSaysHowItWasFittedAndAbsentTermsKeepTheBase) {
@@ -115,15 +184,19 @@ TEST(ProfileFit, EveryFittedValueSaysHowItWasFittedAndAbsentTermsKeepTheBase) {
         "NVIDIA H200 (test)", "driver 580.65.06", "2026-12-02"}) {
     EXPECT_NE(src.find(part), std::string::npos) << part << " not in: " << src;
   }
-  EXPECT_NE(f.profile.source("hbm_gbps").find("attention: 9 points"), std::string::npos);
-  // No topk, d2h, zero-copy write, graph launch or non-QSA series: base values and sources.
-  for (const char* field : {"topk_ns_per_row_block", "pcie_d2h_gbps", "zero_copy_write_gbps",
-                            "graph_launch_us", "non_qsa_forward_us", "device_memory_gib"}) {
+  EXPECT_NE(f.profile.source("hbm_gbps").find("attention: 18 points"), std::string::npos);
+  EXPECT_NE(f.profile.source("attention_ns_per_cta").find("attention: 18 points"),
+            std::string::npos);
+  // No topk, d2h, fp8 store, graph launch or non-QSA series: base values and sources (and the
+  // SM count is the card's, never fitted).
+  for (const char* field :
+       {"topk_ns_per_row_block", "pcie_d2h_gbps", "store_fp8_host_gbps", "store_fp8_fixed_us",
+        "graph_launch_us", "non_qsa_forward_us", "device_memory_gib", "sm_count"}) {
     EXPECT_EQ(f.profile.param(field), base.param(field)) << field;
     EXPECT_EQ(f.profile.source(field), base.source(field)) << field;
   }
   EXPECT_EQ(f.report.kept, (std::vector<std::string>{"launch_graph", "d2h_copy", "zero_copy_write",
-                                                     "topk", "attention_fp8", "non_qsa"}));
+                                                     "store_fp8", "topk", "non_qsa"}));
   // The fixed parts the cost model does not price are reported, not dropped.
   for (const SeriesFit& s : f.report.series) {
     if (s.term != "launch_eager") continue;
@@ -150,8 +223,8 @@ TEST(ProfileFit, AFitThatGivesANonPositiveRateIsRefused) {
 }
 
 TEST(ProfileFit, EveryTermMapsToTheProfile) {
-  // One exact series per term: each sets at least one field (or, hbm_read with attention
-  // present, none) and the result is a valid profile.
+  // One exact series per term: each sets at least one field (or, hbm_read with attention and
+  // zero_copy_write with store present, none) and the result is a valid profile.
   PointsFile p{"c", "d", "2026-12-02", "cmd", {}};
   for (const CalibrationTerm& t : calibration_terms()) {
     PointSeries s{std::string(t.term), {{}, {}, {}}};
@@ -173,7 +246,7 @@ TEST(ProfileFit, EveryTermMapsToTheProfile) {
   EXPECT_FALSE(f.profile.scaled_from_datasheets);
   EXPECT_TRUE(f.report.kept.empty());
   for (const SeriesFit& s : f.report.series) {
-    if (s.term != "hbm_read") {
+    if (s.term != "hbm_read" && s.term != "zero_copy_write") {
       EXPECT_FALSE(s.fields.empty()) << s.term;
     }
   }

@@ -51,7 +51,19 @@ const std::vector<TermMap>& term_maps() {
        {{Coef::intercept, 0, "the cost model charges pcie_latency_us per zero-copy kernel"}}},
       {"zero_copy_write",
        {{"zero_copy_write_gbps", Coef::slope, 0, As::gbps}},
-       {{Coef::intercept, 0, "the cost model charges pcie_latency_us per zero-copy kernel"}}},
+       {{Coef::intercept, 0, "the store's fixed parts come from the store series"}}},
+      {"store",
+       {{"store_fixed_us", Coef::intercept, 0, As::us},
+        {"store_hbm_gbps", Coef::slope, 0, As::gbps},
+        {"zero_copy_write_gbps", Coef::slope, 1, As::gbps},
+        {"store_host_us", Coef::slope, 2, As::us}},
+       {}},
+      {"store_fp8",
+       {{"store_fp8_fixed_us", Coef::intercept, 0, As::us},
+        {"store_fp8_hbm_gbps", Coef::slope, 0, As::gbps},
+        {"store_fp8_host_gbps", Coef::slope, 1, As::gbps},
+        {"store_fp8_host_us", Coef::slope, 2, As::us}},
+       {}},
       {"hbm_read",
        {{"hbm_gbps", Coef::slope, 0, As::gbps}},
        {{Coef::intercept, 0, "HBM bytes are priced inside the attend, without a fixed part"}}},
@@ -68,11 +80,14 @@ const std::vector<TermMap>& term_maps() {
         {"ensure_ns_per_miss", Coef::slope, 2, As::ns}},
        {}},
       {"attention",
-       {{"attention_fixed_us", Coef::intercept, 0, As::us}, {"hbm_gbps", Coef::slope, 0, As::gbps}},
+       {{"attention_fixed_us", Coef::intercept, 0, As::us},
+        {"hbm_gbps", Coef::slope, 0, As::gbps},
+        {"attention_ns_per_cta", Coef::slope, 1, As::ns}},
        {}},
       {"attention_fp8",
        {{"attention_fp8_fixed_us", Coef::intercept, 0, As::us},
-        {"attention_fp8_gbps", Coef::slope, 0, As::gbps}},
+        {"attention_fp8_gbps", Coef::slope, 0, As::gbps},
+        {"attention_fp8_ns_per_row", Coef::slope, 1, As::ns}},
        {}},
       {"non_qsa",
        {{"non_qsa_forward_us", Coef::intercept, 0, As::us},
@@ -105,8 +120,28 @@ std::string source_of(const PointsFile& p, const SeriesFit& s) {
          p.driver + ", " + p.date;
 }
 
+// A field two terms can set, and the term that sets it when both were measured: the attend's
+// effective HBM rate over the plain gather's ceiling, the store's host rate over the older
+// write-through-only series (points files before the store series).
+struct Preferred {
+  std::string_view field, term, what;  // `what` the other series' rate is
+};
+constexpr Preferred kPreferred[] = {
+    {"hbm_gbps", "attention", "HBM gather ceiling"},
+    {"zero_copy_write_gbps", "store", "write-through rate"},
+};
+
+// The note when `field` is left to another series of `points` than `term`, else nullptr.
+const Preferred* left_to_other(const PointsFile& points, std::string_view term,
+                               std::string_view field) {
+  for (const Preferred& pr : kPreferred) {
+    if (pr.field == field && pr.term != term && points.find(pr.term) != nullptr) return &pr;
+  }
+  return nullptr;
+}
+
 SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& m,
-                     HardwareProfile& out, bool set_hbm) {
+                     HardwareProfile& out) {
   SeriesFit s;
   s.term = ps.term;
   s.inputs = ps.samples.inputs;
@@ -138,10 +173,11 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
   }
   const std::string source = source_of(p, s);
   for (const Rule& r : m.rules) {
-    if (std::string_view(r.field) == "hbm_gbps" && !set_hbm) {
+    if (const Preferred* other = left_to_other(p, ps.term, r.field)) {
       const double b = coefficient(s.linear, r.coef, r.input);
-      s.notes.push_back("HBM gather ceiling " + fmt("%.1f", b > 0 ? 1.0 / (1000.0 * b) : 0.0) +
-                        " GB/s; hbm_gbps comes from the attention series");
+      s.notes.push_back(std::string(other->what) + " " +
+                        fmt("%.1f", b > 0 ? 1.0 / (1000.0 * b) : 0.0) + " GB/s; " + r.field +
+                        " comes from the " + std::string(other->term) + " series");
       continue;
     }
     const double b = coefficient(s.linear, r.coef, r.input);
@@ -169,11 +205,8 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
 
 ProfileFit fit_profile(const PointsFile& points, const HardwareProfile& base) {
   ProfileFit r{base, {points.card, points.driver, points.date, points.command, {}, {}}};
-  const bool have_attention = points.find("attention") != nullptr;
-  for (const PointSeries& ps : points.series) {
-    const bool set_hbm = ps.term != "hbm_read" || !have_attention;
-    r.report.series.push_back(fit_series(points, ps, map_of(ps.term), r.profile, set_hbm));
-  }
+  for (const PointSeries& ps : points.series)
+    r.report.series.push_back(fit_series(points, ps, map_of(ps.term), r.profile));
   // The attend's effective rate against the plain gather's ceiling, when both were measured.
   const SeriesFit* hbm = nullptr;
   SeriesFit* attend = nullptr;
