@@ -49,6 +49,10 @@ std::int64_t CostModel::zero_copy_write_ns(std::int64_t bytes) const {
   return ns(p_.pcie_latency_us * 1e3 + d(bytes) / p_.zero_copy_write_gbps);
 }
 
+std::int64_t CostModel::in_place_read_ns(std::int64_t bytes) const {
+  return bytes <= 0 ? 0 : ns(d(bytes) / p_.zero_copy_read_gbps);
+}
+
 std::int64_t CostModel::hbm_read_ns(std::int64_t bytes) const {
   return bytes <= 0 ? 0 : ns(d(bytes) / p_.hbm_gbps);
 }

@@ -30,6 +30,11 @@ class CostModel {
   // reads, mirror stores): one PCIe latency plus bytes at the zero-copy rate.
   std::int64_t zero_copy_read_ns(std::int64_t bytes) const;
   std::int64_t zero_copy_write_ns(std::int64_t bytes) const;
+  // The attend's reads of host pages in place (host placement, the mirror's misses): the bytes
+  // at the zero-copy rate, without a latency of their own: they are the attend kernel's reads,
+  // whose fixed part the attend's terms price (the calibration's in-place attend points lie on
+  // attention_fixed_us + CTAs + bytes at zero_copy_read_gbps).
+  std::int64_t in_place_read_ns(std::int64_t bytes) const;
   std::int64_t hbm_read_ns(std::int64_t bytes) const;
 
   // Indexer scoring + top-k over `row_blocks` (sum over rows of visible blocks).

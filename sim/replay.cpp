@@ -368,7 +368,7 @@ class Simulation {
     res_.hbm_read_bytes += ls.pool_sel_bytes;
     const std::array<OpId, 3> ready{deps[0], deps[1], ls.copied};
     const OpId rd = ls.in_place_bytes > 0
-                        ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(ls.in_place_bytes), ready,
+                        ? tl_.add(Resource::h2d, cost_.in_place_read_ns(ls.in_place_bytes), ready,
                                   "in-place read", ls.layer)
                         : kNoOp;
     const OpId pf = prefetch_op_;
@@ -403,7 +403,7 @@ class Simulation {
       lat_.charge_row(static_cast<int>(r), static_cast<double>(row_bytes));
     }
     const std::int64_t windows = model ? q.staged_windows : 0;
-    const OpId rd = in_place > 0 ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(in_place), deps,
+    const OpId rd = in_place > 0 ? tl_.add(Resource::h2d, cost_.in_place_read_ns(in_place), deps,
                                            "in-place read", l)
                                  : kNoOp;
     const OpId st = staged > 0 ? tl_.add(Resource::h2d, cost_.h2d_copy_ns(staged, windows), deps,

@@ -146,6 +146,16 @@ TEST(CostModel, TheStoreIsPricedByTheBytesItWritesWhere) {
   EXPECT_EQ(c.store_ns(4096 * 1040, 4096 * 1040, KvDtype::fp8), 2000 + 4260 + 2500 + 106496);
 }
 
+// The attend's in-place reads are its own: the bytes at the link's rate, no transfer latency
+// (the attend's fixed part is priced once, by its terms).
+TEST(CostModel, InPlaceReadsAreTheAttendsBytesOverTheLink) {
+  const CostModel c(load_profile("h200-pcie5"));
+  const std::int64_t bytes = 2051 * 2048;
+  EXPECT_EQ(c.in_place_read_ns(0), 0);
+  EXPECT_NEAR(static_cast<double>(c.zero_copy_read_ns(bytes) - c.in_place_read_ns(bytes)),
+              c.profile().pcie_latency_us * 1e3, 1.0);
+}
+
 // The kernel terms are timed as graph nodes: their launches cost nothing more with graphs,
 // and eager only what a launch costs over a graph node.
 TEST(CostModel, KernelTermsHoldTheirGraphNodes) {

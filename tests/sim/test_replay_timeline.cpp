@@ -95,29 +95,29 @@ TEST(ReplayTimeline, MirrorLayerUnit) {
   // One launch locates every layer's table first. Layer 0: the store writes the host bank only
   // (page 2 is not resident yet): 1 + 1 + 16 = 18 ns, the link's share beside it. The step
   // beside (1 fixed + 4 entries + 4 slots + 3 misses = 12 ns, 35 .. 47); the attention reads
-  // its 5 tokens in place (1 + 80 ns on the link from 35) and then runs 1 + 1 CTA = 2 ns; the
-  // step's copy (1 + 3 x 64 ns) queues behind that read on the link (116 .. 309). Layer 1's
-  // top-k waits for layer 0's step.
+  // its 5 tokens in place (80 ns on the link from 35: the attend's reads, no latency of their
+  // own) and then runs 1 + 1 CTA = 2 ns; the step's copy (1 + 3 x 64 ns) queues behind that
+  // read on the link (115 .. 308). Layer 1's top-k waits for layer 0's step.
   const std::vector<Span> compute = {{"locate tables", -1, 0, 1},
                                      {"non-QSA layers", 0, 1, 6},
                                      {"projections, index, top-k", 0, 6, 17},
                                      {"store", 0, 17, 35},
-                                     {"attend", 0, 116, 118},
-                                     {"non-QSA layers", 1, 118, 123},
-                                     {"projections, index, top-k", 1, 309, 320},
-                                     {"store", 1, 320, 338},
-                                     {"attend", 1, 387, 389}};
+                                     {"attend", 0, 115, 117},
+                                     {"non-QSA layers", 1, 117, 122},
+                                     {"projections, index, top-k", 1, 308, 319},
+                                     {"store", 1, 319, 337},
+                                     {"attend", 1, 385, 387}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
-  const std::vector<Span> beside = {{"residency step", 0, 35, 47}, {"residency step", 1, 338, 349}};
+  const std::vector<Span> beside = {{"residency step", 0, 35, 47}, {"residency step", 1, 337, 348}};
   EXPECT_EQ(spans(r, Resource::beside), beside);
-  const std::vector<Span> h2d = {{"in-place read", 0, 35, 116},
-                                 {"miss copy", 0, 116, 309},
-                                 {"in-place read", 1, 338, 387},
-                                 {"miss copy", 1, 387, 516}};
+  const std::vector<Span> h2d = {{"in-place read", 0, 35, 115},
+                                 {"miss copy", 0, 115, 308},
+                                 {"in-place read", 1, 337, 385},
+                                 {"miss copy", 1, 385, 514}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
-  const std::vector<Span> d2h = {{"write-through", 0, 17, 35}, {"write-through", 1, 320, 338}};
+  const std::vector<Span> d2h = {{"write-through", 0, 17, 35}, {"write-through", 1, 319, 337}};
   EXPECT_EQ(spans(r, Resource::d2h), d2h);
-  EXPECT_EQ(r.compute_end_ns, 516);  // the forward ends with layer 1's step (its copy)
+  EXPECT_EQ(r.compute_end_ns, 514);  // the forward ends with layer 1's step (its copy)
   EXPECT_EQ(r.copy_bytes, 5 * 64);
   EXPECT_EQ(r.in_place_bytes, 8 * 16);
   EXPECT_EQ(r.d2h_bytes, 2 * 16);
@@ -151,18 +151,18 @@ TEST(ReplayTimeline, MirrorAllLayersUnit) {
 
 TEST(ReplayTimeline, HostInPlace) {
   const SimResult r = run(Placement::host, ResidencyUnit::layer_page, 0);
-  // store into the host bank: 1 + 1 + 16 = 18 ns; in-place read of 5 (3) tokens: 1 + 80 (48)
-  // ns on the H2D link; attention 1 fixed + 1 CTA.
+  // store into the host bank: 1 + 1 + 16 = 18 ns; in-place read of 5 (3) tokens: 80 (48) ns
+  // on the H2D link; attention 1 fixed + 1 CTA.
   const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
                                      {"projections, index, top-k", 0, 5, 16},
                                      {"store", 0, 16, 34},
-                                     {"attend", 0, 115, 117},
-                                     {"non-QSA layers", 1, 117, 122},
-                                     {"projections, index, top-k", 1, 122, 133},
-                                     {"store", 1, 133, 151},
-                                     {"attend", 1, 200, 202}};
+                                     {"attend", 0, 114, 116},
+                                     {"non-QSA layers", 1, 116, 121},
+                                     {"projections, index, top-k", 1, 121, 132},
+                                     {"store", 1, 132, 150},
+                                     {"attend", 1, 198, 200}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
-  const std::vector<Span> h2d = {{"in-place read", 0, 34, 115}, {"in-place read", 1, 151, 200}};
+  const std::vector<Span> h2d = {{"in-place read", 0, 34, 114}, {"in-place read", 1, 150, 198}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
   EXPECT_EQ(r.in_place_bytes, 8 * 16);
 }
