@@ -75,13 +75,18 @@ std::int64_t CostModel::ensure_ns(std::int64_t lookups, std::int64_t slots,
 std::int64_t CostModel::store_ns(std::int64_t device_bytes, std::int64_t host_bytes,
                                  KvDtype dtype) const {
   const bool fp8 = dtype == KvDtype::fp8;
-  const double fixed_us = fp8 ? p_.store_fp8_fixed_us : p_.store_fixed_us;
   const double hbm_gbps = fp8 ? p_.store_fp8_hbm_gbps : p_.store_hbm_gbps;
-  const double host_us = fp8 ? p_.store_fp8_host_us : p_.store_host_us;
-  const double host_gbps = fp8 ? p_.store_fp8_host_gbps : p_.zero_copy_write_gbps;
-  double t = fixed_us * 1e3;
-  if (device_bytes > 0) t += d(device_bytes) / hbm_gbps;
-  if (host_bytes > 0) t += host_us * 1e3 + d(host_bytes) / host_gbps;
+  double t = device_bytes > 0 ? d(device_bytes) / hbm_gbps : 0.0;
+  if (host_bytes > 0) {
+    const double knee = fp8 ? p_.store_fp8_host_knee_bytes : p_.store_host_knee_bytes;
+    const double per_kib = fp8 ? p_.store_fp8_host_ns_per_kib : p_.store_host_ns_per_kib;
+    const double host_gbps = fp8 ? p_.store_fp8_host_gbps : p_.zero_copy_write_gbps;
+    const double x = d(host_bytes);
+    t += (fp8 ? p_.store_fp8_host_us : p_.store_host_us) * 1e3 +
+         std::min(x, knee) * per_kib / 1024.0 + std::max(0.0, x - knee) / host_gbps;
+  } else {
+    t += (fp8 ? p_.store_fp8_fixed_us : p_.store_fixed_us) * 1e3;
+  }
   return ns(t);
 }
 

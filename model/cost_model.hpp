@@ -49,8 +49,10 @@ class CostModel {
     return misses > 0 ? slots : 0.0;
   }
   // The store of a layer's new tokens (one kernel, qsa::store_kv): `device_bytes` written to
-  // the pool, `host_bytes` to the host bank (mapped, over the link; a store that writes there
-  // pays the host part's fixed cost once). bf16 and fp8 have their own terms.
+  // the pool, `host_bytes` to the host bank (mapped, over the link). Into the pool alone: its
+  // fixed part + the bytes at its rate; into the host bank: its fixed part, a small cost per
+  // KiB up to the knee, the bytes past it at the link's rate, and the pool's bytes beside (the
+  // mirror). bf16 and fp8 have their own terms.
   std::int64_t store_ns(std::int64_t device_bytes, std::int64_t host_bytes,
                         KvDtype dtype = KvDtype::bf16) const;
   // The attend's CTAs for `rows` rows of at most `width` selected tokens (model/attend_grid.hpp

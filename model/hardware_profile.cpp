@@ -44,10 +44,14 @@ constexpr Field kFields[] = {
     {"store_fixed_us", &HardwareProfile::store_fixed_us},
     {"store_hbm_gbps", &HardwareProfile::store_hbm_gbps},
     {"store_host_us", &HardwareProfile::store_host_us},
+    {"store_host_knee_bytes", &HardwareProfile::store_host_knee_bytes},
+    {"store_host_ns_per_kib", &HardwareProfile::store_host_ns_per_kib},
     {"store_fp8_fixed_us", &HardwareProfile::store_fp8_fixed_us},
     {"store_fp8_hbm_gbps", &HardwareProfile::store_fp8_hbm_gbps},
-    {"store_fp8_host_gbps", &HardwareProfile::store_fp8_host_gbps},
     {"store_fp8_host_us", &HardwareProfile::store_fp8_host_us},
+    {"store_fp8_host_knee_bytes", &HardwareProfile::store_fp8_host_knee_bytes},
+    {"store_fp8_host_ns_per_kib", &HardwareProfile::store_fp8_host_ns_per_kib},
+    {"store_fp8_host_gbps", &HardwareProfile::store_fp8_host_gbps},
     {"non_qsa_forward_us", &HardwareProfile::non_qsa_forward_us},
     {"non_qsa_token_us", &HardwareProfile::non_qsa_token_us},
 };
@@ -179,10 +183,14 @@ std::string HardwareProfile::source(std::string_view field) const {
 void HardwareProfile::validate() const {
   if (name.empty()) fail("name", "must not be empty");
   for (const Field& f : kFields) {
-    // The rest of the model is an input that may be 0 (the QSA stack alone); every other
-    // figure prices real work.
+    // The rest of the model is an input that may be 0 (the QSA stack alone), and a knee may
+    // sit at 0 bytes with nothing below it; every other figure prices real work.
     const bool may_be_zero = f.member == &HardwareProfile::non_qsa_forward_us ||
-                             f.member == &HardwareProfile::non_qsa_token_us;
+                             f.member == &HardwareProfile::non_qsa_token_us ||
+                             f.member == &HardwareProfile::store_host_knee_bytes ||
+                             f.member == &HardwareProfile::store_host_ns_per_kib ||
+                             f.member == &HardwareProfile::store_fp8_host_knee_bytes ||
+                             f.member == &HardwareProfile::store_fp8_host_ns_per_kib;
     const double v = this->*f.member;
     if (!std::isfinite(v) || (may_be_zero ? !(v >= 0) : !(v > 0))) {
       fail(name + "." + f.name,

@@ -62,17 +62,22 @@ struct HardwareProfile {
   double attention_fp8_fixed_us = 0;
   double attention_fp8_gbps = 0;
   double attention_fp8_ns_per_row = 0;
-  // The store of a forward's new K/V (one kernel per layer), bf16: fixed part, bytes written
-  // to device memory, and the fixed part of writing to the host bank (its bytes at
-  // zero_copy_write_gbps).
+  // The store of a forward's new K/V (one kernel per layer), bf16. Into the pool: a fixed part
+  // and the bytes at a rate. Into the host bank (and the pool beside it, the mirror): two
+  // pieces joined at a knee: a fixed part and a small cost per KiB up to store_host_knee_bytes
+  // (the link absorbs small writes), then the bytes past it at zero_copy_write_gbps.
   double store_fixed_us = 0;
   double store_hbm_gbps = 0;
   double store_host_us = 0;
+  double store_host_knee_bytes = 0;  // may be 0
+  double store_host_ns_per_kib = 0;  // below the knee; may be 0
   // The same for fp8 codes + scales (its own rates: per-token scales are small host writes).
   double store_fp8_fixed_us = 0;
   double store_fp8_hbm_gbps = 0;
-  double store_fp8_host_gbps = 0;
   double store_fp8_host_us = 0;
+  double store_fp8_host_knee_bytes = 0;  // may be 0
+  double store_fp8_host_ns_per_kib = 0;  // may be 0
+  double store_fp8_host_gbps = 0;
 
   // The layers without KV pages (36 of the reference model's 48, and its MoE): they take
   // most of a decode step's time and nothing here runs them. Per forward and per token.

@@ -30,7 +30,7 @@ struct CalibrationGrid {
   std::vector<int> attend_tokens;
   int context_pages = 0;
   int bank_pages = 0;
-  // store, store_fp8: tokens stored per call, into the pool, the host bank and both
+  // store*, store_host*: tokens stored per call, into the pool, the host bank (and both)
   std::vector<int> store_tokens;
   // indexer, topk: decode rows (one request each) x context tokens; the prefill shape (rows of
   // one request ending at the context) is an extra sweep

@@ -60,6 +60,9 @@ inline HardwareProfile unit_profile() {
   p.store_hbm_gbps = 1;
   p.store_fp8_fixed_us = p.store_fp8_host_us = 0.001;
   p.store_fp8_hbm_gbps = p.store_fp8_host_gbps = 1;
+  // the host bank's store without a knee: 1 ns + every byte at 1 GB/s
+  p.store_host_knee_bytes = p.store_host_ns_per_kib = 0;
+  p.store_fp8_host_knee_bytes = p.store_fp8_host_ns_per_kib = 0;
   p.sm_count = 1;  // the attend: one CTA per (row, KV head) for selections up to 32 tokens
   p.non_qsa_forward_us = 0.01;
   p.non_qsa_token_us = 0.001;

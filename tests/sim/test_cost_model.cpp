@@ -12,7 +12,7 @@ TEST(Profiles, EveryBuiltinProfileParsesWithASourcePerValue) {
   for (const auto& b : builtin_profiles()) {
     const HardwareProfile p = load_profile(b.name);
     EXPECT_EQ(p.name, b.name);
-    EXPECT_EQ(p.sources.size(), 30u) << b.name;
+    EXPECT_EQ(p.sources.size(), 34u) << b.name;
     for (const auto& [field, source] : p.sources)
       EXPECT_FALSE(source.empty()) << field;
   }
@@ -125,25 +125,32 @@ TEST(CostModel, TheAttendPaysPerCtaOfTheKernelsGridOrPerRow) {
   EXPECT_EQ(c.attention_ns(4'000'000, 4, 264, KvDtype::fp8), 20000 + 10000 + 1200);
 }
 
-// The store is one kernel priced by what it writes: the pool's bytes at its HBM rate, the host
-// bank's over the link with the link's fixed part once; each dtype its own terms.
+// The store is one kernel priced by what it writes: into the pool, its fixed part and the
+// bytes at its HBM rate; into the host bank, two pieces (a fixed part and a small cost per KiB
+// up to the knee, the link's rate past it), the pool's bytes beside; each dtype its own terms.
 TEST(CostModel, TheStoreIsPricedByTheBytesItWritesWhere) {
   HardwareProfile p = load_profile("h200-pcie5");
   p.store_fixed_us = 1;
   p.store_hbm_gbps = 2000;
-  p.store_host_us = 1.5;
+  p.store_host_us = 2.5;
+  p.store_host_knee_bytes = 131072;
+  p.store_host_ns_per_kib = 4;
   p.zero_copy_write_gbps = 50;
   p.store_fp8_fixed_us = 2;
   p.store_fp8_hbm_gbps = 1000;
-  p.store_fp8_host_us = 2.5;
+  p.store_fp8_host_us = 3;
+  p.store_fp8_host_knee_bytes = 0;
+  p.store_fp8_host_ns_per_kib = 0;
   p.store_fp8_host_gbps = 40;
   const CostModel c(p);
   const std::int64_t prefill = 4096 * 2048;  // one layer of a 4096-token chunk, bf16
   EXPECT_EQ(c.store_ns(prefill, 0), 1000 + 4194);
-  EXPECT_EQ(c.store_ns(0, prefill), 1000 + 1500 + 167772);
-  EXPECT_EQ(c.store_ns(prefill, prefill), 1000 + 4194 + 1500 + 167772);
+  // 2500 + 128 KiB x 4 ns + (8 MiB - 128 KiB) at 50 GB/s
+  EXPECT_EQ(c.store_ns(0, prefill), 2500 + 512 + 165151);
+  EXPECT_EQ(c.store_ns(prefill, prefill), 4194 + 2500 + 512 + 165151);
   EXPECT_EQ(c.store_ns(2048, 0), 1000 + 1);
-  EXPECT_EQ(c.store_ns(4096 * 1040, 4096 * 1040, KvDtype::fp8), 2000 + 4260 + 2500 + 106496);
+  EXPECT_EQ(c.store_ns(0, 2048), 2500 + 8);  // below the knee: the link absorbs it
+  EXPECT_EQ(c.store_ns(4096 * 1040, 4096 * 1040, KvDtype::fp8), 4260 + 3000 + 106496);
 }
 
 // The attend's in-place reads are its own: the bytes at the link's rate, no transfer latency

@@ -66,9 +66,10 @@ SimResult run(Placement p, ResidencyUnit u, std::int64_t slots, KvDtype d = KvDt
 // non-QSA layers before it, projections + index + top-k, [mirror copy-first: the residency
 // step], the store, [mirror in place: the residency step beside], the attention.
 // non-QSA: 10 + 1 ns over 2 layers -> 5 ns before each QSA layer (integer share), 0 after.
-// index: 3 launches + 4 visible blocks scored + 4 in top-k = 11 ns. store: 1 fixed + 16 B per
-// token written (the pool's; mirror and host also the host bank's: + 1 fixed + 16 B). The
-// store, the step and the attention add no launch: their terms hold their graph nodes.
+// index: 3 launches + 4 visible blocks scored + 4 in top-k = 11 ns. store: into the pool 1
+// fixed + 16 B per token; into the host bank 1 fixed + 16 B per token, + 16 B per token into
+// the pool where it writes both (no knee in the unit profile). The store, the step and the
+// attention add no launch: their terms hold their graph nodes.
 TEST(ReplayTimeline, Device) {
   const SimResult r = run(Placement::device, ResidencyUnit::layer_page, 0);
   // store: 1 + 16 = 17 ns. attention: 1 fixed + 1 CTA + 5 tokens x 16 B = 82 ns; layer 1:
@@ -93,31 +94,31 @@ TEST(ReplayTimeline, Device) {
 TEST(ReplayTimeline, MirrorLayerUnit) {
   const SimResult r = run(Placement::mirror, ResidencyUnit::layer_page, 4);
   // One launch locates every layer's table first. Layer 0: the store writes the host bank only
-  // (page 2 is not resident yet): 1 + 1 + 16 = 18 ns, the link's share beside it. The step
-  // beside (1 fixed + 4 entries + 4 slots + 3 misses = 12 ns, 35 .. 47); the attention reads
-  // its 5 tokens in place (80 ns on the link from 35: the attend's reads, no latency of their
-  // own) and then runs 1 + 1 CTA = 2 ns; the step's copy (1 + 3 x 64 ns) queues behind that
-  // read on the link (115 .. 308). Layer 1's top-k waits for layer 0's step.
+  // (page 2 is not resident yet): 1 + 16 = 17 ns, the link's share beside it. The step beside
+  // (1 fixed + 4 entries + 4 slots + 3 misses = 12 ns, 34 .. 46); the attention reads its 5
+  // tokens in place (80 ns on the link from 34: the attend's reads, no latency of their own)
+  // and then runs 1 + 1 CTA = 2 ns; the step's copy (1 + 3 x 64 ns) queues behind that read on
+  // the link (114 .. 307). Layer 1's top-k waits for layer 0's step.
   const std::vector<Span> compute = {{"locate tables", -1, 0, 1},
                                      {"non-QSA layers", 0, 1, 6},
                                      {"projections, index, top-k", 0, 6, 17},
-                                     {"store", 0, 17, 35},
-                                     {"attend", 0, 115, 117},
-                                     {"non-QSA layers", 1, 117, 122},
-                                     {"projections, index, top-k", 1, 308, 319},
-                                     {"store", 1, 319, 337},
-                                     {"attend", 1, 385, 387}};
+                                     {"store", 0, 17, 34},
+                                     {"attend", 0, 114, 116},
+                                     {"non-QSA layers", 1, 116, 121},
+                                     {"projections, index, top-k", 1, 307, 318},
+                                     {"store", 1, 318, 335},
+                                     {"attend", 1, 383, 385}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
-  const std::vector<Span> beside = {{"residency step", 0, 35, 47}, {"residency step", 1, 337, 348}};
+  const std::vector<Span> beside = {{"residency step", 0, 34, 46}, {"residency step", 1, 335, 346}};
   EXPECT_EQ(spans(r, Resource::beside), beside);
-  const std::vector<Span> h2d = {{"in-place read", 0, 35, 115},
-                                 {"miss copy", 0, 115, 308},
-                                 {"in-place read", 1, 337, 385},
-                                 {"miss copy", 1, 385, 514}};
+  const std::vector<Span> h2d = {{"in-place read", 0, 34, 114},
+                                 {"miss copy", 0, 114, 307},
+                                 {"in-place read", 1, 335, 383},
+                                 {"miss copy", 1, 383, 512}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
-  const std::vector<Span> d2h = {{"write-through", 0, 17, 35}, {"write-through", 1, 319, 337}};
+  const std::vector<Span> d2h = {{"write-through", 0, 17, 34}, {"write-through", 1, 318, 335}};
   EXPECT_EQ(spans(r, Resource::d2h), d2h);
-  EXPECT_EQ(r.compute_end_ns, 514);  // the forward ends with layer 1's step (its copy)
+  EXPECT_EQ(r.compute_end_ns, 512);  // the forward ends with layer 1's step (its copy)
   EXPECT_EQ(r.copy_bytes, 5 * 64);
   EXPECT_EQ(r.in_place_bytes, 8 * 16);
   EXPECT_EQ(r.d2h_bytes, 2 * 16);
@@ -128,7 +129,7 @@ TEST(ReplayTimeline, MirrorLayerUnit) {
 
 // The all-layers unit runs the step first (the backend locates per layer only): the step
 // (1 + 4 + 4 + 3 = 12 ns), its copy (1 + 3 x 128 ns: one miss brings both layers' K/V), the
-// store into the pool (its page installed) and the host bank (1 + 16 + 1 + 16 = 34 ns), then
+// store into the pool (its page installed) and the host bank (16 + 1 + 16 = 33 ns), then
 // the attention reading the pool. Layer 1 finds pages 0 and 2 resident: an all-hit step
 // searches no slot (1 + 4 entries = 5 ns).
 TEST(ReplayTimeline, MirrorAllLayersUnit) {
@@ -136,13 +137,13 @@ TEST(ReplayTimeline, MirrorAllLayersUnit) {
   const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
                                      {"projections, index, top-k", 0, 5, 16},
                                      {"residency step", 0, 16, 28},
-                                     {"store", 0, 413, 447},
-                                     {"attend", 0, 447, 529},
-                                     {"non-QSA layers", 1, 529, 534},
-                                     {"projections, index, top-k", 1, 534, 545},
-                                     {"residency step", 1, 545, 550},
-                                     {"store", 1, 550, 584},
-                                     {"attend", 1, 584, 634}};
+                                     {"store", 0, 413, 446},
+                                     {"attend", 0, 446, 528},
+                                     {"non-QSA layers", 1, 528, 533},
+                                     {"projections, index, top-k", 1, 533, 544},
+                                     {"residency step", 1, 544, 549},
+                                     {"store", 1, 549, 582},
+                                     {"attend", 1, 582, 632}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
   EXPECT_EQ(r.copy_bytes, 3 * 128);
   EXPECT_EQ(r.layers[1].hits, 2);
@@ -151,18 +152,18 @@ TEST(ReplayTimeline, MirrorAllLayersUnit) {
 
 TEST(ReplayTimeline, HostInPlace) {
   const SimResult r = run(Placement::host, ResidencyUnit::layer_page, 0);
-  // store into the host bank: 1 + 1 + 16 = 18 ns; in-place read of 5 (3) tokens: 80 (48) ns
+  // store into the host bank: 1 + 16 = 17 ns; in-place read of 5 (3) tokens: 80 (48) ns
   // on the H2D link; attention 1 fixed + 1 CTA.
   const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
                                      {"projections, index, top-k", 0, 5, 16},
-                                     {"store", 0, 16, 34},
-                                     {"attend", 0, 114, 116},
-                                     {"non-QSA layers", 1, 116, 121},
-                                     {"projections, index, top-k", 1, 121, 132},
-                                     {"store", 1, 132, 150},
-                                     {"attend", 1, 198, 200}};
+                                     {"store", 0, 16, 33},
+                                     {"attend", 0, 113, 115},
+                                     {"non-QSA layers", 1, 115, 120},
+                                     {"projections, index, top-k", 1, 120, 131},
+                                     {"store", 1, 131, 148},
+                                     {"attend", 1, 196, 198}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
-  const std::vector<Span> h2d = {{"in-place read", 0, 34, 114}, {"in-place read", 1, 150, 198}};
+  const std::vector<Span> h2d = {{"in-place read", 0, 33, 113}, {"in-place read", 1, 148, 196}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
   EXPECT_EQ(r.in_place_bytes, 8 * 16);
 }
@@ -246,21 +247,21 @@ SimResult run_same_selection(MirrorPolicy policy) {
 TEST(ReplayTimeline, LruWithEqualSelectionsMissesInEveryLayer) {
   const SimResult r = run_same_selection(MirrorPolicy::lru);
   // Layer 1 misses its 3 pages again: step 1 + 4 + 4 + 3 = 12 ns, copy 1 + 3 x 64 ns, store
-  // into the pool and the host bank 34 ns, then attention 82 ns.
+  // into the pool and the host bank 33 ns, then attention 82 ns.
   const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
                                      {"projections, index, top-k", 0, 5, 16},
                                      {"residency step", 0, 16, 28},
-                                     {"store", 0, 221, 255},
-                                     {"attend", 0, 255, 337},
-                                     {"non-QSA layers", 1, 337, 342},
-                                     {"projections, index, top-k", 1, 342, 353},
-                                     {"residency step", 1, 353, 365},
-                                     {"store", 1, 558, 592},
-                                     {"attend", 1, 592, 674}};
+                                     {"store", 0, 221, 254},
+                                     {"attend", 0, 254, 336},
+                                     {"non-QSA layers", 1, 336, 341},
+                                     {"projections, index, top-k", 1, 341, 352},
+                                     {"residency step", 1, 352, 364},
+                                     {"store", 1, 557, 590},
+                                     {"attend", 1, 590, 672}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
-  const std::vector<Span> h2d = {{"miss copy", 0, 28, 221}, {"miss copy", 1, 365, 558}};
+  const std::vector<Span> h2d = {{"miss copy", 0, 28, 221}, {"miss copy", 1, 364, 557}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
-  EXPECT_EQ(r.compute_end_ns, 674);
+  EXPECT_EQ(r.compute_end_ns, 672);
   EXPECT_EQ(r.layers[1].misses, 3);
 }
 
@@ -274,19 +275,19 @@ TEST(ReplayTimeline, PrefetchTurnsTheNextLayersMissesIntoOverlappedCopies) {
   const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
                                      {"projections, index, top-k", 0, 5, 16},
                                      {"residency step", 0, 16, 28},
-                                     {"store", 0, 221, 255},
-                                     {"attend", 0, 255, 337},
-                                     {"non-QSA layers", 1, 337, 342},
-                                     {"projections, index, top-k", 1, 342, 353},
-                                     {"residency step", 1, 353, 358},
-                                     {"store", 1, 358, 392},
+                                     {"store", 0, 221, 254},
+                                     {"attend", 0, 254, 336},
+                                     {"non-QSA layers", 1, 336, 341},
+                                     {"projections, index, top-k", 1, 341, 352},
+                                     {"residency step", 1, 352, 357},
+                                     {"store", 1, 357, 390},
                                      {"attend", 1, 414, 496}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
   const std::vector<Span> h2d = {{"miss copy", 0, 28, 221}, {"prefetch copy", 1, 221, 414}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
-  // The step is 674 - 496 = 178 ns shorter than lru's: layer 1's misses and slot search (7 ns
-  // of its step) and its serial copy wait (558 - 365 = 193 ns) are replaced by the part of the
-  // prefetch copy that outlasts the compute it overlaps (414 - 392 = 22 ns).
+  // The step is 672 - 496 = 176 ns shorter than lru's: layer 1's misses and slot search (7 ns
+  // of its step) and its serial copy wait (557 - 364 = 193 ns) are replaced by the part of the
+  // prefetch copy that outlasts the compute it overlaps (414 - 390 = 24 ns).
   EXPECT_EQ(r.compute_end_ns, 496);
   EXPECT_EQ(r.layers[0].misses, 3);
   EXPECT_EQ(r.layers[1].misses, 0);

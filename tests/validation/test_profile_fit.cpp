@@ -3,6 +3,7 @@
 // a series keep the base value and source.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "model/attend_grid.hpp"
@@ -22,7 +23,9 @@ struct Truth {
   double h2d_gbps = 53.0, latency_us = 2.4, zc_read_gbps = 48.0, hbm_gbps = 4100.0;
   double attend_gbps = 2300.0, attend_fixed_us = 7.5, attend_per_cta_ns = 9.0;
   double fp8_gbps = 300.0, fp8_fixed_us = 21.0, fp8_per_row_ns = 350.0;
-  double store_fixed_us = 1.1, store_hbm_gbps = 1600.0, store_zc_gbps = 52.0, store_host_us = 1.5;
+  double store_fixed_us = 1.1, store_hbm_gbps = 1600.0;
+  // The host bank's store: 2.4 us + 3.4 ns per KiB up to 128 KiB, then the link at 52 GB/s.
+  double host_us = 2.4, host_knee = 131072, host_ns_per_kib = 3.4, store_zc_gbps = 52.0;
   double ensure_fixed_us = 6.0, per_lookup_ns = 0.8, per_slot_ns = 0.03, per_miss_ns = 35.0;
   double indexer_ns = 0.09, launch_us = 3.9;
 };
@@ -63,15 +66,17 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
           noisy(t.fp8_fixed_us + bytes8 / (1000 * t.fp8_gbps) + rows * t.fp8_per_row_ns * 1e-3));
     }
   }
-  // The store into the pool and into the host bank, as the calibration sweeps it.
-  PointSeries store{"store", {{"device_bytes", "host_bytes", "to_host"}, {}, {}}};
+  // The store into the pool and into the host bank, as the calibration sweeps them.
+  PointSeries store{"store", {{"bytes"}, {}, {}}};
+  PointSeries store_host{"store_host", {{"bytes"}, {}, {}}};
   for (double tokens : {1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0}) {
-    for (const auto& [pool, host] : {std::pair{1.0, 0.0}, {0.0, 1.0}}) {
-      const double dev = pool * tokens * 2048, hb = host * tokens * 2048;
-      store.samples.x.push_back({dev, hb, host});
-      store.samples.y.push_back(noisy(t.store_fixed_us + dev / (1000 * t.store_hbm_gbps) +
-                                      host * t.store_host_us + hb / (1000 * t.store_zc_gbps)));
-    }
+    const double x = tokens * 2048;
+    store.samples.x.push_back({x});
+    store.samples.y.push_back(noisy(t.store_fixed_us + x / (1000 * t.store_hbm_gbps)));
+    store_host.samples.x.push_back({x});
+    store_host.samples.y.push_back(
+        noisy(t.host_us + std::min(x, t.host_knee) * t.host_ns_per_kib / 1024e3 +
+              std::max(0.0, x - t.host_knee) / (1000 * t.store_zc_gbps)));
   }
   PointSeries ens{"ensure", {{"lookups", "slots", "misses"}, {}, {}}};
   for (double lookups : {512.0, 4096.0, 32768.0}) {
@@ -94,7 +99,7 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
     launch.samples.x.push_back({10.0 * i});
     launch.samples.y.push_back(noisy(1.0 + 10.0 * i * t.launch_us));  // 1 us event overhead
   }
-  p.series = {h2d, zc, store, hbm, att, fp8, ens, idx, launch};
+  p.series = {h2d, zc, store, store_host, hbm, att, fp8, ens, idx, launch};
   return p;
 }
 
@@ -113,12 +118,13 @@ TEST(ProfileFit, RecoversTheCardFromExactPoints) {
   EXPECT_NEAR(p.attention_fp8_fixed_us, t.fp8_fixed_us, 1e-6);
   EXPECT_NEAR(p.attention_fp8_gbps, t.fp8_gbps, 1e-6);
   EXPECT_NEAR(p.attention_fp8_ns_per_row, t.fp8_per_row_ns, 1e-6);
-  // The store: its fixed part, the pool's rate, the link's rate and fixed part when it writes
-  // through.
+  // The store into the pool: its fixed part and rate; into the host bank: the two pieces.
   EXPECT_NEAR(p.store_fixed_us, t.store_fixed_us, 1e-6);
   EXPECT_NEAR(p.store_hbm_gbps, t.store_hbm_gbps, 1e-6);
+  EXPECT_NEAR(p.store_host_us, t.host_us, 1e-6);
+  EXPECT_EQ(p.store_host_knee_bytes, t.host_knee);
+  EXPECT_NEAR(p.store_host_ns_per_kib, t.host_ns_per_kib, 1e-6);
   EXPECT_NEAR(p.zero_copy_write_gbps, t.store_zc_gbps, 1e-6);
-  EXPECT_NEAR(p.store_host_us, t.store_host_us, 1e-6);
   EXPECT_NEAR(p.ensure_fixed_us, t.ensure_fixed_us, 1e-6);
   EXPECT_NEAR(p.ensure_ns_per_lookup, t.per_lookup_ns, 1e-9);
   EXPECT_NEAR(p.ensure_ns_per_slot, t.per_slot_ns, 1e-9);
@@ -141,15 +147,16 @@ TEST(ProfileFit, RecoversTheCardFromNoisyPoints) {
   EXPECT_NEAR(p.attention_fixed_us / t.attend_fixed_us, 1.0, 0.05);
   EXPECT_NEAR(p.attention_ns_per_cta / t.attend_per_cta_ns, 1.0, 0.2);
   EXPECT_NEAR(p.attention_fp8_ns_per_row / t.fp8_per_row_ns, 1.0, 0.2);
+  EXPECT_NEAR(p.store_fixed_us / t.store_fixed_us, 1.0, 0.05);
   EXPECT_NEAR(p.store_hbm_gbps / t.store_hbm_gbps, 1.0, 0.05);
+  EXPECT_NEAR(p.store_host_us / t.host_us, 1.0, 0.05);
   EXPECT_NEAR(p.zero_copy_write_gbps / t.store_zc_gbps, 1.0, 0.02);
-  EXPECT_NEAR(p.store_host_us / t.store_host_us, 1.0, 0.2);
   for (const SeriesFit& s : f.report.series)
     EXPECT_GT(s.linear.quality.r2, 0.99) << s.term;
 }
 
-// Points files from before the store series time the write-through alone (zero_copy_write):
-// it sets zero_copy_write_gbps only when no store series was measured.
+// Points files from before the store series time the store into the pool and the host bank
+// together (zero_copy_write): it sets zero_copy_write_gbps only without a store_host series.
 TEST(ProfileFit, TheStoreSeriesSetsTheWriteThroughRateOverTheOldSeries) {
   const Truth t;
   PointsFile p = synthetic(t, 0.0);
@@ -161,16 +168,16 @@ TEST(ProfileFit, TheStoreSeriesSetsTheWriteThroughRateOverTheOldSeries) {
   p.series.push_back(old);
   const ProfileFit both = fit_profile(p, sim::load_profile("h200-pcie5"));
   EXPECT_NEAR(both.profile.zero_copy_write_gbps, t.store_zc_gbps, 1e-6);
-  EXPECT_NE(both.profile.source("zero_copy_write_gbps").find("store: 16 points"),
+  EXPECT_NE(both.profile.source("zero_copy_write_gbps").find("store_host: 8 points"),
             std::string::npos);
   const SeriesFit& zw = both.report.series.back();
   EXPECT_TRUE(zw.fields.empty());
   ASSERT_EQ(zw.notes.size(), 1u);
   EXPECT_NE(zw.notes[0].find("write-through rate 40.0 GB/s; zero_copy_write_gbps comes from the "
-                             "store series"),
+                             "store_host series"),
             std::string::npos)
       << zw.notes[0];
-  std::erase_if(p.series, [](const PointSeries& s) { return s.term == "store"; });
+  std::erase_if(p.series, [](const PointSeries& s) { return s.term == "store_host"; });
   EXPECT_NEAR(fit_profile(p, sim::load_profile("h200-pcie5")).profile.zero_copy_write_gbps, 40.0,
               1e-6);
 }
@@ -189,14 +196,15 @@ TEST(ProfileFit, EveryFittedValueSaysHowItWasFittedAndAbsentTermsKeepTheBase) {
             std::string::npos);
   // No topk, d2h, fp8 store, graph launch or non-QSA series: base values and sources (and the
   // SM count is the card's, never fitted).
-  for (const char* field :
-       {"topk_ns_per_row_block", "pcie_d2h_gbps", "store_fp8_host_gbps", "store_fp8_fixed_us",
-        "graph_launch_us", "non_qsa_forward_us", "device_memory_gib", "sm_count"}) {
+  for (const char* field : {"topk_ns_per_row_block", "pcie_d2h_gbps", "store_fp8_host_gbps",
+                            "store_fp8_fixed_us", "store_fp8_host_knee_bytes", "graph_launch_us",
+                            "non_qsa_forward_us", "device_memory_gib", "sm_count"}) {
     EXPECT_EQ(f.profile.param(field), base.param(field)) << field;
     EXPECT_EQ(f.profile.source(field), base.source(field)) << field;
   }
-  EXPECT_EQ(f.report.kept, (std::vector<std::string>{"launch_graph", "d2h_copy", "zero_copy_write",
-                                                     "store_fp8", "topk", "non_qsa"}));
+  EXPECT_EQ(f.report.kept,
+            (std::vector<std::string>{"launch_graph", "d2h_copy", "zero_copy_write", "store_fp8",
+                                      "store_host_fp8", "topk", "non_qsa"}));
   // The fixed parts the cost model does not price are reported, not dropped.
   for (const SeriesFit& s : f.report.series) {
     if (s.term != "launch_eager") continue;
