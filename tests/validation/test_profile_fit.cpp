@@ -262,3 +262,28 @@ TEST(ProfileFit, EveryTermMapsToTheProfile) {
 
 }  // namespace
 }  // namespace kvtier::fit
+
+namespace kvtier::fit {
+namespace {
+
+// The host bank's store with too few sizes for two pieces (3 distinct, 4 needed): priced as
+// the line from 0 bytes, and the report says so.
+TEST(ProfileFit, AHostStoreWithoutAKneePricesTheLine) {
+  PointsFile p{"c", "d", "2026-12-02", "cmd", {}};
+  PointSeries sh{"store_host", {{"bytes"}, {}, {}}};
+  for (double x : {2048.0, 524288.0, 8388608.0}) {
+    sh.samples.x.push_back({x});
+    sh.samples.y.push_back(2.0 + x / 50000);
+  }
+  p.series.push_back(sh);
+  const ProfileFit f = fit_profile(p, sim::load_profile("h200-pcie5"));
+  EXPECT_NEAR(f.profile.store_host_us, 2.0, 1e-6);
+  EXPECT_EQ(f.profile.store_host_knee_bytes, 0.0);
+  EXPECT_EQ(f.profile.store_host_ns_per_kib, 0.0);
+  EXPECT_NEAR(f.profile.zero_copy_write_gbps, 50.0, 1e-6);
+  ASSERT_FALSE(f.report.series[0].notes.empty());
+  EXPECT_NE(f.report.series[0].notes[0].find("no knee"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvtier::fit

@@ -185,9 +185,17 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
   const bool relative = m.form != Form::line;
   try {
     s.linear = fit_linear(samples, relative);
-    if (m.form == Form::relative_knee) s.knee = fit_knee(samples, true);
   } catch (const FitError& e) {
     throw FitError("series '" + ps.term + "': " + e.what());
+  }
+  if (m.form == Form::relative_knee) {
+    try {
+      s.knee = fit_knee(samples, true);
+    } catch (const FitError& e) {
+      // fewer than 4 distinct x: one piece, the line from 0 bytes
+      s.notes.push_back(std::string("no knee (") + e.what() + "): priced as the line");
+      s.knee = KneeFit{0, s.linear.intercept, 0, s.linear.slopes[0], s.linear.quality};
+    }
   }
   if (m.form == Form::relative_knee) {
     // The profile prices the two pieces: that fit is the series' fit (R², residuals, sources);
