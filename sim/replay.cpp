@@ -347,9 +347,10 @@ class Simulation {
   // selection), the model every token (width: the select width); CTAs from rows and width.
   std::int64_t attend_cost(const frontend::LayerQuery& q, std::int64_t hbm_bytes) const {
     const bool model = shape_.kind == frontend::ForwardKind::model;
-    std::int64_t width = model ? g_.select_width_tokens() : 1;
+    std::int64_t width = 1;
     for (const frontend::RowTokens& rt : q.rows)
-      width = model ? width : std::max(width, rt.last_token_selected);
+      width = std::max(width, rt.last_token_selected);
+    if (model) width = g_.select_width_tokens();
     const int rows = static_cast<int>(model ? tokens_ : std::ssize(q.rows));
     const std::int64_t ctas = cost_.attend_ctas(rows, g_.kv_heads, static_cast<int>(width));
     return cost_.attention_ns(hbm_bytes, rows, ctas, cfg_.dtype);
