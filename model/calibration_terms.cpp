@@ -20,6 +20,7 @@ const std::vector<CalibrationTerm>& calibration_terms() {
       {"ensure", {"lookups", "slots", "misses"}},
       {"attention", {"hbm_bytes", "ctas"}},
       {"attention_fp8", {"hbm_bytes", "rows"}},
+      {"attention_fp8_host", {"bytes", "rows"}},
       {"non_qsa", {"tokens"}},
   };
   return terms;

@@ -104,6 +104,11 @@ std::int64_t CostModel::attention_ns(std::int64_t hbm_bytes, std::int64_t rows, 
          hbm_read_ns(hbm_bytes);
 }
 
+std::int64_t CostModel::attention_fp8_host_ns(std::int64_t bytes, std::int64_t rows) const {
+  return ns(p_.attention_fp8_host_fixed_us * 1e3 + d(rows) * p_.attention_fp8_host_ns_per_row +
+            (bytes <= 0 ? 0.0 : d(bytes) / p_.attention_fp8_host_gbps));
+}
+
 std::int64_t CostModel::non_qsa_ns(std::int64_t tokens) const {
   return ns((p_.non_qsa_forward_us + d(tokens) * p_.non_qsa_token_us) * 1e3);
 }

@@ -64,6 +64,10 @@ class CostModel {
   // pays per CTA (each writes partial results the merge reads), the fp8 (SIMT) attend per row.
   std::int64_t attention_ns(std::int64_t hbm_bytes, std::int64_t rows, std::int64_t ctas,
                             KvDtype dtype = KvDtype::bf16) const;
+  // The fp8 attend reading `bytes` of the host bank in place over `rows` rows (the host
+  // placement): the SIMT kernel is compute-bound there, so one term prices its reads and its
+  // work together (bf16 in-place reads are link-bound: in_place_read_ns + attention_ns).
+  std::int64_t attention_fp8_host_ns(std::int64_t bytes, std::int64_t rows) const;
   // The non-QSA layers of one forward of `tokens` tokens, all of them together.
   std::int64_t non_qsa_ns(std::int64_t tokens) const;
 

@@ -62,6 +62,11 @@ struct HardwareProfile {
   double attention_fp8_fixed_us = 0;
   double attention_fp8_gbps = 0;
   double attention_fp8_ns_per_row = 0;
+  // The fp8 attend over the host bank in place (the host placement): compute-bound on the
+  // link's bytes, its own fixed part, rate and per-row cost.
+  double attention_fp8_host_fixed_us = 0;
+  double attention_fp8_host_gbps = 0;
+  double attention_fp8_host_ns_per_row = 0;
   // The store of a forward's new K/V (one kernel per layer), bf16. Into the pool: a fixed part
   // and the bytes at a rate. Into the host bank (and the pool beside it, the mirror): two
   // pieces joined at a knee: a fixed part and a small cost per KiB up to store_host_knee_bytes

@@ -410,10 +410,16 @@ class Simulation {
     const OpId st = staged > 0 ? tl_.add(Resource::h2d, cost_.h2d_copy_ns(staged, windows), deps,
                                          "staging windows", l)
                                : kNoOp;
+    // fp8: the SIMT attend reading in place is compute-bound, priced by its own term (the link
+    // op shows the link's use); bf16 reads at the link's pace, then the attend's own part.
+    const bool fp8 = cfg_.dtype == KvDtype::fp8 && in_place > 0;
+    const std::int64_t rows = model ? tokens_ : std::ssize(q.rows);
+    const std::int64_t attend =
+        (fp8 ? cost_.attention_fp8_host_ns(in_place, rows) : 0) +
+        (fp8 && staged_sel == 0 ? 0 : attend_cost(q, staged_sel * token_bytes_));
     return tl_.add(Resource::compute,
-                   cost_.kernel_launch_ns(2 + static_cast<int>(windows)) +
-                       attend_cost(q, staged_sel * token_bytes_),
-                   {deps[0], deps[1], rd, st}, name, l);
+                   cost_.kernel_launch_ns(2 + static_cast<int>(windows)) + attend,
+                   {deps[0], deps[1], fp8 ? kNoOp : rd, st}, name, l);
   }
 
   // The core's ensure for the layer's pool (AdmitAll, or AdmitOnReuse for hybrid).

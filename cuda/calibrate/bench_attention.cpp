@@ -1,9 +1,9 @@
 // The attention (qsa::attend) over device banks (attention, bf16 and fp8) and over mapped host
-// banks (zero_copy_read: the host placement's in-place read), the checksum gather of device pages
-// (hbm_read), and the store of new tokens (qsa::store_kv: store, store_fp8) into the pool, the
-// host bank, or both. Attention rows are decode rows, one request each, reading `tokens` selected
-// positions (4-token blocks + the causal tail) of a context whose pages are scattered over the
-// bank.
+// banks (zero_copy_read, attention_fp8_host: the host placement's in-place read), the checksum
+// gather of device pages (hbm_read), and the store of new tokens (qsa::store_kv: store, store_fp8)
+// into the pool, the host bank, or both. Attention rows are decode rows, one request each, reading
+// `tokens` selected positions (4-token blocks + the causal tail) of a context whose pages are
+// scattered over the bank.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -273,11 +273,11 @@ void dtype_sweeps(Bench& b, const Emit& emit, const AttendInputs& r, bool fp8) {
   b.filler.fill(host, b.stream());
   KVT_CUDA_CHECK(cudaStreamSynchronize(b.stream()));
   // bf16 in-place reads are link-bound (zero_copy_read); the fp8 SIMT kernel over host banks is
-  // not, so its points are reported beside and not fitted into the link's rate
-  Series in_place = fp8 ? extra_series("zero_copy_read", {"bytes"},
-                                       "qsa::attend, host banks in place, fp8 (SIMT kernel; "
-                                       "compute-bound, not in the file)",
-                                       kGraphTiming)
+  // not: its own term (attention_fp8_host), over the bytes it reads and its rows
+  Series in_place = fp8 ? file_series("attention_fp8_host",
+                                      "qsa::attend, host banks in place, fp8 (SIMT kernel; the "
+                                      "host placement's fp8 decode read)",
+                                      kGraphTiming)
                         : file_series("zero_copy_read",
                                       "qsa::attend, host banks in place, bf16 (the host "
                                       "placement's decode read)",

@@ -118,7 +118,8 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
                         "zero_copy_read / miss copy (launch_copy), bf16 all-layers",
                         "zero_copy_read / qsa::attend, host banks in place, bf16",
                         "attention / qsa::attend, device banks, bf16",
-                        "attention_fp8 / qsa::attend, device banks, fp8", "hbm_read / ",
+                        "attention_fp8 / qsa::attend, device banks, fp8",
+                        "attention_fp8_host / qsa::attend, host banks in place, fp8", "hbm_read / ",
                         "indexer / qsa::index_scores, decode"}) {
     SCOPED_TRACE(s);
     const auto pts = sweep(s);
@@ -171,7 +172,7 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
   EXPECT_EQ(terms, (std::set<std::string>{"launch_eager", "launch_graph", "h2d_copy", "d2h_copy",
                                           "zero_copy_read", "store", "store_fp8", "store_host",
                                           "store_host_fp8", "hbm_read", "indexer", "topk", "ensure",
-                                          "attention", "attention_fp8"}));
+                                          "attention", "attention_fp8", "attention_fp8_host"}));
   std::filesystem::remove(path);
 }
 

@@ -56,6 +56,9 @@ inline HardwareProfile unit_profile() {
   p.attention_fp8_fixed_us = 0.001;
   p.attention_fp8_gbps = 1;
   p.attention_fp8_ns_per_row = 1;
+  p.attention_fp8_host_fixed_us = 0.001;
+  p.attention_fp8_host_gbps = 1;
+  p.attention_fp8_host_ns_per_row = 1;
   p.store_fixed_us = p.store_host_us = 0.001;
   p.store_hbm_gbps = 1;
   p.store_fp8_fixed_us = p.store_fp8_host_us = 0.001;

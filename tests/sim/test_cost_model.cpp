@@ -12,7 +12,7 @@ TEST(Profiles, EveryBuiltinProfileParsesWithASourcePerValue) {
   for (const auto& b : builtin_profiles()) {
     const HardwareProfile p = load_profile(b.name);
     EXPECT_EQ(p.name, b.name);
-    EXPECT_EQ(p.sources.size(), 34u) << b.name;
+    EXPECT_EQ(p.sources.size(), 37u) << b.name;
     for (const auto& [field, source] : p.sources)
       EXPECT_FALSE(source.empty()) << field;
   }
@@ -123,6 +123,11 @@ TEST(CostModel, TheAttendPaysPerCtaOfTheKernelsGridOrPerRow) {
   EXPECT_EQ(c.attend_ctas(1, 2, 100), 8);  // at least 32 tokens per CTA: 4 splits
   EXPECT_EQ(c.attention_ns(4'000'000, 1, 130, KvDtype::bf16), 6000 + 2000 + 1300);
   EXPECT_EQ(c.attention_ns(4'000'000, 4, 264, KvDtype::fp8), 20000 + 10000 + 1200);
+  // fp8 over the host bank in place: one term for its reads and its work
+  p.attention_fp8_host_fixed_us = 25;
+  p.attention_fp8_host_gbps = 40;
+  p.attention_fp8_host_ns_per_row = 500;
+  EXPECT_EQ(CostModel(p).attention_fp8_host_ns(4'000'000, 4), 25000 + 100000 + 2000);
 }
 
 // The store is one kernel priced by what it writes: into the pool, its fixed part and the

@@ -305,6 +305,18 @@ TEST(ReplayTimeline, Fp8MovesCodesAndScales) {
   EXPECT_EQ(r.copy_bytes, 5 * 64);
 }
 
+// fp8 on the host bank: the SIMT attend reading in place is compute-bound, one term for its
+// reads and work (1 fixed + 1 row + 80 B = 82 ns), right after the store; the link's read is
+// drawn beside it, not waited for.
+TEST(ReplayTimeline, Fp8HostAttendIsItsOwnTerm) {
+  const SimResult r = run(Placement::host, ResidencyUnit::layer_page, 0, KvDtype::fp8);
+  const std::vector<Span> compute = spans(r, Resource::compute);
+  ASSERT_EQ(compute.size(), 8u);
+  EXPECT_EQ(compute[2], (Span{"store", 0, 16, 33}));
+  EXPECT_EQ(compute[3], (Span{"attend", 0, 33, 115}));
+  EXPECT_EQ(spans(r, Resource::h2d)[0], (Span{"in-place read", 0, 33, 113}));
+}
+
 TEST(ReplayTimeline, PoolBelowOneBatchSaysTheMinimum) {
   try {
     run(Placement::mirror, ResidencyUnit::layer_page, 1);

@@ -23,6 +23,7 @@ struct Truth {
   double h2d_gbps = 53.0, latency_us = 2.4, zc_read_gbps = 48.0, hbm_gbps = 4100.0;
   double attend_gbps = 2300.0, attend_fixed_us = 7.5, attend_per_cta_ns = 9.0;
   double fp8_gbps = 300.0, fp8_fixed_us = 21.0, fp8_per_row_ns = 350.0;
+  double fp8_host_gbps = 30.0, fp8_host_fixed_us = 24.0, fp8_host_per_row_ns = 900.0;
   double store_fixed_us = 1.1, store_hbm_gbps = 1600.0;
   // The host bank's store: 2.4 us + 3.4 ns per KiB up to 128 KiB, then the link at 52 GB/s.
   double host_us = 2.4, host_knee = 131072, host_ns_per_kib = 3.4, store_zc_gbps = 52.0;
@@ -54,6 +55,7 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
   // launches on a card of 132 SMs (model/attend_grid.hpp).
   PointSeries att{"attention", {{"hbm_bytes", "ctas"}, {}, {}}};
   PointSeries fp8{"attention_fp8", {{"hbm_bytes", "rows"}, {}, {}}};
+  PointSeries fp8_host{"attention_fp8_host", {{"bytes", "rows"}, {}, {}}};
   for (int rows : {1, 2, 4, 8, 16, 32}) {
     for (int tokens : {512, 1024, 2051}) {
       const auto ctas = static_cast<double>(attend_ctas(rows, 2, tokens, 132));
@@ -64,6 +66,9 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
       fp8.samples.x.push_back({bytes8, static_cast<double>(rows)});
       fp8.samples.y.push_back(
           noisy(t.fp8_fixed_us + bytes8 / (1000 * t.fp8_gbps) + rows * t.fp8_per_row_ns * 1e-3));
+      fp8_host.samples.x.push_back({bytes8, static_cast<double>(rows)});
+      fp8_host.samples.y.push_back(noisy(t.fp8_host_fixed_us + bytes8 / (1000 * t.fp8_host_gbps) +
+                                         rows * t.fp8_host_per_row_ns * 1e-3));
     }
   }
   // The store into the pool and into the host bank, as the calibration sweeps them.
@@ -99,7 +104,7 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
     launch.samples.x.push_back({10.0 * i});
     launch.samples.y.push_back(noisy(1.0 + 10.0 * i * t.launch_us));  // 1 us event overhead
   }
-  p.series = {h2d, zc, store, store_host, hbm, att, fp8, ens, idx, launch};
+  p.series = {h2d, zc, store, store_host, hbm, att, fp8, fp8_host, ens, idx, launch};
   return p;
 }
 
@@ -118,6 +123,9 @@ TEST(ProfileFit, RecoversTheCardFromExactPoints) {
   EXPECT_NEAR(p.attention_fp8_fixed_us, t.fp8_fixed_us, 1e-6);
   EXPECT_NEAR(p.attention_fp8_gbps, t.fp8_gbps, 1e-6);
   EXPECT_NEAR(p.attention_fp8_ns_per_row, t.fp8_per_row_ns, 1e-6);
+  EXPECT_NEAR(p.attention_fp8_host_fixed_us, t.fp8_host_fixed_us, 1e-6);
+  EXPECT_NEAR(p.attention_fp8_host_gbps, t.fp8_host_gbps, 1e-6);
+  EXPECT_NEAR(p.attention_fp8_host_ns_per_row, t.fp8_host_per_row_ns, 1e-6);
   // The store into the pool: its fixed part and rate; into the host bank: the two pieces.
   EXPECT_NEAR(p.store_fixed_us, t.store_fixed_us, 1e-6);
   EXPECT_NEAR(p.store_hbm_gbps, t.store_hbm_gbps, 1e-6);
@@ -147,6 +155,8 @@ TEST(ProfileFit, RecoversTheCardFromNoisyPoints) {
   EXPECT_NEAR(p.attention_fixed_us / t.attend_fixed_us, 1.0, 0.05);
   EXPECT_NEAR(p.attention_ns_per_cta / t.attend_per_cta_ns, 1.0, 0.2);
   EXPECT_NEAR(p.attention_fp8_ns_per_row / t.fp8_per_row_ns, 1.0, 0.2);
+  EXPECT_NEAR(p.attention_fp8_host_gbps / t.fp8_host_gbps, 1.0, 0.02);
+  EXPECT_NEAR(p.attention_fp8_host_ns_per_row / t.fp8_host_per_row_ns, 1.0, 0.2);
   EXPECT_NEAR(p.store_fixed_us / t.store_fixed_us, 1.0, 0.05);
   EXPECT_NEAR(p.store_hbm_gbps / t.store_hbm_gbps, 1.0, 0.05);
   EXPECT_NEAR(p.store_host_us / t.host_us, 1.0, 0.05);
