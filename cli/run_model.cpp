@@ -49,7 +49,9 @@ po::options_description model_options() {
       "prompt", po::value<std::string>(), "prompts file: one request per line of token ids")(
       "decode", po::value<int>()->default_value(16), "greedy decode steps per request")(
       "placement", po::value<std::string>()->default_value("device"), "device, mirror or host")(
-      "pool-pages", po::value<long long>()->default_value(0), "mirror: GPU slots per QSA layer")(
+      "pool-pages", po::value<std::string>(),
+      "mirror: GPU slots per QSA layer, or 'max': the most slots that fit --device-kv-gib "
+      "(shared among micro-batches by their requests)")(
       "allow-drops",
       "mirror: run with a pool below the smallest that drops no selected page (refused "
       "otherwise): the attention then runs on truncated selections, an experiment")(
@@ -94,6 +96,11 @@ po::options_description model_options() {
 std::vector<std::int64_t> parse_lengths(const std::string& text) {
   std::vector<std::int64_t> out = parse_positive_list(text, "--prompt-tokens", "lengths");
   if (out.empty()) throw ConfigError("--prompt-tokens: no length given");
+  if (out.size() > static_cast<std::size_t>(runner::kMaxSessionRequests))
+    throw ConfigError("--prompt-tokens: " + std::to_string(out.size()) +
+                      " requests; a run takes at most " +
+                      std::to_string(runner::kMaxSessionRequests));
+
   return out;
 }
 
@@ -174,11 +181,22 @@ ModelArgs check_args(const po::variables_map& vm) {
     throw ConfigError(
         "--micro-batches: needs --decode 2 or more (the steps after the first "
         "are the overlapped ones)");
-  rc.pool_pages = vm["pool-pages"].as<long long>();
-  if (rc.placement != Placement::mirror && rc.pool_pages != 0)
+  const std::string pool = vm.count("pool-pages") ? vm["pool-pages"].as<std::string>() : "";
+  o.pool_fits_budget = pool == "max";
+  if (!pool.empty() && !o.pool_fits_budget) {
+    const auto n = parse_positive_list(pool, "--pool-pages", "slots (or max)");
+    if (n.size() != 1)
+      throw ConfigError("--pool-pages: one slot count (or max), got '" + pool + "'");
+    rc.pool_pages = n[0];
+  }
+  if (rc.placement != Placement::mirror && (rc.pool_pages != 0 || o.pool_fits_budget))
     throw ConfigError("--pool-pages applies to placement mirror only");
-  if (rc.placement == Placement::mirror && rc.pool_pages < 1)
-    throw ConfigError("--placement mirror needs --pool-pages N (GPU slots per QSA layer)");
+  if (rc.placement == Placement::mirror && rc.pool_pages < 1 && !o.pool_fits_budget)
+    throw ConfigError(
+        "--placement mirror needs --pool-pages N (GPU slots per QSA layer) or --pool-pages max "
+        "with --device-kv-gib B");
+  if (o.pool_fits_budget && !vm.count("device-kv-gib"))
+    throw ConfigError("--pool-pages max: the most slots within a budget needs --device-kv-gib B");
   if (rc.pool_pages > kMaxPages)
     throw ConfigError("--pool-pages: at most " + std::to_string(kMaxPages) +
                       " (slot ids are 32-bit), got " + std::to_string(rc.pool_pages));
@@ -230,6 +248,7 @@ runner::SessionOptions session_options(const ModelArgs& a, const weights::Safete
   if (!a.prompt_file) {
     runner::check_context(g, o.runner.yarn, o.fill_depth,
                           *std::max_element(a.lengths.begin(), a.lengths.end()), o.decode);
+    runner::check_prompt_tokens(a.lengths);
     std::mt19937_64 rng(a.seed);
     for (std::int64_t n : a.lengths) {
       std::vector<std::int32_t> p(static_cast<std::size_t>(n));
@@ -279,6 +298,8 @@ class SessionBars {
  private:
   std::unique_ptr<Progress> bar_;
 };
+
+constexpr double kTenGiB = 10.0 * 1024 * 1024 * 1024;
 
 double rate(std::int64_t tokens, double ms) {
   return ms > 0 ? 1000.0 * static_cast<double>(tokens) / ms : 0.0;
@@ -358,6 +379,12 @@ void print_json(const runner::SessionOptions& o, const std::string& weights_path
        o.device_kv_bytes > 0 ? boost::json::value(o.device_kv_bytes) : boost::json::value(nullptr)},
       {"budget_host_bytes", res.budget_host_bytes},
       {"setup_s", res.setup_s},
+      {"host_bank_s", res.host_bank_s},
+      {"host_bank_s_per_10_gib",
+       res.kv_host_bytes > 0 ? res.host_bank_s * kTenGiB / static_cast<double>(res.kv_host_bytes)
+                             : 0.0},
+      {"fill_s", res.fill_s},
+      {"pool_pages", boost::json::value_from(res.pool_slots)},
       {"tokens", toks}};
   if (rc.profile_phases) {
     boost::json::object ph;
@@ -401,10 +428,15 @@ void print_table(const runner::SessionOptions& o, const Geometry& g,
   const runner::RunnerStats& s = res.stats;
   const Figures f = derive(res);
   Table t({"figure", "value"});
-  t.add({"placement", std::string(to_string(rc.placement)) +
-                          (rc.placement == Placement::mirror
-                               ? " (" + fmt_int(rc.pool_pages) + " slots per layer)"
-                               : "")});
+  std::string pools;
+  for (std::size_t k = 0; k < res.pool_slots.size(); ++k)
+    pools += (k ? " + " : "") + fmt_int(res.pool_slots[k]);
+  t.add({"placement",
+         std::string(to_string(rc.placement)) +
+             (rc.placement == Placement::mirror
+                  ? " (" + pools + " slots per layer" +
+                        (o.pool_fits_budget ? ", the most --device-kv-gib holds" : "") + ")"
+                  : "")});
   t.add({"kv dtype / YaRN", std::string(to_string(rc.dtype)) + (rc.yarn ? " / on" : " / off")});
   t.add({"requests",
          fmt_int(res.requests) + (o.micro_batches > 1
@@ -452,6 +484,12 @@ void print_table(const runner::SessionOptions& o, const Geometry& g,
                                   : " (no --device-kv-gib budget)")});
   t.add({"host memory (pinned bank)", fmt_bytes(static_cast<double>(res.kv_host_bytes))});
   t.add({"set-up (weights, banks)", fmt_fixed(res.setup_s, 2) + " s"});
+  if (res.kv_host_bytes > 0)
+    t.add({"host bank ready (map, touch, pin)",
+           fmt_fixed(res.host_bank_s, 2) + " s: " +
+               fmt_fixed(res.host_bank_s * kTenGiB / static_cast<double>(res.kv_host_bytes), 2) +
+               " s per 10 GiB"});
+  if (o.fill_depth > 0) t.add({"fill (--fill-depth)", fmt_fixed(res.fill_s, 2) + " s"});
   for (std::size_t q = 0; q < res.tokens.size(); ++q)
     t.add({"tokens, request " + std::to_string(q), token_list(res.tokens[q])});
   for (std::size_t l = 0; l < res.needle_cosines.size(); ++l)

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -17,8 +19,13 @@
 namespace kvtier::cuda {
 namespace {
 
-constexpr std::int64_t kChunk = std::int64_t{64} << 20;  // zeroing granule
-constexpr std::int64_t kParallelAbove = std::int64_t{256} << 20;
+// Banks are prepared in pieces of this size, several at a time: a piece is faulted in and then
+// pinned by one thread, so that both the page faults and the pinning run on every core.
+constexpr std::int64_t kPiece = std::int64_t{1} << 30;
+constexpr int kMaxThreads = 16;
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels answer EINVAL and the piece is written
+#endif
 
 std::string gib(std::int64_t bytes) {
   char buf[64];
@@ -27,36 +34,25 @@ std::string gib(std::int64_t bytes) {
   return buf;
 }
 
-// Zeroes [p, p + bytes) with several threads, calling progress from this thread.
-void zero_parallel(std::byte* p, std::int64_t bytes, std::int64_t done_before, std::int64_t total,
-                   const ProgressFn& progress) {
-  if (bytes < kParallelAbove) {
-    std::memset(p, 0, static_cast<std::size_t>(bytes));
-    if (progress) progress(static_cast<std::uint64_t>(done_before + bytes), total);
-    return;
+// Faults [p, p + bytes) in: the kernel's own population where it has it (the pages come
+// zeroed), else a write of zeros.
+void touch(std::byte* p, std::int64_t bytes) {
+  if (madvise(p, static_cast<std::size_t>(bytes), MADV_POPULATE_WRITE) == 0) return;
+  std::memset(p, 0, static_cast<std::size_t>(bytes));
+}
+
+// Whether a kernel may use a registered host pointer as it is (the device address equals the
+// host address): then a bank can be registered piece by piece and still be one range for
+// kernels.
+bool host_pointer_is_device_pointer() {
+  int dev = 0, yes = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&yes, cudaDevAttrCanUseHostPointerForRegisteredMem, dev) !=
+          cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
   }
-  const std::int64_t chunks = (bytes + kChunk - 1) / kChunk;
-  std::atomic<std::int64_t> next{0};
-  std::atomic<std::int64_t> done{0};
-  const unsigned nthreads = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
-  std::vector<std::thread> workers;
-  for (unsigned t = 0; t < nthreads; ++t) {
-    workers.emplace_back([&] {
-      for (std::int64_t c = next++; c < chunks; c = next++) {
-        const std::int64_t off = c * kChunk;
-        const std::int64_t len = std::min(kChunk, bytes - off);
-        std::memset(p + off, 0, static_cast<std::size_t>(len));
-        done += len;
-      }
-    });
-  }
-  while (done.load() < bytes) {
-    if (progress) progress(static_cast<std::uint64_t>(done_before + done.load()), total);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  for (auto& w : workers)
-    w.join();
-  if (progress) progress(static_cast<std::uint64_t>(done_before + bytes), total);
+  return yes != 0;
 }
 
 }  // namespace
@@ -81,17 +77,29 @@ std::int64_t HostBank::available_host_bytes() {
   return -1;
 }
 
+std::int64_t HostBank::bytes_for(const PageLayout& layout, PageId num_pages) {
+  std::int64_t total = 0;
+  for (int b = 0; b < layout.banks(); ++b)
+    total += (std::int64_t{num_pages} + 1) *
+             layout.page_bytes(PageLayout::kind_of(b % layout.banks_per_layer));
+  return total;
+}
+
 HostBank::HostBank(const PageLayout& layout, PageId num_pages, const ProgressFn& progress)
     : layout_(layout), num_pages_(num_pages) {
   if (num_pages <= 0) throw ConfigError("host bank: the page count must be positive");
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::int64_t total = bytes_for(layout, num_pages);
+  const std::int64_t avail = available_host_bytes();
+  if (avail >= 0 && total > avail)
+    throw CapacityError("host bank: needs " + gib(total) +
+                        " of pinned host memory, the system has " + gib(avail) +
+                        " available (MemAvailable)");
   const int nb = layout.banks();
-  std::int64_t total = 0;
-  for (int b = 0; b < nb; ++b)
-    total += (std::int64_t{num_pages} + 1) *
-             layout.page_bytes(PageLayout::kind_of(b % layout.banks_per_layer));
   banks_.resize(static_cast<std::size_t>(nb));
-  std::int64_t done = 0;
   try {
+    const bool by_piece = host_pointer_is_device_pointer();
+    timing_.by_piece = by_piece;
     for (int b = 0; b < nb; ++b) {
       Bank& bank = banks_[static_cast<std::size_t>(b)];
       bank.bytes = (std::int64_t{num_pages} + 1) *
@@ -104,22 +112,18 @@ HostBank::HostBank(const PageLayout& layout, PageId num_pages, const ProgressFn&
                             ", the system has " + gib(available_host_bytes()) + " available");
       }
       bank.host = static_cast<std::byte*>(p);
-      // 2 MiB pages where the kernel allows: fewer pages to pin and to map for the GPU.
+      // 2 MiB pages where the kernel allows: fewer pages to fault, pin and map for the GPU.
       (void)madvise(p, static_cast<std::size_t>(bank.bytes), MADV_HUGEPAGE);
-      zero_parallel(bank.host, bank.bytes, done, total, progress);
-      done += bank.bytes;
-      const cudaError_t e = cudaHostRegister(bank.host, static_cast<std::size_t>(bank.bytes),
-                                             cudaHostRegisterMapped | cudaHostRegisterPortable);
-      if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        throw CapacityError("host bank: cannot pin bank " + std::to_string(b) + " of " +
-                            gib(bank.bytes) + " (" + cudaGetErrorString(e) +
-                            "); the whole bank asks " + gib(total) + ", the system has " +
-                            gib(available_host_bytes()) + " available");
-      }
-      bank.registered = true;
+      const std::int64_t piece = by_piece ? kPiece : bank.bytes;
+      for (std::int64_t off = 0; off < bank.bytes; off += piece)
+        pieces_.push_back({bank.host + off, std::min(piece, bank.bytes - off), false});
+    }
+    pin_pieces(total, progress);
+    for (Bank& bank : banks_) {
       void* d = nullptr;
       KVT_CUDA_CHECK(cudaHostGetDevicePointer(&d, bank.host, 0));
+      if (by_piece && d != bank.host)
+        throw CapacityError("host bank: the device maps a registered bank at another address");
       bank.device = static_cast<std::byte*>(d);
     }
     std::vector<std::byte*> table(banks_.size());
@@ -132,6 +136,90 @@ HostBank::HostBank(const PageLayout& layout, PageId num_pages, const ProgressFn&
     release();
     throw;
   }
+  timing_.ready_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Every piece faulted in and registered as mapped, by several threads taking pieces in turn;
+// progress is reported from this thread, once per piece done (so a bank of n pieces reports
+// at least n times, however fast). The first registration that fails is thrown once all
+// threads have stopped.
+void HostBank::pin_pieces(std::int64_t total, const ProgressFn& progress) {
+  int dev = 0;
+  KVT_CUDA_CHECK(cudaGetDevice(&dev));
+  std::atomic<std::size_t> next{0};
+  std::mutex mu;  // guards what follows, up to the condition variable
+  std::size_t finished = 0;
+  std::vector<std::int64_t> finished_bytes;  // bytes of the pieces in the order they finished
+  finished_bytes.reserve(pieces_.size());
+  bool failed = false;
+  std::string error;
+  std::condition_variable changed;
+  const unsigned nthreads =
+      std::clamp<unsigned>(std::min<unsigned>(std::thread::hardware_concurrency(), kMaxThreads), 1u,
+                           static_cast<unsigned>(std::max<std::size_t>(pieces_.size(), 1)));
+  std::vector<std::thread> workers;
+  std::vector<double> touch_s(nthreads), pin_s(nthreads);
+  using Clock = std::chrono::steady_clock;
+  for (unsigned t = 0; t < nthreads; ++t) {
+    workers.emplace_back([&, t] {
+      (void)cudaSetDevice(dev);
+      for (std::size_t i = next++; i < pieces_.size(); i = next++) {
+        {
+          const std::lock_guard<std::mutex> lock(mu);
+          if (failed) return;
+        }
+        Piece& pc = pieces_[i];
+        const auto t0 = Clock::now();
+        touch(pc.host, pc.bytes);
+        const auto t1 = Clock::now();
+        const cudaError_t e = cudaHostRegister(pc.host, static_cast<std::size_t>(pc.bytes),
+                                               cudaHostRegisterMapped | cudaHostRegisterPortable);
+        touch_s[t] += std::chrono::duration<double>(t1 - t0).count();
+        pin_s[t] += std::chrono::duration<double>(Clock::now() - t1).count();
+        const std::lock_guard<std::mutex> lock(mu);
+        if (e != cudaSuccess) {
+          (void)cudaGetLastError();
+          if (!failed)
+            error = std::string("host bank: cannot pin ") + gib(pc.bytes) + " (" +
+                    cudaGetErrorString(e) + "); the whole bank asks " + gib(total) +
+                    ", the system has " + gib(available_host_bytes()) + " available";
+          failed = true;
+          changed.notify_one();
+          return;
+        }
+        pc.registered = true;
+        finished_bytes.push_back(pc.bytes);
+        ++finished;
+        changed.notify_one();
+      }
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    std::size_t reported = 0;
+    std::int64_t done = 0;
+    while (reported < pieces_.size()) {
+      changed.wait(lock, [&] { return failed || finished > reported; });
+      if (failed) break;
+      for (; reported < finished; ++reported) {
+        done += finished_bytes[reported];
+        if (progress) {
+          lock.unlock();  // the callback may draw; the workers go on meanwhile
+          progress(static_cast<std::uint64_t>(done), static_cast<std::uint64_t>(total));
+          lock.lock();
+        }
+      }
+    }
+  }
+  for (auto& w : workers)
+    w.join();
+  timing_.threads = static_cast<int>(nthreads);
+  timing_.pieces = static_cast<std::int64_t>(pieces_.size());
+  for (unsigned t = 0; t < nthreads; ++t) {
+    timing_.touch_thread_s += touch_s[t];
+    timing_.pin_thread_s += pin_s[t];
+  }
+  if (failed) throw CapacityError(error);
 }
 
 std::int64_t HostBank::total_bytes() const {
@@ -144,8 +232,10 @@ std::int64_t HostBank::total_bytes() const {
 void HostBank::release() noexcept {
   if (table_ != nullptr) cudaFree(table_);
   table_ = nullptr;
+  for (Piece& pc : pieces_)
+    if (pc.registered) cudaHostUnregister(pc.host);
+  pieces_.clear();
   for (Bank& b : banks_) {
-    if (b.registered) cudaHostUnregister(b.host);
     if (b.host != nullptr) munmap(b.host, static_cast<std::size_t>(b.bytes));
     b = Bank{};
   }

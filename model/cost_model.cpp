@@ -1,7 +1,10 @@
 #include "model/cost_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
+
+#include "model/attend_grid.hpp"
 
 namespace kvtier {
 namespace {
@@ -20,6 +23,10 @@ CostModel::CostModel(HardwareProfile profile, bool graphs)
 
 std::int64_t CostModel::launch_ns(int kernels) const {
   return ns(kernels * (graphs_ ? p_.graph_launch_us : p_.launch_us) * 1e3);
+}
+
+std::int64_t CostModel::kernel_launch_ns(int kernels) const {
+  return graphs_ ? 0 : ns(kernels * std::max(0.0, p_.launch_us - p_.graph_launch_us) * 1e3);
 }
 
 std::int64_t CostModel::h2d_copy_ns(std::int64_t bytes, std::int64_t transfers) const {
@@ -42,6 +49,10 @@ std::int64_t CostModel::zero_copy_write_ns(std::int64_t bytes) const {
   return ns(p_.pcie_latency_us * 1e3 + d(bytes) / p_.zero_copy_write_gbps);
 }
 
+std::int64_t CostModel::in_place_read_ns(std::int64_t bytes) const {
+  return bytes <= 0 ? 0 : ns(d(bytes) / p_.zero_copy_read_gbps);
+}
+
 std::int64_t CostModel::hbm_read_ns(std::int64_t bytes) const {
   return bytes <= 0 ? 0 : ns(d(bytes) / p_.hbm_gbps);
 }
@@ -61,12 +72,41 @@ std::int64_t CostModel::ensure_ns(std::int64_t lookups, std::int64_t slots,
             d(misses) * p_.ensure_ns_per_miss);
 }
 
-std::int64_t CostModel::attention_ns(std::int64_t hbm_bytes, KvDtype dtype) const {
+std::int64_t CostModel::store_ns(std::int64_t device_bytes, std::int64_t host_bytes,
+                                 KvDtype dtype) const {
+  const bool fp8 = dtype == KvDtype::fp8;
+  const double hbm_gbps = fp8 ? p_.store_fp8_hbm_gbps : p_.store_hbm_gbps;
+  double t = device_bytes > 0 ? d(device_bytes) / hbm_gbps : 0.0;
+  if (host_bytes > 0) {
+    const double knee = fp8 ? p_.store_fp8_host_knee_bytes : p_.store_host_knee_bytes;
+    const double per_kib = fp8 ? p_.store_fp8_host_ns_per_kib : p_.store_host_ns_per_kib;
+    const double host_gbps = fp8 ? p_.store_fp8_host_gbps : p_.zero_copy_write_gbps;
+    const double x = d(host_bytes);
+    t += (fp8 ? p_.store_fp8_host_us : p_.store_host_us) * 1e3 +
+         std::min(x, knee) * per_kib / 1024.0 + std::max(0.0, x - knee) / host_gbps;
+  } else {
+    t += (fp8 ? p_.store_fp8_fixed_us : p_.store_fixed_us) * 1e3;
+  }
+  return ns(t);
+}
+
+std::int64_t CostModel::attend_ctas(int rows, int kv_heads, int width) const {
+  return kvtier::attend_ctas(rows, kv_heads, width, static_cast<int>(p_.sm_count));
+}
+
+std::int64_t CostModel::attention_ns(std::int64_t hbm_bytes, std::int64_t rows, std::int64_t ctas,
+                                     KvDtype dtype) const {
   if (dtype == KvDtype::fp8) {
-    return ns(p_.attention_fp8_fixed_us * 1e3 +
+    return ns(p_.attention_fp8_fixed_us * 1e3 + d(rows) * p_.attention_fp8_ns_per_row +
               (hbm_bytes <= 0 ? 0.0 : d(hbm_bytes) / p_.attention_fp8_gbps));
   }
-  return ns(p_.attention_fixed_us * 1e3) + hbm_read_ns(hbm_bytes);
+  return ns(p_.attention_fixed_us * 1e3 + d(ctas) * p_.attention_ns_per_cta) +
+         hbm_read_ns(hbm_bytes);
+}
+
+std::int64_t CostModel::attention_fp8_host_ns(std::int64_t bytes, std::int64_t rows) const {
+  return ns(p_.attention_fp8_host_fixed_us * 1e3 + d(rows) * p_.attention_fp8_host_ns_per_row +
+            (bytes <= 0 ? 0.0 : d(bytes) / p_.attention_fp8_host_gbps));
 }
 
 std::int64_t CostModel::non_qsa_ns(std::int64_t tokens) const {

@@ -18,6 +18,11 @@ class CostModel {
 
   // `kernels` launches on one stream (graph nodes when graphs are on).
   std::int64_t launch_ns(int kernels) const;
+  // The launches of `kernels` kernels whose calibrated term holds their graph nodes already
+  // (the calibration times a kernel as calls in one CUDA graph: docs/validation.md): nothing
+  // more with graphs; eager, each launch's extra over a graph node, launch_us - graph_launch_us
+  // (not below 0).
+  std::int64_t kernel_launch_ns(int kernels) const;
   // Bulk copies: `transfers` cudaMemcpyAsync calls moving `bytes` in all.
   std::int64_t h2d_copy_ns(std::int64_t bytes, std::int64_t transfers) const;
   std::int64_t d2h_copy_ns(std::int64_t bytes, std::int64_t transfers) const;
@@ -25,6 +30,11 @@ class CostModel {
   // reads, mirror stores): one PCIe latency plus bytes at the zero-copy rate.
   std::int64_t zero_copy_read_ns(std::int64_t bytes) const;
   std::int64_t zero_copy_write_ns(std::int64_t bytes) const;
+  // The attend's reads of host pages in place (host placement, the mirror's misses): the bytes
+  // at the zero-copy rate, without a latency of their own: they are the attend kernel's reads,
+  // whose fixed part the attend's terms price (the calibration's in-place attend points lie on
+  // attention_fixed_us + CTAs + bytes at zero_copy_read_gbps).
+  std::int64_t in_place_read_ns(std::int64_t bytes) const;
   std::int64_t hbm_read_ns(std::int64_t bytes) const;
 
   // Indexer scoring + top-k over `row_blocks` (sum over rows of visible blocks).
@@ -38,10 +48,26 @@ class CostModel {
   static double ensure_slots_scanned(double slots, double misses) {
     return misses > 0 ? slots : 0.0;
   }
+  // The store of a layer's new tokens (one kernel, qsa::store_kv): `device_bytes` written to
+  // the pool, `host_bytes` to the host bank (mapped, over the link). Into the pool alone: its
+  // fixed part + the bytes at its rate; into the host bank: its fixed part, a small cost per
+  // KiB up to the knee, the bytes past it at the link's rate, and the pool's bytes beside (the
+  // mirror). bf16 and fp8 have their own terms.
+  std::int64_t store_ns(std::int64_t device_bytes, std::int64_t host_bytes,
+                        KvDtype dtype = KvDtype::bf16) const;
+  // The attend's CTAs for `rows` rows of at most `width` selected tokens (model/attend_grid.hpp
+  // with the profile's SM count).
+  std::int64_t attend_ctas(int rows, int kv_heads, int width) const;
   // Attention over `hbm_bytes` of selected KV in device memory (in-place host reads are
-  // priced separately on the PCIe link).
-  // bf16 and fp8 run different kernels, each with its own fixed part and rate.
-  std::int64_t attention_ns(std::int64_t hbm_bytes, KvDtype dtype = KvDtype::bf16) const;
+  // priced separately on the PCIe link), `rows` query rows, `ctas` CTAs of its grid.
+  // bf16 and fp8 run different kernels, each with its own terms: the bf16 (tensor-core) attend
+  // pays per CTA (each writes partial results the merge reads), the fp8 (SIMT) attend per row.
+  std::int64_t attention_ns(std::int64_t hbm_bytes, std::int64_t rows, std::int64_t ctas,
+                            KvDtype dtype = KvDtype::bf16) const;
+  // The fp8 attend reading `bytes` of the host bank in place over `rows` rows (the host
+  // placement): the SIMT kernel is compute-bound there, so one term prices its reads and its
+  // work together (bf16 in-place reads are link-bound: in_place_read_ns + attention_ns).
+  std::int64_t attention_fp8_host_ns(std::int64_t bytes, std::int64_t rows) const;
   // The non-QSA layers of one forward of `tokens` tokens, all of them together.
   std::int64_t non_qsa_ns(std::int64_t tokens) const;
 

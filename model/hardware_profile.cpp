@@ -27,6 +27,7 @@ constexpr Field kFields[] = {
     {"zero_copy_read_gbps", &HardwareProfile::zero_copy_read_gbps},
     {"zero_copy_write_gbps", &HardwareProfile::zero_copy_write_gbps},
     {"hbm_gbps", &HardwareProfile::hbm_gbps},
+    {"sm_count", &HardwareProfile::sm_count},
     {"launch_us", &HardwareProfile::launch_us},
     {"graph_launch_us", &HardwareProfile::graph_launch_us},
     {"indexer_ns_per_row_block", &HardwareProfile::indexer_ns_per_row_block},
@@ -36,8 +37,24 @@ constexpr Field kFields[] = {
     {"ensure_ns_per_slot", &HardwareProfile::ensure_ns_per_slot},
     {"ensure_ns_per_miss", &HardwareProfile::ensure_ns_per_miss},
     {"attention_fixed_us", &HardwareProfile::attention_fixed_us},
+    {"attention_ns_per_cta", &HardwareProfile::attention_ns_per_cta},
     {"attention_fp8_fixed_us", &HardwareProfile::attention_fp8_fixed_us},
     {"attention_fp8_gbps", &HardwareProfile::attention_fp8_gbps},
+    {"attention_fp8_ns_per_row", &HardwareProfile::attention_fp8_ns_per_row},
+    {"attention_fp8_host_fixed_us", &HardwareProfile::attention_fp8_host_fixed_us},
+    {"attention_fp8_host_gbps", &HardwareProfile::attention_fp8_host_gbps},
+    {"attention_fp8_host_ns_per_row", &HardwareProfile::attention_fp8_host_ns_per_row},
+    {"store_fixed_us", &HardwareProfile::store_fixed_us},
+    {"store_hbm_gbps", &HardwareProfile::store_hbm_gbps},
+    {"store_host_us", &HardwareProfile::store_host_us},
+    {"store_host_knee_bytes", &HardwareProfile::store_host_knee_bytes},
+    {"store_host_ns_per_kib", &HardwareProfile::store_host_ns_per_kib},
+    {"store_fp8_fixed_us", &HardwareProfile::store_fp8_fixed_us},
+    {"store_fp8_hbm_gbps", &HardwareProfile::store_fp8_hbm_gbps},
+    {"store_fp8_host_us", &HardwareProfile::store_fp8_host_us},
+    {"store_fp8_host_knee_bytes", &HardwareProfile::store_fp8_host_knee_bytes},
+    {"store_fp8_host_ns_per_kib", &HardwareProfile::store_fp8_host_ns_per_kib},
+    {"store_fp8_host_gbps", &HardwareProfile::store_fp8_host_gbps},
     {"non_qsa_forward_us", &HardwareProfile::non_qsa_forward_us},
     {"non_qsa_token_us", &HardwareProfile::non_qsa_token_us},
 };
@@ -169,10 +186,14 @@ std::string HardwareProfile::source(std::string_view field) const {
 void HardwareProfile::validate() const {
   if (name.empty()) fail("name", "must not be empty");
   for (const Field& f : kFields) {
-    // The rest of the model is an input that may be 0 (the QSA stack alone); every other
-    // figure prices real work.
+    // The rest of the model is an input that may be 0 (the QSA stack alone), and a knee may
+    // sit at 0 bytes with nothing below it; every other figure prices real work.
     const bool may_be_zero = f.member == &HardwareProfile::non_qsa_forward_us ||
-                             f.member == &HardwareProfile::non_qsa_token_us;
+                             f.member == &HardwareProfile::non_qsa_token_us ||
+                             f.member == &HardwareProfile::store_host_knee_bytes ||
+                             f.member == &HardwareProfile::store_host_ns_per_kib ||
+                             f.member == &HardwareProfile::store_fp8_host_knee_bytes ||
+                             f.member == &HardwareProfile::store_fp8_host_ns_per_kib;
     const double v = this->*f.member;
     if (!std::isfinite(v) || (may_be_zero ? !(v >= 0) : !(v > 0))) {
       fail(name + "." + f.name,
@@ -180,6 +201,9 @@ void HardwareProfile::validate() const {
                " and finite, got " + number_text(v));
     }
   }
+  if (sm_count != std::floor(sm_count) || sm_count > 65535)
+    fail(name + ".sm_count",
+         "must be a whole number of multiprocessors, got " + number_text(sm_count));
 }
 
 HardwareProfile hardware_profile_from_json(const std::string& json_text) {

@@ -42,8 +42,9 @@ struct HardwareProfile {
   double pcie_d2h_gbps = 0;         // bulk cudaMemcpyAsync device -> host, pinned
   double pcie_latency_us = 0;       // fixed cost of one transfer (one cudaMemcpyAsync)
   double zero_copy_read_gbps = 0;   // kernel reading mapped pinned host memory
-  double zero_copy_write_gbps = 0;  // kernel storing to mapped pinned host memory
-  double hbm_gbps = 0;              // random page reads in device memory
+  double zero_copy_write_gbps = 0;  // kernel storing to mapped pinned host memory (bf16 store)
+  double hbm_gbps = 0;              // random page reads in device memory (the bf16 attend's)
+  double sm_count = 0;              // multiprocessors: the attend's CTAs (model/attend_grid.hpp)
 
   double launch_us = 0;        // one kernel launch on a stream
   double graph_launch_us = 0;  // one kernel as a node of a CUDA graph
@@ -53,12 +54,35 @@ struct HardwareProfile {
   double topk_ns_per_row_block = 0;     // top-k over one row's scores, per block
   double ensure_fixed_us = 0;           // compaction + ensure kernel, fixed part
   double ensure_ns_per_lookup = 0;      // per queried page entry
-  double ensure_ns_per_slot = 0;  // victim scan, per pool slot (only a step that misses scans)
-  double ensure_ns_per_miss = 0;  // per installed page
-  double attention_fixed_us = 0;  // bf16 attend + fold fixed part (bytes priced by hbm_gbps)
-  // The fp8 attend (codes + scales, its own kernel): fixed part and the rate it reads at.
+  double ensure_ns_per_slot = 0;    // victim scan, per pool slot (only a step that misses scans)
+  double ensure_ns_per_miss = 0;    // per installed page
+  double attention_fixed_us = 0;    // bf16 attend + merge fixed part (bytes priced by hbm_gbps)
+  double attention_ns_per_cta = 0;  // bf16 attend, per CTA of its grid (partials + merge)
+  // The fp8 attend (codes + scales, its own kernel): fixed part, the rate it reads at, per row.
   double attention_fp8_fixed_us = 0;
   double attention_fp8_gbps = 0;
+  double attention_fp8_ns_per_row = 0;
+  // The fp8 attend over the host bank in place (the host placement): compute-bound on the
+  // link's bytes, its own fixed part, rate and per-row cost.
+  double attention_fp8_host_fixed_us = 0;
+  double attention_fp8_host_gbps = 0;
+  double attention_fp8_host_ns_per_row = 0;
+  // The store of a forward's new K/V (one kernel per layer), bf16. Into the pool: a fixed part
+  // and the bytes at a rate. Into the host bank (and the pool beside it, the mirror): two
+  // pieces joined at a knee: a fixed part and a small cost per KiB up to store_host_knee_bytes
+  // (the link absorbs small writes), then the bytes past it at zero_copy_write_gbps.
+  double store_fixed_us = 0;
+  double store_hbm_gbps = 0;
+  double store_host_us = 0;
+  double store_host_knee_bytes = 0;  // may be 0
+  double store_host_ns_per_kib = 0;  // below the knee; may be 0
+  // The same for fp8 codes + scales (its own rates: per-token scales are small host writes).
+  double store_fp8_fixed_us = 0;
+  double store_fp8_hbm_gbps = 0;
+  double store_fp8_host_us = 0;
+  double store_fp8_host_knee_bytes = 0;  // may be 0
+  double store_fp8_host_ns_per_kib = 0;  // may be 0
+  double store_fp8_host_gbps = 0;
 
   // The layers without KV pages (36 of the reference model's 48, and its MoE): they take
   // most of a decode step's time and nothing here runs them. Per forward and per token.

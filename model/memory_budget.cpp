@@ -171,11 +171,8 @@ MemoryBudget memory_budget(const BudgetRequest& req) {
                       " available; the smallest device budget that fits it is " +
                       gib_up(b.device_bytes);
     if (req.placement == Placement::mirror) {
-      const std::int64_t per_slot =
-          layers * page_bytes + states * kStateBytesPerSlot + kEnsureBytesPerSlot;
-      const std::int64_t fixed = b.device_bytes - per_slot * req.pool_slots;
-      const std::int64_t fit = (req.device_capacity_bytes - fixed) / per_slot;
-      msg += "; the largest pool that fits is " + std::to_string(fit > 0 ? fit : 0) + " slots";
+      const std::int64_t fit = largest_pool_slots(req, req.device_capacity_bytes);
+      msg += "; the largest pool that fits is " + std::to_string(fit) + " slots";
     }
     throw CapacityError(msg);
   }
@@ -186,6 +183,31 @@ MemoryBudget memory_budget(const BudgetRequest& req) {
         std::to_string(req.host_capacity_bytes / (layers * page_bytes) - 1) + " pages");
   }
   return b;
+}
+
+std::int64_t largest_pool_slots(const BudgetRequest& req, std::int64_t capacity_bytes) {
+  if (capacity_bytes <= 0) return 0;
+  const Geometry& g = req.geometry;
+  g.validate();
+  BudgetRequest r = req;
+  r.placement = Placement::mirror;
+  r.device_capacity_bytes = 0;
+  r.host_capacity_bytes = 0;
+  // The device bytes grow by the same amount per slot at every pool size: price the smallest
+  // pool that runs the batch, then spend the rest of the capacity slot by slot.
+  const std::int64_t context = r.context_tokens > 0 ? r.context_tokens : r.host_pages * g.page_size;
+  const int write_pages = r.write_pages >= 0 ? r.write_pages : r.batch_rows;
+  r.pool_slots =
+      select_width(kMaxPages, r.batch_rows, write_pages, g.max_pages_per_row(context)).min_slots;
+  if (r.pool_slots > kMaxPages) return 0;
+  const std::int64_t at_min = memory_budget(r).device_bytes;
+  if (at_min > capacity_bytes) return 0;
+  const std::int64_t layers = g.qsa_layers();
+  const std::int64_t states = r.unit == ResidencyUnit::layer_page ? layers : 1;
+  const std::int64_t per_slot =
+      mul(layers, mul(g.kv_bytes_per_token(r.dtype), g.page_size, "a page"), "a slot's pages") +
+      states * kStateBytesPerSlot + kEnsureBytesPerSlot;
+  return std::min<std::int64_t>(kMaxPages, r.pool_slots + (capacity_bytes - at_min) / per_slot);
 }
 
 }  // namespace kvtier

@@ -56,4 +56,11 @@ struct MemoryBudget {
 // smallest device budget that fits, and for mirror the largest pool that would fit).
 MemoryBudget memory_budget(const BudgetRequest& req);
 
+// Placement mirror: the most pool slots at which `req` (its pool_slots ignored) fits
+// `capacity_bytes` of device memory, at most kMaxPages; 0 when not even the smallest pool that
+// runs the batch fits. The pool is what grows with the budget, so a KV budget is best spent on
+// it: `kvtier run --pool-pages max`. Throws ConfigError as memory_budget does for a request it
+// cannot price.
+std::int64_t largest_pool_slots(const BudgetRequest& req, std::int64_t capacity_bytes);
+
 }  // namespace kvtier

@@ -22,7 +22,12 @@
 #             from VALIDATION_TRACES below, seeds the calibration never saw) replayed in every
 #             placement, the mirror below, at and above its cliff: OUT/validate.tgz holds the
 #             points and every replay's JSON for `scripts/validate.sh` here (docs/validation.md)
-#   all       all of these but validate, in this order
+#   scale     issue 17: 32 x 128k bf16, 8 x 1M fp8, 64 x 32k bf16 decoding at depth in device,
+#             host and mirror (--pool-pages max at B = 16 and 24 GiB), a host profile each;
+#             kvtier bench host-bank --gib 100 (SCALE_ONLY="32x128k ..." picks cases)
+#   prefill1m issue 17: a 1M prompt's prefill on host at B = 24 GiB, sampled at three depths,
+#             three chunks and three windows
+#   all       all of these but validate, scale and prefill1m, in this order
 # OUT (default $OUT, else /tmp/kvtier-gpu) receives summary.txt (the table printed last: name,
 # rc, seconds; trace runs add digest and median GPU us per decode forward), all.log (every
 # run's output) and logs-MODE.tgz (a file per run, trace runs' JSON included). Without a GPU
@@ -59,9 +64,9 @@ build() {
 mode=${1:-}
 case $mode in
   build) build; exit ;;
-  tests | sanitize | trace | figures | bench | validate | all) ;;
+  tests | sanitize | trace | figures | bench | validate | scale | prefill1m | all) ;;
   *) echo "usage: scripts/gpu.sh build, then: bash gpu-carry/gpu.sh MODE [OUT]" \
-       "(MODE: tests, sanitize, trace, figures, bench, validate or all)" >&2
+       "(MODE: tests, sanitize, trace, figures, bench, validate, scale, prefill1m or all)" >&2
      exit 2 ;;
 esac
 
@@ -225,6 +230,52 @@ validate() {
   tar czf "$out/validate.tgz" -C "$v" .
 }
 
+# Issue 17: many long requests decoding together at depth (--fill-depth), in host, in mirror
+# with the most pool --device-kv-gib B holds (B = 16 and 24 GiB) and in device with no budget
+# (the ideal, where it fits in HBM); the host bank benchmark; the 1M prefill on host at B = 24
+# sampled at three depths (SCALE_CASES picks cases by name, default all).
+SCALE_CASES=(32x128k:32:131071:bf16: 8x1m:8:1048544:fp8:--yarn 64x32k:64:32767:bf16:)
+
+scale() {
+  local w=/tmp/kvtier-gpu-weights.safetensors spec name n depth dtype yarn ones b
+  [[ -f $w ]] || run weights-gen 120 "$K" weights gen --vocab 1024 --needle --out "$w"
+  run bench-host-bank-100g 120 "$K" bench host-bank --gib 100
+  for spec in "${SCALE_CASES[@]}"; do
+    IFS=: read -r name n depth dtype yarn <<<"$spec"
+    [[ -n ${SCALE_ONLY:-} && " $SCALE_ONLY " != *" $name "* ]] && continue
+    ones=$(printf '1%.0s,' $(seq "$n")) ones=${ones%,}
+    local k=("$K" run --weights "$w" --json --prompt-tokens "$ones" --fill-depth "$depth"
+      --decode 16 --kv-dtype "$dtype" $yarn)
+    run "scale-$name-device" 300 "${k[@]}" --placement device
+    run "scale-$name-host-b16" 300 "${k[@]}" --placement host --device-kv-gib 16
+    for b in 16 24; do
+      run "scale-$name-mirror-b$b" 300 "${k[@]}" --placement mirror --pool-pages max \
+        --device-kv-gib "$b"
+    done
+    run "scale-$name-host-profile" 300 "${k[@]}" --placement host --profile-phases
+  done
+}
+
+# Issue 17 item 4: prefill of a 1M-token prompt on host at B = 24 GiB, sampled: the last 64k
+# tokens of the prompt prefilled at depths 0, 480k and 960k (--fill-depth writes what comes
+# before), with the chunk and window the link may favour.
+prefill1m() {
+  local w=/tmp/kvtier-gpu-weights.safetensors d c win
+  [[ -f $w ]] || run weights-gen 120 "$K" weights gen --vocab 1024 --needle --out "$w"
+  local k=("$K" run --weights "$w" --json --yarn --prompt-tokens 65536 --decode 1
+    --placement host --device-kv-gib 24)
+  for d in 0 491520 983040; do
+    run "prefill-64k-at-$d-c4096-w131072" 300 "${k[@]}" --fill-depth "$d" --chunk 4096
+  done
+  for c in 2048 8192 16384; do
+    run "prefill-64k-at-983040-c$c-w131072" 300 "${k[@]}" --fill-depth 983040 --chunk "$c"
+  done
+  for win in 65536 262144; do
+    run "prefill-64k-at-983040-c4096-w$win" 300 "${k[@]}" --fill-depth 983040 --chunk 4096 \
+      --window "$win"
+  done
+}
+
 bench() {
   run bench-qsa 120 "$bin/bench_qsa"
   run bench-qsa-b2b 90 "$bin/bench_qsa" b2b
@@ -278,6 +329,20 @@ for line in open(f"{sys.argv[1]}/runs.tsv"):
             note += ", digest " + ("= device" if device[key][0] == digest else "DIFFERS")
             if med and device[key][1]:
                 note += f", {med / device[key][1]:.3f} x device"
+    if name.startswith(("scale-", "prefill-")) and rc == "0":
+        try:
+            m = json.load(open(f"{sys.argv[1]}/{name}.log"))
+            steps = m["decode_ms"] / m["decode_ms_per_step"] if m["decode_ms_per_step"] else 0
+            # h2d over the decode steps and the one prefill forward of a 1-token prompt
+            link = m["h2d_bytes"] / (steps + 1) if steps else 0
+            us = f"{1000 * m['decode_ms_per_step']:.0f}"
+            note = (f"{m['decode_tokens_per_s']:.0f} dec tok/s, hit {m['hit_rate']:.3f}, "
+                    f"h2d/step {link / 1e6:.0f} MB ({link / 51e6 / m['decode_ms_per_step']:.2f}"
+                    f" x 51 GB/s), pool {m['pool_pages']}, bank {m['host_bank_s']:.1f} s "
+                    f"({m['host_bank_s_per_10_gib']:.2f} s/10 GiB), fill {m['fill_s']:.1f} s, "
+                    f"prefill {m['prefill_tokens_per_s']:.0f} tok/s")
+        except (OSError, ValueError, KeyError, ZeroDivisionError) as e:
+            note = f"no figures ({e})"
     print(f"{name:46s} {rc:>3s} {secs:>4s}  {digest:16s} {us:>13s}  {note}")
 PY
 tar czf "$out/logs-$mode.tgz" -C "$logs" . && rm -rf "$logs"

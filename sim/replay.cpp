@@ -338,25 +338,58 @@ class Simulation {
 
   TimeNs gap_ns(int i) const { return non_qsa_ns_ * gap_layers_[i] / non_qsa_layers_; }
 
-  // The new tokens' K/V into the pool; mirror and host write them through to the host bank
-  // over the link (D2H), which nothing of the forward waits for.
+  // The new tokens' K/V, one kernel priced by the bytes it writes: into the pool (device; the
+  // mirror's pages resident when it runs) and, for mirror and host, into the host bank over the
+  // link, within the same kernel (the link's share is shown on the D2H lane beside it).
   OpId store_op(const LayerStep& ls, const Deps& deps, const char* name) {
-    const OpId st = tl_.add(Resource::compute, cost_.launch_ns(1), deps, name, ls.layer);
-    if (cfg_.placement != Placement::device) {
-      const std::int64_t bytes = tokens_ * token_bytes_;
-      res_.d2h_bytes += bytes;
-      tl_.add(Resource::d2h, cost_.zero_copy_write_ns(bytes), {st}, "write-through", ls.layer);
+    const std::int64_t bytes = tokens_ * token_bytes_;
+    const std::int64_t host_bytes = cfg_.placement == Placement::device ? 0 : bytes;
+    const std::int64_t device_bytes = cfg_.placement == Placement::host     ? 0
+                                      : cfg_.placement == Placement::device ? bytes
+                                                                            : mirror_pool_store(ls);
+    const OpId st =
+        tl_.add(Resource::compute,
+                cost_.kernel_launch_ns(1) + cost_.store_ns(device_bytes, host_bytes, cfg_.dtype),
+                deps, name, ls.layer);
+    if (host_bytes > 0) {
+      res_.d2h_bytes += host_bytes;
+      tl_.add(Resource::d2h, cost_.store_ns(0, host_bytes, cfg_.dtype), deps, "write-through",
+              ls.layer);
     }
     return st;
+  }
+
+  // Mirror: the store writes the pool's copy of the write pages resident when it runs: all
+  // after the step (step first), else those resident before it (tables located before the
+  // forward), the tokens taken as spread evenly over the write pages.
+  std::int64_t mirror_pool_store(const LayerStep& ls) const {
+    const auto writes = fe_.writes();
+    if (!shape_.mirror_in_place || writes.empty()) return tokens_ * token_bytes_;
+    const ResidencyState& state = pools_[all_layers_ ? 0 : ls.layer].state;
+    const auto resident = std::count_if(writes.begin(), writes.end(),
+                                        [&](PageId p) { return state.slot_of(p) != kNoSlot; });
+    return tokens_ * token_bytes_ * resident / static_cast<std::int64_t>(writes.size());
+  }
+
+  // The attend as launched: the replay one query per trace row (width: the widest row's
+  // selection), the model every token (width: the select width); CTAs from rows and width.
+  std::int64_t attend_cost(const frontend::LayerQuery& q, std::int64_t hbm_bytes) const {
+    const bool model = shape_.kind == frontend::ForwardKind::model;
+    std::int64_t width = 1;
+    for (const frontend::RowTokens& rt : q.rows)
+      width = std::max(width, rt.last_token_selected);
+    if (model) width = g_.select_width_tokens();
+    const int rows = static_cast<int>(model ? tokens_ : std::ssize(q.rows));
+    const std::int64_t ctas = cost_.attend_ctas(rows, g_.kv_heads, static_cast<int>(width));
+    return cost_.attention_ns(hbm_bytes, rows, ctas, cfg_.dtype);
   }
 
   OpId attend_op(LayerStep& ls, const Deps& deps, const char* name) {
     const frontend::LayerQuery& q = *ls.q;
     if (cfg_.placement == Placement::device) {
       res_.hbm_read_bytes += ls.sel_bytes;
-      return tl_.add(Resource::compute,
-                     cost_.launch_ns(2) + cost_.attention_ns(ls.sel_bytes, cfg_.dtype), deps, name,
-                     ls.layer);
+      return tl_.add(Resource::compute, cost_.kernel_launch_ns(2) + attend_cost(q, ls.sel_bytes),
+                     deps, name, ls.layer);
     }
     if (cfg_.placement == Placement::host) return host_attend(q, deps, ls.layer, name);
     // Mirror: hits from the pool; the pages missed (in place) or bypassed come over the link
@@ -364,14 +397,13 @@ class Simulation {
     res_.hbm_read_bytes += ls.pool_sel_bytes;
     const std::array<OpId, 3> ready{deps[0], deps[1], ls.copied};
     const OpId rd = ls.in_place_bytes > 0
-                        ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(ls.in_place_bytes), ready,
+                        ? tl_.add(Resource::h2d, cost_.in_place_read_ns(ls.in_place_bytes), ready,
                                   "in-place read", ls.layer)
                         : kNoOp;
     const OpId pf = prefetch_op_;
     prefetch_op_ = pending_prefetch_;
     pending_prefetch_ = kNoOp;
-    return tl_.add(Resource::compute,
-                   cost_.launch_ns(2) + cost_.attention_ns(ls.pool_sel_bytes, cfg_.dtype),
+    return tl_.add(Resource::compute, cost_.kernel_launch_ns(2) + attend_cost(q, ls.pool_sel_bytes),
                    {deps[0], deps[1], ls.copied, rd, pf}, name, ls.layer);
   }
 
@@ -400,16 +432,22 @@ class Simulation {
       lat_.charge_row(static_cast<int>(r), static_cast<double>(row_bytes));
     }
     const std::int64_t windows = model ? q.staged_windows : 0;
-    const OpId rd = in_place > 0 ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(in_place), deps,
+    const OpId rd = in_place > 0 ? tl_.add(Resource::h2d, cost_.in_place_read_ns(in_place), deps,
                                            "in-place read", l)
                                  : kNoOp;
     const OpId st = staged > 0 ? tl_.add(Resource::h2d, cost_.h2d_copy_ns(staged, windows), deps,
                                          "staging windows", l)
                                : kNoOp;
+    // fp8: the SIMT attend reading in place is compute-bound, priced by its own term (the link
+    // op shows the link's use); bf16 reads at the link's pace, then the attend's own part.
+    const bool fp8 = cfg_.dtype == KvDtype::fp8 && in_place > 0;
+    const std::int64_t rows = model ? tokens_ : std::ssize(q.rows);
+    const std::int64_t attend =
+        (fp8 ? cost_.attention_fp8_host_ns(in_place, rows) : 0) +
+        (fp8 && staged_sel == 0 ? 0 : attend_cost(q, staged_sel * token_bytes_));
     return tl_.add(Resource::compute,
-                   cost_.launch_ns(2 + static_cast<int>(windows)) +
-                       cost_.attention_ns(staged_sel * token_bytes_, cfg_.dtype),
-                   {deps[0], deps[1], rd, st}, name, l);
+                   cost_.kernel_launch_ns(2 + static_cast<int>(windows)) + attend,
+                   {deps[0], deps[1], fp8 ? kNoOp : rd, st}, name, l);
   }
 
   // The core's ensure for the layer's pool (AdmitAll, or AdmitOnReuse for hybrid).
@@ -477,8 +515,9 @@ class Simulation {
     res_.h2d_bytes += copy_bytes + ls.in_place_bytes;
     charge_step(r, copy_page_bytes, read_in_place, pool_in_place);
     if (bypass_read > 0) charge_bypass_rows(q, model);
-    const OpId ens = tl_.add(
-        lane, cost_.launch_ns(1) + cost_.ensure_ns(n, cfg_.pool_slots, r.misses), deps, name, l);
+    const OpId ens =
+        tl_.add(lane, cost_.kernel_launch_ns(1) + cost_.ensure_ns(n, cfg_.pool_slots, r.misses),
+                deps, name, l);
     const OpId cp = copy_bytes > 0 ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(copy_bytes),
                                              {ens}, "miss copy", l)
                                    : kNoOp;

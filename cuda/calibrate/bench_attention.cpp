@@ -1,10 +1,12 @@
 // The attention (qsa::attend) over device banks (attention, bf16 and fp8) and over mapped host
-// banks (zero_copy_read: the host placement's in-place read), the checksum gather of device pages
-// (hbm_read), and the mirror's write-through store (qsa::store_kv with a host bank:
-// zero_copy_write). Rows are decode rows, one request each, reading `tokens` selected positions
-// (4-token blocks + the causal tail) of a context whose pages are scattered over the bank.
+// banks (zero_copy_read, attention_fp8_host: the host placement's in-place read), the checksum
+// gather of device pages (hbm_read), and the store of new tokens (qsa::store_kv: store, store_fp8)
+// into the pool, the host bank, or both. Attention rows are decode rows, one request each, reading
+// `tokens` selected positions (4-token blocks + the causal tail) of a context whose pages are
+// scattered over the bank.
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -111,7 +113,28 @@ std::vector<std::byte*> addresses(const cuda::HostBank& h) {
   return a;
 }
 
-// qsa::attend over rows x tokens for every point of the grid; x = rows x tokens x token bytes.
+// One attend point's inputs by the names its series takes: the bytes of KV it reads
+// ("hbm_bytes", or "bytes" for the in-place read), its CTAs and its rows.
+std::vector<double> attend_point(const Series& s, int rows, int tokens, int splits,
+                                 std::int64_t token_bytes, double us) {
+  std::vector<double> pt;
+  for (const std::string& in : s.inputs) {
+    if (in == "hbm_bytes" || in == "bytes") {
+      pt.push_back(static_cast<double>(std::int64_t{rows} * tokens * token_bytes));
+    } else if (in == "ctas") {
+      pt.push_back(static_cast<double>(std::int64_t{rows} * kKvHeads * splits));
+    } else if (in == "rows") {
+      pt.push_back(rows);
+    } else {
+      throw std::logic_error("calibration: the attend sweep has no input '" + in + "'");
+    }
+  }
+  pt.push_back(us);
+  return pt;
+}
+
+// qsa::attend over rows x tokens for every point of the grid, at the split count the backend
+// launches with (qsa::attend_default_splits: the CTAs the cost model prices).
 void attend_sweep(Bench& b, const AttendInputs& r, const qsa::KvBanks& kv, std::int32_t dummy,
                   std::int64_t token_bytes, Series& s) {
   for (const int rows : b.grid.attend_rows) {
@@ -127,7 +150,7 @@ void attend_sweep(Bench& b, const AttendInputs& r, const qsa::KvBanks& kv, std::
                         nullptr, st);
           },
           {}, r.calls);
-      s.points.push_back({static_cast<double>(std::int64_t{rows} * tokens * token_bytes), us});
+      s.points.push_back(attend_point(s, rows, tokens, splits, token_bytes, us));
     }
   }
 }
@@ -167,10 +190,15 @@ void read_sweep(Bench& b, const AttendInputs& r, const cuda::DevicePool& pool, S
   }
 }
 
-// qsa::store_kv of n tokens into the pool with the host bank written through (the mirror's
-// store, as the trace replay and the runner call it): decode rows for n <= 16, else prefill
-// chunks of 16 requests. Each call of a timed graph writes other pages.
-void store_sweep(Bench& b, const cuda::DevicePool& pool, const cuda::HostBank& host, Series& s) {
+// Where a store writes the new tokens: the pool (device placement), the host bank (host
+// placement), or both (the mirror's write-through).
+enum class StoreTarget { pool, host, both };
+
+// qsa::store_kv of n tokens into `target` (as the trace replay and the runner call it): decode
+// rows for n <= 16, else prefill chunks of 16 requests. Each call of a timed graph writes other
+// pages. x = bytes written (n x token bytes).
+void store_sweep(Bench& b, const cuda::DevicePool& pool, const cuda::HostBank& host,
+                 StoreTarget target, Series& s) {
   const CalibrationGrid& g = b.grid;
   const PageLayout& l = pool.layout();
   const int max_n = *std::max_element(g.store_tokens.begin(), g.store_tokens.end());
@@ -185,6 +213,7 @@ void store_sweep(Bench& b, const cuda::DevicePool& pool, const cuda::HostBank& h
   b.filler.fill(v.get(), v.bytes(), Pattern::bf16, b.stream());
   const qsa::KvBanks pool_kv = banks_of(l, addresses(pool), false);
   const qsa::KvBanks host_kv = banks_of(l, addresses(host), true);
+  const bool to_pool = target != StoreTarget::host;
   for (const int n : g.store_tokens) {
     if (stop_sweep(b, s)) return;
     const int requests = std::min(n, kStoreRequests);
@@ -200,9 +229,15 @@ void store_sweep(Bench& b, const cuda::DevicePool& pool, const cuda::HostBank& h
         [&](int call, cudaStream_t st) {
           const std::int32_t* t =
               tables.get() + std::int64_t{call} * kStoreRequests * pages_per_request;
-          qsa::store_kv(k.get(), v.get(), qsa::Rows{d_req.get(), d_pos.get(), n}, pool_kv,
-                        qsa::PageTable{t, pages_per_request, dummy_slot(pool.num_slots())}, host_kv,
-                        qsa::PageTable{t, pages_per_request, dummy_page(host.num_pages())}, st);
+          const qsa::PageTable pool_table{t, pages_per_request, dummy_slot(pool.num_slots())};
+          const qsa::PageTable host_table{t, pages_per_request, dummy_page(host.num_pages())};
+          const qsa::Rows rows{d_req.get(), d_pos.get(), n};
+          if (target == StoreTarget::both) {
+            qsa::store_kv(k.get(), v.get(), rows, pool_kv, pool_table, host_kv, host_table, st);
+          } else {
+            qsa::store_kv(k.get(), v.get(), rows, to_pool ? pool_kv : host_kv,
+                          to_pool ? pool_table : host_table, qsa::KvBanks{}, qsa::PageTable{}, st);
+          }
         },
         {}, calls);
     s.points.push_back({static_cast<double>(std::int64_t{n} * layer_token_bytes(l)), us});
@@ -212,7 +247,7 @@ void store_sweep(Bench& b, const cuda::DevicePool& pool, const cuda::HostBank& h
 const char* kGraphTiming = "graph of calls reading other pages each, after a pad; per call";
 
 // One dtype: the pool (attention, and for bf16 hbm_read), the host bank (in-place reads), the
-// store through both.
+// store into each and into both.
 void dtype_sweeps(Bench& b, const Emit& emit, const AttendInputs& r, bool fp8) {
   const CalibrationGrid& g = b.grid;
   const PageLayout l = qsa_layer_layout(fp8);
@@ -238,11 +273,11 @@ void dtype_sweeps(Bench& b, const Emit& emit, const AttendInputs& r, bool fp8) {
   b.filler.fill(host, b.stream());
   KVT_CUDA_CHECK(cudaStreamSynchronize(b.stream()));
   // bf16 in-place reads are link-bound (zero_copy_read); the fp8 SIMT kernel over host banks is
-  // not, so its points are reported beside and not fitted into the link's rate
-  Series in_place = fp8 ? extra_series("zero_copy_read", {"bytes"},
-                                       "qsa::attend, host banks in place, fp8 (SIMT kernel; "
-                                       "compute-bound, not in the file)",
-                                       kGraphTiming)
+  // not: its own term (attention_fp8_host), over the bytes it reads and its rows
+  Series in_place = fp8 ? file_series("attention_fp8_host",
+                                      "qsa::attend, host banks in place, fp8 (SIMT kernel; the "
+                                      "host placement's fp8 decode read)",
+                                      kGraphTiming)
                         : file_series("zero_copy_read",
                                       "qsa::attend, host banks in place, bf16 (the host "
                                       "placement's decode read)",
@@ -250,11 +285,26 @@ void dtype_sweeps(Bench& b, const Emit& emit, const AttendInputs& r, bool fp8) {
   attend_sweep(b, r, banks_of(l, addresses(host), true), dummy_page(g.bank_pages),
                layer_token_bytes(l), in_place);
   emit(std::move(in_place));
-  Series st = file_series("zero_copy_write",
-                          "qsa::store_kv into the pool, written through to the host bank, " + dt,
-                          "graph of calls writing other pages each, after a pad; per call");
-  store_sweep(b, pool, host, st);
+  // The store into the pool alone (store*) and into the host bank alone (store_host*): each
+  // its own series (the link's noise on a large write stays out of the pool's rate, and the
+  // host bank's knee, where the link starts to limit, shows). The mirror's store into both is
+  // priced as the host bank's plus the pool's bytes; its points are reported beside.
+  const char* store_timing = "graph of calls writing other pages each, after a pad; per call";
+  Series st = file_series(fp8 ? "store_fp8" : "store", "qsa::store_kv, " + dt + ", into the pool",
+                          store_timing);
+  store_sweep(b, pool, host, StoreTarget::pool, st);
   emit(std::move(st));
+  const std::string host_term = fp8 ? "store_host_fp8" : "store_host";
+  Series sh = file_series(host_term, "qsa::store_kv, " + dt + ", into the host bank", store_timing);
+  store_sweep(b, pool, host, StoreTarget::host, sh);
+  emit(std::move(sh));
+  Series both = extra_series(host_term, term_inputs(host_term),
+                             "qsa::store_kv, " + dt +
+                                 ", into the pool and the host bank together (the mirror; "
+                                 "reported, not in the file)",
+                             store_timing);
+  store_sweep(b, pool, host, StoreTarget::both, both);
+  emit(std::move(both));
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ struct Group {
 // The groups in the order they run, with their shares of the time budget.
 constexpr Group kGroups[] = {
     {"launches and copies", run_launch_and_copies, 0.15, 7},
-    {"attention, in-place reads, stores", run_attention, 0.35, 7},
+    {"attention, in-place reads, stores", run_attention, 0.35, 11},
     {"index and top-k", run_selection, 0.2, 4},
     {"residency step", run_residency, 0.2, 2},
     {"decode layer", run_decode_layer, 0.1, 1},

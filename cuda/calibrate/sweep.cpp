@@ -23,7 +23,7 @@ CalibrationGrid calibration_grid(bool quick) {
     g.attend_tokens = {512, 2051};
     g.context_pages = 256;
     g.bank_pages = 2048;
-    g.store_tokens = {1, 64, 1024};
+    g.store_tokens = {1, 16, 256, 4096};  // 4 sizes: the host bank's store is fitted with a knee
     g.index_rows = {1, 4};
     g.index_contexts = {16384, 65536};
     g.prefill_rows = {64, 128};

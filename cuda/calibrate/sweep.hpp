@@ -24,12 +24,13 @@ struct CalibrationGrid {
   int layer_copy_bank_pages = 0;
   int all_layers_copy_bank_pages = 0;
   // attention, zero_copy_read (in place), hbm_read: rows x selected tokens per row, each row a
-  // request of context_pages pages scattered over a bank of bank_pages pages
+  // request of context_pages pages scattered over a bank of bank_pages pages (the attention's
+  // CTAs follow from rows and tokens: model/attend_grid.hpp)
   std::vector<int> attend_rows;
   std::vector<int> attend_tokens;
   int context_pages = 0;
   int bank_pages = 0;
-  // zero_copy_write: tokens stored per call (the mirror's write-through)
+  // store*, store_host*: tokens stored per call, into the pool, the host bank (and both)
   std::vector<int> store_tokens;
   // indexer, topk: decode rows (one request each) x context tokens; the prefill shape (rows of
   // one request ending at the context) is an extra sweep

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cuda/qsa/attend_internal.cuh"
+#include "model/attend_grid.hpp"
 
 namespace kvtier::qsa {
 
@@ -295,10 +296,8 @@ std::int64_t attend_workspace_floats(int rows, int q_heads, int splits) {
 }
 
 int attend_default_splits(int rows, int kv_heads, int width) {
-  // One wave of the tensor-core kernel (2 CTAs per SM), at least one tile of 32 tokens per CTA.
-  const int slots = 2 * sm_count();
-  const int want = slots / std::max(1, rows * kv_heads);
-  return std::clamp(want, 1, std::max(1, (width + 31) / 32));
+  // the core's rule (model/attend_grid.hpp), which the cost model prices the CTAs by
+  return kvtier::attend_splits(rows, kv_heads, width, sm_count());
 }
 
 namespace {

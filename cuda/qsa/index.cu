@@ -361,7 +361,8 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
 // chunk's 16-block tiles (so a row per request or many rows of one request keep the same grid);
 // each warp streams its tiles through its own cp.async pipeline (kDecStages x 4 KiB), no
 // block-wide barrier. Rows of different requests read different slabs, so every CTA serves one
-// group only.
+// group only; a batch of many requests of a few rows each (batched decode) takes this kernel
+// too, as long as no request has more rows than a group.
 constexpr int kDecWarps = 4;
 constexpr int kDecThreads = kDecWarps * 32;
 constexpr int kDecStages = 4;
@@ -514,7 +515,7 @@ void launch_mma(const dim3& grid, const IndexParams& p, std::int64_t chunk, bool
 
 void index_scores(const std::uint16_t* iq, int heads, Rows rows, const std::uint16_t* slab,
                   std::int64_t slab_stride, float* logits, std::int64_t logit_stride,
-                  std::int64_t max_blocks, cudaStream_t s) {
+                  std::int64_t max_blocks, cudaStream_t s, int rows_per_request) {
   detail::require(heads >= 1 && heads <= 16, "index heads", heads);
   detail::require(max_blocks <= logit_stride, "max_blocks (> logit_stride)", max_blocks);
   detail::require((rows.count + kTileRows - 1) / kTileRows <= 65535, "rows", rows.count);
@@ -525,7 +526,10 @@ void index_scores(const std::uint16_t* iq, int heads, Rows rows, const std::uint
     const dim3 grid(static_cast<unsigned>((max_blocks + kTileBlocks - 1) / kTileBlocks),
                     static_cast<unsigned>((rows.count + kTileRows - 1) / kTileRows));
     index_wmma_kernel<<<grid, kThreads, 0, s>>>(p);
-  } else if (rows.count <= kDecMaxRows) {
+  } else if (rows.count <= kDecMaxRows ||
+             (rows_per_request >= 1 && rows_per_request <= kDecGroup)) {
+    // Few rows, or many requests of few rows each (batched decode): the decode kernel's groups
+    // are one request's rows, where the prefill kernel's 128-row tiles would span requests.
     launch_decode(p, max_blocks, vec, s);
   } else {
     const int row_tiles = (rows.count + kMmaRows - 1) / kMmaRows;

@@ -111,10 +111,13 @@ void compress(const std::uint16_t* raw_keys, Rows rows, const CompressRequests& 
 // b < (pos + 1) / 4, fp32, in a [rows][logit_stride] workspace (entries beyond are not
 // written). Tiles of rows of one request run on tensor cores (bf16 in, fp32 accumulate).
 // `max_blocks` bounds the visible blocks of every row (grid size). With 4 heads, a row scored
-// in a batch of at most 16 rows gets the bits it gets in a prefill tile of its request's rows.
+// in a batch of at most 16 rows, or in a batch whose requests have at most 16 rows each
+// (`rows_per_request`, the most any request has; 0: not known), gets the bits it gets in a
+// prefill tile of its request's rows; rows of batches beyond that whose tiles span several
+// requests are scored on the CUDA cores.
 void index_scores(const std::uint16_t* iq, int heads, Rows rows, const std::uint16_t* slab,
                   std::int64_t slab_stride, float* logits, std::int64_t logit_stride,
-                  std::int64_t max_blocks, cudaStream_t s);
+                  std::int64_t max_blocks, cudaStream_t s, int rows_per_request = 0);
 
 // Exact top-k of each row's first n_valid logits as a set (NaN counts as -inf; ties to the
 // lower block id), ascending, padded with -1: out [rows][k]. n_valid per row from `n_valid`

@@ -85,6 +85,12 @@ std::int64_t PagedKv::device_bytes() const {
   return b;
 }
 
+double PagedKv::host_bank_s() const {
+  if (host_) return host_->ready_s();
+  if (mirror_) return mirror_->host().ready_s();
+  return 0;
+}
+
 std::int64_t PagedKv::host_bytes() const {
   if (host_) return host_->total_bytes();
   if (mirror_) return mirror_->host().total_bytes();

@@ -52,6 +52,7 @@ class PagedKv {
 
   std::int64_t device_bytes() const;
   std::int64_t host_bytes() const;
+  double host_bank_s() const;  // the host bank's HostBank::ready_s (0 on placement device)
 
  private:
   PagedKvConfig c_;

@@ -268,6 +268,9 @@ std::int64_t QsaRunner::kv_device_bytes() const {
 std::int64_t QsaRunner::kv_host_bytes() const {
   return impl_->kv->host_bytes();
 }
+double QsaRunner::host_bank_s() const {
+  return impl_->kv->host_bank_s();
+}
 std::int64_t QsaRunner::other_device_bytes() const {
   return impl_->other_device_bytes;
 }

@@ -127,6 +127,7 @@ class QsaRunner {
   void reset_stats() { stats_ = {}; }
   std::int64_t kv_device_bytes() const;     // pages, pool and staging window
   std::int64_t kv_host_bytes() const;       // host bank
+  double host_bank_s() const;               // seconds to make the host bank ready (0: none)
   std::int64_t other_device_bytes() const;  // weights, activations, workspaces
 
   // Tests: when on, every forward appends each QSA layer's output hidden states (fp32

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 
@@ -13,6 +14,7 @@
 #include "cuda/runner/micro_batches.hpp"
 #include "cuda/runner/needle_protocol.hpp"
 #include "cuda/runner/session_plan.hpp"
+#include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
 #include "model/memory_budget.hpp"
 #include "traces/trace_io.hpp"
@@ -23,6 +25,12 @@ namespace {
 
 using Runners = std::vector<std::unique_ptr<QsaRunner>>;
 using PrefillFn = std::function<void(std::int64_t, std::int64_t)>;
+
+std::string gib_text(std::int64_t bytes) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return b;
+}
 
 std::int64_t free_device_bytes() {
   std::size_t free_b = 0, total_b = 0;
@@ -40,6 +48,18 @@ Runners build_runners(const weights::SafetensorsFile& file, const Geometry& g, s
     bank = [&progress](std::uint64_t done, std::uint64_t total) {
       progress.update(SessionPhase::host_bank, done, total);
     };
+  // Every micro-batch's host bank against what the system has, before any is mapped.
+  std::int64_t host_need = 0;
+  for (const MicroBatch& b : plan.batches)
+    host_need += memory_budget(budget_request(g, b, plan.rows_per_request, 0, 0)).host_bytes;
+  const std::int64_t host_avail = cuda::HostBank::available_host_bytes();
+  if (host_avail >= 0 && host_need > host_avail)
+    throw CapacityError(
+        "run: the pinned host bank" +
+        std::string(plan.batches.size() > 1 ? "s of every micro-batch need " : " needs ") +
+        gib_text(host_need) + ", the system has " + gib_text(host_avail) +
+        " available (MemAvailable): fewer or shorter requests, --kv-dtype fp8, or "
+        "--host-pages below the whole contexts");
   Runners runners;
   // plan_session checked the whole KV tier against B before this; each runner is also held to
   // what is free when it is built.
@@ -50,6 +70,8 @@ Runners build_runners(const weights::SafetensorsFile& file, const Geometry& g, s
     res.budget_device_bytes += part.device_bytes;
     res.budget_host_bytes += part.host_bytes;
     runners.push_back(std::make_unique<QsaRunner>(file, g, vocab, b.config, bank));
+    res.host_bank_s += runners.back()->host_bank_s();
+    res.pool_slots.push_back(b.config.placement == Placement::mirror ? b.config.pool_pages : 0);
     if (progress.finish) progress.finish(SessionPhase::host_bank);
   }
   return runners;
@@ -133,9 +155,12 @@ SessionResult run_session(const weights::SafetensorsFile& file, const Geometry& 
   res.setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_setup).count();
   QsaRunner& first = *runners.front();
   const std::unique_ptr<traces::TraceWriter> writer = open_recorder(first, o);
-  if (o.fill_depth > 0)
+  if (o.fill_depth > 0) {
+    const auto t_fill = std::chrono::steady_clock::now();
     for (const auto& r : runners)
-      r->fill(o.fill_depth);
+      r->fill(o.fill_depth);  // synchronises
+    res.fill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_fill).count();
+  }
 
   RunnerStats before;  // micro-batches: the counters before the overlapped steps
   double overlapped_ms = 0;

@@ -42,6 +42,9 @@ struct SessionOptions {
   // memory_budget prices it (pages, pool, staging window, fold accumulator, selection and table
   // buffers); the weights and activations are apart. 0: whatever is free on the GPU.
   std::int64_t device_kv_bytes = 0;
+  // Mirror (`--pool-pages max`): each micro-batch's pool is the largest that fits its share of
+  // device_kv_bytes (split by requests), runner.pool_pages is then ignored.
+  bool pool_fits_budget = false;
   std::string record_path;  // non-empty: the selections as a trace (format by extension)
   std::string producer = "kvtier run --weights";  // the recorded trace's header
 };
@@ -70,8 +73,11 @@ struct SessionResult {
   std::int64_t other_device_bytes = 0;   // weights, activations, workspaces
   std::int64_t budget_device_bytes = 0;  // memory_budget's figures, summed over micro-batches
   std::int64_t budget_host_bytes = 0;
-  double setup_s = 0;        // building the runners (weights, host banks)
-  std::string mirror_reads;  // QsaRunner::mirror_reads
+  double setup_s = 0;                    // building the runners (weights, host banks)
+  double host_bank_s = 0;                // of setup_s: mapping, touching and pinning the host banks
+  double fill_s = 0;                     // --fill-depth: writing the positions (QsaRunner::fill)
+  std::vector<std::int64_t> pool_slots;  // mirror: each micro-batch's pool (0 otherwise)
+  std::string mirror_reads;              // QsaRunner::mirror_reads
 };
 
 // Throws ConfigError for options the runner cannot take (and CapacityError when the pages

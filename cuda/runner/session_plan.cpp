@@ -7,6 +7,8 @@
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
 #include "model/device_budget.hpp"
+#include "model/page_space.hpp"
+#include "model/select_width.hpp"
 
 namespace kvtier::runner {
 namespace {
@@ -54,6 +56,17 @@ void check_context(const Geometry& g, bool yarn, std::int64_t fill_depth,
   }
 }
 
+void check_prompt_tokens(const std::vector<std::int64_t>& lengths) {
+  std::int64_t total = 0;
+  for (std::int64_t n : lengths) {
+    if (n < 0 || n > kMaxSessionPromptTokens - total)
+      throw ConfigError("--prompt-tokens: more than " + std::to_string(kMaxSessionPromptTokens) +
+                        " prompt tokens in all (" + std::to_string(lengths.size()) +
+                        " requests); --fill-depth D reaches a depth without a prompt");
+    total += n;
+  }
+}
+
 namespace {
 
 // Placement mirror: a micro-batch's pool must hold every page its rows' selections can touch
@@ -74,10 +87,45 @@ void check_no_drops(const Geometry& g, const MicroBatch& b, int rows_per_request
                     "), or --allow-drops to run the experiment on truncated selections");
 }
 
+// `--pool-pages max`: the largest pool that fits the micro-batch's share of B, the share in
+// proportion to its requests (the last micro-batch takes what rounding leaves). Unless drops
+// are allowed, a share whose largest pool drops selected pages is refused with the B at which
+// the pool drops nothing.
+std::int64_t budget_pool(const Geometry& g, const SessionOptions& o, const MicroBatch& b,
+                         int rows_per_request) {
+  if (o.device_kv_bytes <= 0)
+    throw ConfigError("--pool-pages max: the largest pool within --device-kv-gib B needs B");
+  const auto n = static_cast<std::int64_t>(o.prompts.size());
+  const std::int64_t per_request = o.device_kv_bytes / n;
+  const bool last = b.first + b.requests == n;
+  const std::int64_t share = per_request * b.requests + (last ? o.device_kv_bytes % n : 0);
+  BudgetRequest br = budget_request(g, b, rows_per_request, 0, 0);
+  const std::int64_t slots = largest_pool_slots(br, share);
+  const std::int64_t no_drop =
+      select_width(kMaxPages, br.batch_rows, br.write_pages, g.max_pages_per_row(br.context_tokens))
+          .no_drop_slots;
+  if (slots >= no_drop || (o.allow_drops && slots > 0)) return slots;
+  br.pool_slots = no_drop;
+  // the budget whose share for this micro-batch holds the pool that drops nothing
+  const std::int64_t need = memory_budget(br).device_bytes;
+  const std::int64_t b_need = (need * n + b.requests - 1) / b.requests;
+  throw CapacityError(
+      "--pool-pages max: --device-kv-gib " + gib_text(o.device_kv_bytes) + " leaves " +
+      std::to_string(slots) + " pool slots for " + std::to_string(b.requests) +
+      " requests at a context of " + std::to_string(b.config.max_context) +
+      "; the smallest pool that drops "
+      "nothing is " +
+      std::to_string(no_drop) + " slots: --device-kv-gib " + budget_option_value(b_need) +
+      " (or --allow-drops for the experiment on truncated selections)");
+}
+
 }  // namespace
 
 SessionPlan plan_session(const SessionOptions& o, const Geometry& g, int sms) {
   if (o.prompts.empty()) throw ConfigError("runner: a session needs at least one prompt");
+  if (o.prompts.size() > static_cast<std::size_t>(kMaxSessionRequests))
+    throw ConfigError("runner: " + std::to_string(o.prompts.size()) + " requests; a session runs " +
+                      "at most " + std::to_string(kMaxSessionRequests));
   if (o.chunk < 1) throw ConfigError("runner: the prefill chunk must be positive");
   if (o.decode < 1)
     throw ConfigError("runner: at least one decode step (the token after the prompt)");
@@ -100,6 +148,8 @@ SessionPlan plan_session(const SessionOptions& o, const Geometry& g, int sms) {
     c.max_rows = plan.rows_per_request * b.requests;
     if (o.runner.decode_splits == 0 && o.micro_batches > 1 && c.placement == Placement::host)
       c.decode_splits = half_sm_decode_splits(sms, b.requests, g.kv_heads);
+    if (c.placement == Placement::mirror && o.pool_fits_budget)
+      c.pool_pages = budget_pool(g, o, b, plan.rows_per_request);
     if (c.placement == Placement::mirror && !o.allow_drops)
       check_no_drops(g, b, plan.rows_per_request);
   }

@@ -12,6 +12,12 @@
 
 namespace kvtier::runner {
 
+// The most requests one session runs: a forward's rows, page tables and selection buffers are
+// sized per request, and far more than the largest batches (64) is a typo, not a plan.
+inline constexpr int kMaxSessionRequests = 4096;
+// The most prompt tokens of a session's random prompts together (4 GiB of token ids).
+inline constexpr std::int64_t kMaxSessionPromptTokens = std::int64_t{1} << 30;
+
 // Micro-batch k of a session: requests [first, first + requests), with a runner of its own.
 struct MicroBatch {
   int first = 0;
@@ -41,6 +47,10 @@ int half_sm_decode_splits(int sms, int requests, int kv_heads);
 // (rope_max_positions, or x yarn_factor with YaRN). Cheap: run it before building prompts.
 void check_context(const Geometry& g, bool yarn, std::int64_t fill_depth,
                    std::int64_t longest_prompt, int decode);
+
+// Throws ConfigError when random prompts of these lengths (each within a context already)
+// would hold more than kMaxSessionPromptTokens tokens together, before any is built.
+void check_prompt_tokens(const std::vector<std::int64_t>& lengths);
 
 // Throws ConfigError for no prompt, micro-batches outside 1..requests, chunk or decode below
 // 1, a context beyond the geometry's (check_context), the needle protocol or a recorded trace

@@ -64,7 +64,20 @@ TEST(CliRunModel, BadInputIsRefusedByName) {
   EXPECT_TRUE(has(mir.out, "needs --pool-pages")) << mir.out;
   const auto both = run_kvtier("run" + w + " --prompt-tokens 5 --prompt f.txt");
   EXPECT_TRUE(has(both.out, "one of them")) << both.out;
-  for (const auto* r : {&len, &dec, &pl, &pool, &mir, &both})
+  const auto max = run_kvtier("run" + w + " --prompt-tokens 5 --placement mirror --pool-pages max");
+  EXPECT_TRUE(
+      has(max.out, "--pool-pages max: the most slots within a budget needs --device-kv-gib"))
+      << max.out;
+  const auto word =
+      run_kvtier("run" + w + " --prompt-tokens 5 --placement mirror --pool-pages most");
+  EXPECT_TRUE(has(word.out, "--pool-pages: expected positive slots (or max)")) << word.out;
+  std::string many = "1";
+  for (int i = 0; i < 4096; ++i)
+    many += ",1";
+  const auto crowd = run_kvtier("run" + w + " --prompt-tokens " + many);
+  EXPECT_TRUE(has(crowd.out, "--prompt-tokens: 4097 requests; a run takes at most 4096"))
+      << crowd.out.substr(0, 300);
+  for (const auto* r : {&len, &dec, &pl, &pool, &mir, &both, &max, &word, &crowd})
     EXPECT_EQ(r->exit_code, 1) << r->out;
 }
 

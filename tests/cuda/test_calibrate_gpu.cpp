@@ -81,7 +81,7 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
   // Every sweep: points, positive finite times, non-negative inputs, not cut at its budget.
   std::map<std::string, std::vector<std::vector<double>>> by_sweep;
   const auto& series = report.at("series").as_array();
-  EXPECT_EQ(series.size(), 21u);
+  EXPECT_EQ(series.size(), 25u);
   for (const auto& s : series) {
     const std::string name =
         std::string(s.at("term").as_string()) + " / " + std::string(s.at("sweep").as_string());
@@ -118,8 +118,18 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
                         "zero_copy_read / miss copy (launch_copy), bf16 all-layers",
                         "zero_copy_read / qsa::attend, host banks in place, bf16",
                         "attention / qsa::attend, device banks, bf16",
-                        "attention_fp8 / qsa::attend, device banks, fp8", "zero_copy_write / ",
-                        "hbm_read / ", "indexer / qsa::index_scores, decode"}) {
+                        "attention_fp8 / qsa::attend, device banks, fp8",
+                        "attention_fp8_host / qsa::attend, host banks in place, fp8", "hbm_read / ",
+                        "indexer / qsa::index_scores, decode"}) {
+    SCOPED_TRACE(s);
+    const auto pts = sweep(s);
+    EXPECT_GT(y_at_max_x(pts), y_at_min_x(pts));
+  }
+  // The store into the pool and into the host bank: more tokens take longer.
+  for (const char* s : {"store / qsa::store_kv, bf16, into the pool",
+                        "store_fp8 / qsa::store_kv, fp8, into the pool",
+                        "store_host / qsa::store_kv, bf16, into the host bank",
+                        "store_host_fp8 / qsa::store_kv, fp8, into the host bank"}) {
     SCOPED_TRACE(s);
     const auto pts = sweep(s);
     EXPECT_GT(y_at_max_x(pts), y_at_min_x(pts));
@@ -159,10 +169,10 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
       EXPECT_GT(p.back(), 0);
     }
   }
-  EXPECT_EQ(terms,
-            (std::set<std::string>{"launch_eager", "launch_graph", "h2d_copy", "d2h_copy",
-                                   "zero_copy_read", "zero_copy_write", "hbm_read", "indexer",
-                                   "topk", "ensure", "attention", "attention_fp8"}));
+  EXPECT_EQ(terms, (std::set<std::string>{"launch_eager", "launch_graph", "h2d_copy", "d2h_copy",
+                                          "zero_copy_read", "store", "store_fp8", "store_host",
+                                          "store_host_fp8", "hbm_read", "indexer", "topk", "ensure",
+                                          "attention", "attention_fp8", "attention_fp8_host"}));
   std::filesystem::remove(path);
 }
 

@@ -223,5 +223,33 @@ TEST(MemoryBudget, SizesBeyondInt64AreRefusedNotWrapped) {
             (kMaxPages + 1) * 64 * std::int64_t{2048});
 }
 
+// largest_pool_slots: the pool it names fits the capacity and one slot more does not, for
+// both units and dtypes; a capacity below the smallest pool that runs the batch gives 0.
+TEST(MemoryBudget, LargestPoolSlotsIsTheEdgeOfTheCapacity) {
+  for (ResidencyUnit unit : {ResidencyUnit::layer_page, ResidencyUnit::all_layers_page}) {
+    for (KvDtype dtype : {KvDtype::bf16, KvDtype::fp8}) {
+      BudgetRequest r;
+      r.placement = Placement::mirror;
+      r.unit = unit;
+      r.dtype = dtype;
+      r.host_pages = 16 * 2048;
+      r.batch_rows = 16;
+      r.context_tokens = 131072;
+      r.pool_slots = 999999;  // ignored
+      for (std::int64_t cap : {std::int64_t{3} << 30, std::int64_t{16} << 30}) {
+        const std::int64_t fit = largest_pool_slots(r, cap);
+        ASSERT_GT(fit, 0);
+        BudgetRequest at = r;
+        at.pool_slots = fit;
+        EXPECT_LE(memory_budget(at).device_bytes, cap);
+        at.pool_slots = fit + 1;
+        EXPECT_GT(memory_budget(at).device_bytes, cap);
+      }
+      EXPECT_EQ(largest_pool_slots(r, 1 << 20), 0);
+      EXPECT_EQ(largest_pool_slots(r, 0), 0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvtier

@@ -300,6 +300,7 @@ struct IndexCase {
 
 struct IndexSetup {
   int rows = 0, requests = 0;
+  int rows_per_request = 0;  // the most rows of a request (index_scores' kernel choice)
   std::int64_t slab_stride = 0, logit_stride = 0, max_blocks = 0;
   std::vector<std::int32_t> req, pos;
   std::vector<std::uint16_t> iq, slab;
@@ -322,6 +323,7 @@ struct IndexSetup {
       }
     }
     rows = static_cast<int>(req.size());
+    rows_per_request = *std::max_element(c.rows_per_req.begin(), c.rows_per_req.end());
     iq.resize(static_cast<std::size_t>(rows) * 4 * kIndexDim);
     for (std::size_t i = 0; i < iq.size(); ++i)
       iq[i] = hashed_bf16(i, seed);
@@ -340,12 +342,12 @@ struct IndexSetup {
   std::int64_t vis(int r) const { return (std::int64_t{pos[r]} + 1) / 4; }
 
   // Scores of rows [r0, r0 + n) into a poisoned [n][logit_stride] buffer (the decode kernel
-  // for up to 16 rows, the prefill kernel beyond).
+  // for up to 16 rows, or for requests of up to 16 rows each; the prefill kernel beyond).
   std::vector<float> run(int r0, int n) const {
     Buf<float> logits(static_cast<std::size_t>(n * logit_stride));  // 0xff bytes
     index_scores(diq.get() + std::int64_t{r0} * 4 * kIndexDim, 4,
                  Rows{dreq.get() + r0, dpos.get() + r0, n}, dslab.get(), slab_stride, logits.get(),
-                 logit_stride, max_blocks, nullptr);
+                 logit_stride, max_blocks, nullptr, rows_per_request);
     KVT_CUDA_CHECK(cudaPeekAtLastError());
     KVT_CUDA_CHECK(cudaDeviceSynchronize());
     return logits.download();
@@ -389,10 +391,10 @@ int bit_differences(const std::vector<float>& a, const std::vector<float>& b) {
 
 class DecodeIndex : public ::testing::TestWithParam<IndexCase> {};
 
-// The decode kernel (up to 16 rows) gives, for every row, the bits the prefill tensor-core
-// kernel gives it (run_prefill); every visible entry matches the exact fp64 sum within the
-// tolerance of the existing index test (2e-5 x the sum of |products|); entries at or beyond a
-// row's visible blocks keep their poison.
+// The decode kernel (up to 16 rows, or requests of up to 16 rows each) gives, for every row, the
+// bits the prefill tensor-core kernel gives it (run_prefill); every visible entry matches the exact
+// fp64 sum within the tolerance of the existing index test (2e-5 x the sum of |products|); entries
+// at or beyond a row's visible blocks keep their poison.
 TEST_P(DecodeIndex, SameBitsAsPrefillKernelAndExactSums) {
   REQUIRE_GPU();
   const IndexCase c = GetParam();
@@ -451,7 +453,12 @@ INSTANTIATE_TEST_SUITE_P(
                       IndexCase{{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 2048, true},
                       IndexCase{{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 32768, false},
                       IndexCase{{16}, 65536, true}, IndexCase{{5, 1, 10}, 32768, true},
-                      IndexCase{{3, 13}, 2048, false}),
+                      IndexCase{{3, 13}, 2048, false},
+                      // batched decode past 16 rows: one row per request (issue 17: 32 x 128k
+                      // and 64 x 32k scored on the CUDA cores took 13-27 ms per step)
+                      IndexCase{std::vector<int>(32, 1), 32768, true},
+                      IndexCase{std::vector<int>(64, 1), 8192, false},
+                      IndexCase{{16, 16, 3, 1, 9}, 4096, true}),
     [](const auto& tp) {
       int rows = 0;
       for (const int n : tp.param.rows_per_req)

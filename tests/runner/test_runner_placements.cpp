@@ -236,6 +236,34 @@ TEST(RunnerPlacements, FilledDepthDecodesAlikeOnEveryPlacement) {
   EXPECT_EQ(out[0], out[2]);
 }
 
+// Batched decode past 16 rows: the index scores of 20 one-row requests take the decode kernel
+// (one group per request), whose bits are the ones 16 rows get, so the first 16 requests of a
+// batch of 20 decode the tokens of a batch of those 16 alone, on every placement (the fill of a
+// request depends on its index, not on the batch). Before, 20 rows fell to the CUDA-core path.
+TEST(RunnerPlacements, ManyOneRowRequestsDecodeAsFewerDo) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Weights w(27);
+  std::vector<std::vector<std::int32_t>> prompts;
+  for (int q = 0; q < 20; ++q)
+    prompts.push_back(random_tokens(100 + static_cast<std::uint64_t>(q), 1));
+  for (Placement p : {Placement::device, Placement::host, Placement::mirror}) {
+    auto tokens = [&](int n) {
+      runner::RunnerConfig c = config(p, 20 * 40);
+      c.max_requests = n;
+      c.max_rows = n;
+      runner::QsaRunner r(*w.file, small_gpu_geometry(), kVocab, c);
+      r.fill(1801);
+      const std::vector<std::vector<std::int32_t>> first(prompts.begin(), prompts.begin() + n);
+      return r.generate(first, 1, 6);
+    };
+    const auto twenty = tokens(20);
+    const auto sixteen = tokens(16);
+    for (int q = 0; q < 16; ++q)
+      EXPECT_EQ(twenty[static_cast<std::size_t>(q)], sixteen[static_cast<std::size_t>(q)])
+          << to_string(p) << " request " << q;
+  }
+}
+
 // Decode forwards replayed from CUDA graphs make the same tokens and the same residency
 // decisions as eager forwards.
 TEST(RunnerPlacements, GraphReplayEqualsEager) {

@@ -273,3 +273,77 @@ TEST(SessionPlan, DeviceKvBudgetRefusesBelowTheNeedAndNamesIt) {
 
 }  // namespace
 }  // namespace kvtier::runner_test
+
+namespace kvtier::runner_test {
+namespace {
+
+// --pool-pages max: each micro-batch's pool is the largest its share of B holds (one slot more
+// would not fit), the whole run stays within B, and a B whose pool would drop selected pages is
+// refused naming the B that holds the smallest pool that drops nothing.
+TEST(SessionPlan, PoolPagesMaxSpendsTheBudgetOnThePool) {
+  const Geometry g;
+  constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+  for (int k : {1, 2, 3}) {
+    SessionOptions o = options_of(std::vector<std::int64_t>(16, 1));
+    o.fill_depth = 131071;
+    o.decode = 16;
+    o.micro_batches = k;
+    o.runner.placement = Placement::mirror;
+    o.pool_fits_budget = true;
+    o.device_kv_bytes = 16 * kGiB;
+    const runner::SessionPlan p = runner::plan_session(o, g, 132);
+    EXPECT_LE(runner::kv_device_need(g, p), o.device_kv_bytes) << k;
+    std::int64_t spent = 0;
+    for (const MicroBatch& b : p.batches) {
+      BudgetRequest br = runner::budget_request(g, b, p.rows_per_request, 0, 0);
+      const std::int64_t share = o.device_kv_bytes / 16 * b.requests +
+                                 (b.first + b.requests == 16 ? o.device_kv_bytes % 16 : 0);
+      spent += share;
+      EXPECT_GT(b.config.pool_pages, 0);
+      EXPECT_LE(memory_budget(br).device_bytes, share) << k;
+      br.pool_slots += 1;
+      EXPECT_GT(memory_budget(br).device_bytes, share) << k;
+      EXPECT_GE(b.config.pool_pages, memory_budget(br).no_drop_slots) << k;
+    }
+    EXPECT_EQ(spent, o.device_kv_bytes);
+  }
+
+  SessionOptions o = options_of(std::vector<std::int64_t>(16, 1));
+  o.fill_depth = 131071;
+  o.runner.placement = Placement::mirror;
+  o.pool_fits_budget = true;
+  EXPECT_NE(refusal([&] { runner::plan_session(o, g, 132); }).find("needs B"), std::string::npos);
+  // 16 x 513 + 32 slots drop nothing; 4 GiB holds fewer.
+  o.device_kv_bytes = 4 * kGiB;
+  const std::string e = testing::error_of<CapacityError>([&] { runner::plan_session(o, g, 132); });
+  EXPECT_NE(e.find("the smallest pool that drops nothing is 8240 slots"), std::string::npos) << e;
+  const auto at = e.rfind(": --device-kv-gib ");
+  ASSERT_NE(at, std::string::npos) << e;
+  o.device_kv_bytes = static_cast<std::int64_t>(std::stod(e.substr(at + 18)) * double(kGiB));
+  const runner::SessionPlan p = runner::plan_session(o, g, 132);
+  EXPECT_GE(p.batches[0].config.pool_pages, 8240) << e;
+  // With --allow-drops the small budget runs its truncated experiment.
+  o.device_kv_bytes = 4 * kGiB;
+  o.allow_drops = true;
+  const runner::SessionPlan small = runner::plan_session(o, g, 132);
+  EXPECT_GT(small.batches[0].config.pool_pages, 0);
+  EXPECT_LT(small.batches[0].config.pool_pages, 8240);
+}
+
+TEST(SessionPlan, AbsurdRequestCountsAreRefused) {
+  const Geometry g;
+  SessionOptions o = options_of(std::vector<std::int64_t>(runner::kMaxSessionRequests + 1, 1));
+  EXPECT_NE(refusal([&] { runner::plan_session(o, g, 132); }).find("at most 4096"),
+            std::string::npos);
+  o.prompts.pop_back();
+  EXPECT_NO_THROW(runner::plan_session(o, g, 132));
+  // 1,024 prompts of 1M tokens each would be 4 GiB of token ids: refused before any is built.
+  EXPECT_NO_THROW(runner::check_prompt_tokens(std::vector<std::int64_t>(1024, 1 << 20)));
+  EXPECT_NE(refusal([&] {
+              runner::check_prompt_tokens(std::vector<std::int64_t>(1025, 1 << 20));
+            }).find("more than 1073741824 prompt tokens in all (1025 requests)"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvtier::runner_test

@@ -34,7 +34,7 @@ inline Geometry tiny_geometry() {
 }
 
 // Every rate 1 GB/s (1 byte per ns), every fixed cost 1 ns, every per-unit cost 1 ns, the
-// non-QSA layers 10 ns per forward + 1 ns per token: timelines can be added up by hand.
+// non-QSA layers 10 ns per forward + 1 ns per token, one SM: timelines can be added up by hand.
 inline HardwareProfile unit_profile() {
   HardwareProfile p;
   p.name = "unit";
@@ -52,8 +52,21 @@ inline HardwareProfile unit_profile() {
   p.ensure_ns_per_slot = 1;
   p.ensure_ns_per_miss = 1;
   p.attention_fixed_us = 0.001;
+  p.attention_ns_per_cta = 1;
   p.attention_fp8_fixed_us = 0.001;
   p.attention_fp8_gbps = 1;
+  p.attention_fp8_ns_per_row = 1;
+  p.attention_fp8_host_fixed_us = 0.001;
+  p.attention_fp8_host_gbps = 1;
+  p.attention_fp8_host_ns_per_row = 1;
+  p.store_fixed_us = p.store_host_us = 0.001;
+  p.store_hbm_gbps = 1;
+  p.store_fp8_fixed_us = p.store_fp8_host_us = 0.001;
+  p.store_fp8_hbm_gbps = p.store_fp8_host_gbps = 1;
+  // the host bank's store without a knee: 1 ns + every byte at 1 GB/s
+  p.store_host_knee_bytes = p.store_host_ns_per_kib = 0;
+  p.store_fp8_host_knee_bytes = p.store_fp8_host_ns_per_kib = 0;
+  p.sm_count = 1;  // the attend: one CTA per (row, KV head) for selections up to 32 tokens
   p.non_qsa_forward_us = 0.01;
   p.non_qsa_token_us = 0.001;
   return p;

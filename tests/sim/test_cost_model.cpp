@@ -12,7 +12,7 @@ TEST(Profiles, EveryBuiltinProfileParsesWithASourcePerValue) {
   for (const auto& b : builtin_profiles()) {
     const HardwareProfile p = load_profile(b.name);
     EXPECT_EQ(p.name, b.name);
-    EXPECT_EQ(p.sources.size(), 20u) << b.name;
+    EXPECT_EQ(p.sources.size(), 37u) << b.name;
     for (const auto& [field, source] : p.sources)
       EXPECT_FALSE(source.empty()) << field;
   }
@@ -100,8 +100,83 @@ TEST(CostModel, AllHitStepsSearchNoSlotAndFp8AttendsAtItsOwnRate) {
   const CostModel c(p);
   EXPECT_EQ(c.ensure_ns(100, 5000, 0), 1000 + 100);
   EXPECT_EQ(c.ensure_ns(100, 5000, 3), 1000 + 100 + 5000 + 30);
-  EXPECT_EQ(c.attention_ns(1000000, KvDtype::bf16), 2000 + 1000);
-  EXPECT_EQ(c.attention_ns(1000000, KvDtype::fp8), 20000 + 10000);
+  EXPECT_EQ(c.attention_ns(1000000, 0, 0, KvDtype::bf16), 2000 + 1000);
+  EXPECT_EQ(c.attention_ns(1000000, 0, 0, KvDtype::fp8), 20000 + 10000);
+}
+
+// The bf16 attend pays per CTA of its grid, the fp8 one per row; the grid is the kernel's
+// (model/attend_grid.hpp): one row of 2051 tokens over 65 splits of 32 tokens, 4 rows over 33
+// splits (2 x 132 CTA slots), 32 rows over 4.
+TEST(CostModel, TheAttendPaysPerCtaOfTheKernelsGridOrPerRow) {
+  HardwareProfile p = load_profile("h200-pcie5");
+  p.sm_count = 132;
+  p.attention_fixed_us = 6;
+  p.hbm_gbps = 2000;
+  p.attention_ns_per_cta = 10;
+  p.attention_fp8_fixed_us = 20;
+  p.attention_fp8_gbps = 400;
+  p.attention_fp8_ns_per_row = 300;
+  const CostModel c(p);
+  EXPECT_EQ(c.attend_ctas(1, 2, 2051), 130);
+  EXPECT_EQ(c.attend_ctas(4, 2, 2051), 264);
+  EXPECT_EQ(c.attend_ctas(32, 2, 2051), 256);
+  EXPECT_EQ(c.attend_ctas(1, 2, 100), 8);  // at least 32 tokens per CTA: 4 splits
+  EXPECT_EQ(c.attention_ns(4'000'000, 1, 130, KvDtype::bf16), 6000 + 2000 + 1300);
+  EXPECT_EQ(c.attention_ns(4'000'000, 4, 264, KvDtype::fp8), 20000 + 10000 + 1200);
+  // fp8 over the host bank in place: one term for its reads and its work
+  p.attention_fp8_host_fixed_us = 25;
+  p.attention_fp8_host_gbps = 40;
+  p.attention_fp8_host_ns_per_row = 500;
+  EXPECT_EQ(CostModel(p).attention_fp8_host_ns(4'000'000, 4), 25000 + 100000 + 2000);
+}
+
+// The store is one kernel priced by what it writes: into the pool, its fixed part and the
+// bytes at its HBM rate; into the host bank, two pieces (a fixed part and a small cost per KiB
+// up to the knee, the link's rate past it), the pool's bytes beside; each dtype its own terms.
+TEST(CostModel, TheStoreIsPricedByTheBytesItWritesWhere) {
+  HardwareProfile p = load_profile("h200-pcie5");
+  p.store_fixed_us = 1;
+  p.store_hbm_gbps = 2000;
+  p.store_host_us = 2.5;
+  p.store_host_knee_bytes = 131072;
+  p.store_host_ns_per_kib = 4;
+  p.zero_copy_write_gbps = 50;
+  p.store_fp8_fixed_us = 2;
+  p.store_fp8_hbm_gbps = 1000;
+  p.store_fp8_host_us = 3;
+  p.store_fp8_host_knee_bytes = 0;
+  p.store_fp8_host_ns_per_kib = 0;
+  p.store_fp8_host_gbps = 40;
+  const CostModel c(p);
+  const std::int64_t prefill = 4096 * 2048;  // one layer of a 4096-token chunk, bf16
+  EXPECT_EQ(c.store_ns(prefill, 0), 1000 + 4194);
+  // 2500 + 128 KiB x 4 ns + (8 MiB - 128 KiB) at 50 GB/s
+  EXPECT_EQ(c.store_ns(0, prefill), 2500 + 512 + 165151);
+  EXPECT_EQ(c.store_ns(prefill, prefill), 4194 + 2500 + 512 + 165151);
+  EXPECT_EQ(c.store_ns(2048, 0), 1000 + 1);
+  EXPECT_EQ(c.store_ns(0, 2048), 2500 + 8);  // below the knee: the link absorbs it
+  EXPECT_EQ(c.store_ns(4096 * 1040, 4096 * 1040, KvDtype::fp8), 4260 + 3000 + 106496);
+}
+
+// The attend's in-place reads are its own: the bytes at the link's rate, no transfer latency
+// (the attend's fixed part is priced once, by its terms).
+TEST(CostModel, InPlaceReadsAreTheAttendsBytesOverTheLink) {
+  const CostModel c(load_profile("h200-pcie5"));
+  const std::int64_t bytes = 2051 * 2048;
+  EXPECT_EQ(c.in_place_read_ns(0), 0);
+  EXPECT_NEAR(static_cast<double>(c.zero_copy_read_ns(bytes) - c.in_place_read_ns(bytes)),
+              c.profile().pcie_latency_us * 1e3, 1.0);
+}
+
+// The kernel terms are timed as graph nodes: their launches cost nothing more with graphs,
+// and eager only what a launch costs over a graph node.
+TEST(CostModel, KernelTermsHoldTheirGraphNodes) {
+  const HardwareProfile p = round_profile();
+  EXPECT_EQ(CostModel(p, /*graphs=*/true).kernel_launch_ns(2), 0);
+  EXPECT_EQ(CostModel(p, /*graphs=*/false).kernel_launch_ns(2), 2 * (3700 - 550));
+  HardwareProfile slow_graph = p;
+  slow_graph.graph_launch_us = 5;
+  EXPECT_EQ(CostModel(slow_graph, /*graphs=*/false).kernel_launch_ns(3), 0);
 }
 
 }  // namespace kvtier::sim

@@ -66,53 +66,59 @@ SimResult run(Placement p, ResidencyUnit u, std::int64_t slots, KvDtype d = KvDt
 // non-QSA layers before it, projections + index + top-k, [mirror copy-first: the residency
 // step], the store, [mirror in place: the residency step beside], the attention.
 // non-QSA: 10 + 1 ns over 2 layers -> 5 ns before each QSA layer (integer share), 0 after.
-// index: 3 launches + 4 visible blocks scored + 4 in top-k = 11 ns. store: 1 launch.
+// index: 3 launches + 4 visible blocks scored + 4 in top-k = 11 ns. store: into the pool 1
+// fixed + 16 B per token; into the host bank 1 fixed + 16 B per token, + 16 B per token into
+// the pool where it writes both (no knee in the unit profile). The store, the step and the
+// attention add no launch: their terms hold their graph nodes.
 TEST(ReplayTimeline, Device) {
   const SimResult r = run(Placement::device, ResidencyUnit::layer_page, 0);
-  // attention: 2 launches + 1 fixed + 5 tokens x 16 B = 83 ns; layer 1: 3 tokens -> 51 ns.
+  // store: 1 + 16 = 17 ns. attention: 1 fixed + 1 CTA + 5 tokens x 16 B = 82 ns; layer 1:
+  // 3 tokens -> 50 ns.
   const std::vector<Span> want = {{"non-QSA layers", 0, 0, 5},
                                   {"projections, index, top-k", 0, 5, 16},
-                                  {"store", 0, 16, 17},
-                                  {"attend", 0, 17, 100},
-                                  {"non-QSA layers", 1, 100, 105},
-                                  {"projections, index, top-k", 1, 105, 116},
-                                  {"store", 1, 116, 117},
-                                  {"attend", 1, 117, 168}};
+                                  {"store", 0, 16, 33},
+                                  {"attend", 0, 33, 115},
+                                  {"non-QSA layers", 1, 115, 120},
+                                  {"projections, index, top-k", 1, 120, 131},
+                                  {"store", 1, 131, 148},
+                                  {"attend", 1, 148, 198}};
   EXPECT_EQ(spans(r, Resource::compute), want);
-  EXPECT_EQ(r.compute_end_ns, 168);
+  EXPECT_EQ(r.compute_end_ns, 198);
   EXPECT_EQ(r.h2d_bytes, 0);
   EXPECT_EQ(r.d2h_bytes, 0);
-  EXPECT_DOUBLE_EQ(r.decode_tokens_per_s(), 1e9 / 168);
+  EXPECT_DOUBLE_EQ(r.decode_tokens_per_s(), 1e9 / 198);
 }
 
 // bf16 mirror, layer unit: the backend's default, the attention reading its misses in place
 // while the residency step runs beside it.
 TEST(ReplayTimeline, MirrorLayerUnit) {
   const SimResult r = run(Placement::mirror, ResidencyUnit::layer_page, 4);
-  // One launch locates every layer's table first. Layer 0: the step beside (1 launch + 1 fixed
-  // + 4 entries + 4 slots + 3 misses = 13 ns, 18 .. 31); the attention reads its 5 tokens in
-  // place (1 + 80 ns on the link from 18) and then runs 3 ns; the step's copy (1 + 3 x 64 ns)
-  // queues behind that read on the link (99 .. 292). Layer 1's top-k waits for layer 0's step.
+  // One launch locates every layer's table first. Layer 0: the store writes the host bank only
+  // (page 2 is not resident yet): 1 + 16 = 17 ns, the link's share beside it. The step beside
+  // (1 fixed + 4 entries + 4 slots + 3 misses = 12 ns, 34 .. 46); the attention reads its 5
+  // tokens in place (80 ns on the link from 34: the attend's reads, no latency of their own)
+  // and then runs 1 + 1 CTA = 2 ns; the step's copy (1 + 3 x 64 ns) queues behind that read on
+  // the link (114 .. 307). Layer 1's top-k waits for layer 0's step.
   const std::vector<Span> compute = {{"locate tables", -1, 0, 1},
                                      {"non-QSA layers", 0, 1, 6},
                                      {"projections, index, top-k", 0, 6, 17},
-                                     {"store", 0, 17, 18},
-                                     {"attend", 0, 99, 102},
-                                     {"non-QSA layers", 1, 102, 107},
-                                     {"projections, index, top-k", 1, 292, 303},
-                                     {"store", 1, 303, 304},
-                                     {"attend", 1, 353, 356}};
+                                     {"store", 0, 17, 34},
+                                     {"attend", 0, 114, 116},
+                                     {"non-QSA layers", 1, 116, 121},
+                                     {"projections, index, top-k", 1, 307, 318},
+                                     {"store", 1, 318, 335},
+                                     {"attend", 1, 383, 385}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
-  const std::vector<Span> beside = {{"residency step", 0, 18, 31}, {"residency step", 1, 304, 316}};
+  const std::vector<Span> beside = {{"residency step", 0, 34, 46}, {"residency step", 1, 335, 346}};
   EXPECT_EQ(spans(r, Resource::beside), beside);
-  const std::vector<Span> h2d = {{"in-place read", 0, 18, 99},
-                                 {"miss copy", 0, 99, 292},
-                                 {"in-place read", 1, 304, 353},
-                                 {"miss copy", 1, 353, 482}};
+  const std::vector<Span> h2d = {{"in-place read", 0, 34, 114},
+                                 {"miss copy", 0, 114, 307},
+                                 {"in-place read", 1, 335, 383},
+                                 {"miss copy", 1, 383, 512}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
-  const std::vector<Span> d2h = {{"write-through", 0, 18, 35}, {"write-through", 1, 304, 321}};
+  const std::vector<Span> d2h = {{"write-through", 0, 17, 34}, {"write-through", 1, 318, 335}};
   EXPECT_EQ(spans(r, Resource::d2h), d2h);
-  EXPECT_EQ(r.compute_end_ns, 482);  // the forward ends with layer 1's step (its copy)
+  EXPECT_EQ(r.compute_end_ns, 512);  // the forward ends with layer 1's step (its copy)
   EXPECT_EQ(r.copy_bytes, 5 * 64);
   EXPECT_EQ(r.in_place_bytes, 8 * 16);
   EXPECT_EQ(r.d2h_bytes, 2 * 16);
@@ -122,21 +128,22 @@ TEST(ReplayTimeline, MirrorLayerUnit) {
 }
 
 // The all-layers unit runs the step first (the backend locates per layer only): the step
-// (1 launch + 1 + 4 + 4 + 3 = 13 ns), its copy (1 + 3 x 128 ns: one miss brings both layers'
-// K/V), the store, then the attention reading the pool. Layer 1 finds pages 0 and 2 resident:
-// an all-hit step searches no slot (1 launch + 1 + 4 entries = 6 ns).
+// (1 + 4 + 4 + 3 = 12 ns), its copy (1 + 3 x 128 ns: one miss brings both layers' K/V), the
+// store into the pool (its page installed) and the host bank (16 + 1 + 16 = 33 ns), then
+// the attention reading the pool. Layer 1 finds pages 0 and 2 resident: an all-hit step
+// searches no slot (1 + 4 entries = 5 ns).
 TEST(ReplayTimeline, MirrorAllLayersUnit) {
   const SimResult r = run(Placement::mirror, ResidencyUnit::all_layers_page, 4);
   const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
                                      {"projections, index, top-k", 0, 5, 16},
-                                     {"residency step", 0, 16, 29},
-                                     {"store", 0, 414, 415},
-                                     {"attend", 0, 415, 498},
-                                     {"non-QSA layers", 1, 498, 503},
-                                     {"projections, index, top-k", 1, 503, 514},
-                                     {"residency step", 1, 514, 520},
-                                     {"store", 1, 520, 521},
-                                     {"attend", 1, 521, 572}};
+                                     {"residency step", 0, 16, 28},
+                                     {"store", 0, 413, 446},
+                                     {"attend", 0, 446, 528},
+                                     {"non-QSA layers", 1, 528, 533},
+                                     {"projections, index, top-k", 1, 533, 544},
+                                     {"residency step", 1, 544, 549},
+                                     {"store", 1, 549, 582},
+                                     {"attend", 1, 582, 632}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
   EXPECT_EQ(r.copy_bytes, 3 * 128);
   EXPECT_EQ(r.layers[1].hits, 2);
@@ -145,17 +152,18 @@ TEST(ReplayTimeline, MirrorAllLayersUnit) {
 
 TEST(ReplayTimeline, HostInPlace) {
   const SimResult r = run(Placement::host, ResidencyUnit::layer_page, 0);
-  // in-place read of 5 (3) tokens: 1 + 80 (48) ns on the H2D link; attention 2 + 1 ns.
+  // store into the host bank: 1 + 16 = 17 ns; in-place read of 5 (3) tokens: 80 (48) ns
+  // on the H2D link; attention 1 fixed + 1 CTA.
   const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
                                      {"projections, index, top-k", 0, 5, 16},
-                                     {"store", 0, 16, 17},
-                                     {"attend", 0, 98, 101},
-                                     {"non-QSA layers", 1, 101, 106},
-                                     {"projections, index, top-k", 1, 106, 117},
-                                     {"store", 1, 117, 118},
-                                     {"attend", 1, 167, 170}};
+                                     {"store", 0, 16, 33},
+                                     {"attend", 0, 113, 115},
+                                     {"non-QSA layers", 1, 115, 120},
+                                     {"projections, index, top-k", 1, 120, 131},
+                                     {"store", 1, 131, 148},
+                                     {"attend", 1, 196, 198}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
-  const std::vector<Span> h2d = {{"in-place read", 0, 17, 98}, {"in-place read", 1, 118, 167}};
+  const std::vector<Span> h2d = {{"in-place read", 0, 33, 113}, {"in-place read", 1, 148, 196}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
   EXPECT_EQ(r.in_place_bytes, 8 * 16);
 }
@@ -171,10 +179,10 @@ TEST(ReplayTimeline, TraceReplayForwardIsTheReplaysSpan) {
   c.record_forwards = true;
   const SimResult r = simulate(t, frontend::scan_trace(t), CostModel(unit_profile()), c);
   const std::vector<Span> want = {
-      {"store", 0, 0, 1}, {"attend", 0, 1, 84}, {"store", 1, 84, 85}, {"attend", 1, 85, 136}};
+      {"store", 0, 0, 17}, {"attend", 0, 17, 99}, {"store", 1, 99, 116}, {"attend", 1, 116, 166}};
   EXPECT_EQ(spans(r, Resource::compute), want);
   ASSERT_EQ(r.forwards_detail.size(), 1u);
-  EXPECT_EQ(r.forwards_detail[0].span_ns, 136);
+  EXPECT_EQ(r.forwards_detail[0].span_ns, 166);
   EXPECT_EQ(r.forwards_detail[0].decode_tokens, 1);
 }
 
@@ -238,55 +246,55 @@ SimResult run_same_selection(MirrorPolicy policy) {
 
 TEST(ReplayTimeline, LruWithEqualSelectionsMissesInEveryLayer) {
   const SimResult r = run_same_selection(MirrorPolicy::lru);
-  // Layer 1 misses its 3 pages again: step 1 + (1 + 4 + 4 + 3) = 13 ns, copy 1 + 3 x 64 ns,
-  // store, then attention 83 ns.
+  // Layer 1 misses its 3 pages again: step 1 + 4 + 4 + 3 = 12 ns, copy 1 + 3 x 64 ns, store
+  // into the pool and the host bank 33 ns, then attention 82 ns.
   const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
                                      {"projections, index, top-k", 0, 5, 16},
-                                     {"residency step", 0, 16, 29},
-                                     {"store", 0, 222, 223},
-                                     {"attend", 0, 223, 306},
-                                     {"non-QSA layers", 1, 306, 311},
-                                     {"projections, index, top-k", 1, 311, 322},
-                                     {"residency step", 1, 322, 335},
-                                     {"store", 1, 528, 529},
-                                     {"attend", 1, 529, 612}};
+                                     {"residency step", 0, 16, 28},
+                                     {"store", 0, 221, 254},
+                                     {"attend", 0, 254, 336},
+                                     {"non-QSA layers", 1, 336, 341},
+                                     {"projections, index, top-k", 1, 341, 352},
+                                     {"residency step", 1, 352, 364},
+                                     {"store", 1, 557, 590},
+                                     {"attend", 1, 590, 672}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
-  const std::vector<Span> h2d = {{"miss copy", 0, 29, 222}, {"miss copy", 1, 335, 528}};
+  const std::vector<Span> h2d = {{"miss copy", 0, 28, 221}, {"miss copy", 1, 364, 557}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
-  EXPECT_EQ(r.compute_end_ns, 612);
+  EXPECT_EQ(r.compute_end_ns, 672);
   EXPECT_EQ(r.layers[1].misses, 3);
 }
 
 TEST(ReplayTimeline, PrefetchTurnsTheNextLayersMissesIntoOverlappedCopies) {
   const SimResult r = run_same_selection(MirrorPolicy::prefetch);
-  // After layer 0's step (ends at 29) its 3 pages are ensured into layer 1's pool and copied
-  // on the H2D link behind layer 0's demand copy: 222 .. 415, while the GPU runs layer 0's
+  // After layer 0's step (ends at 28) its 3 pages are ensured into layer 1's pool and copied
+  // on the H2D link behind layer 0's demand copy: 221 .. 414, while the GPU runs layer 0's
   // store and attention and layer 1's non-QSA, index and step (all hits, so no slot search:
-  // 1 + 1 + 4 = 6 ns).
+  // 1 + 4 = 5 ns) and store.
   // Layer 1 copies nothing on demand; its attention waits for the prefetch copy only.
   const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
                                      {"projections, index, top-k", 0, 5, 16},
-                                     {"residency step", 0, 16, 29},
-                                     {"store", 0, 222, 223},
-                                     {"attend", 0, 223, 306},
-                                     {"non-QSA layers", 1, 306, 311},
-                                     {"projections, index, top-k", 1, 311, 322},
-                                     {"residency step", 1, 322, 328},
-                                     {"store", 1, 328, 329},
-                                     {"attend", 1, 415, 498}};
+                                     {"residency step", 0, 16, 28},
+                                     {"store", 0, 221, 254},
+                                     {"attend", 0, 254, 336},
+                                     {"non-QSA layers", 1, 336, 341},
+                                     {"projections, index, top-k", 1, 341, 352},
+                                     {"residency step", 1, 352, 357},
+                                     {"store", 1, 357, 390},
+                                     {"attend", 1, 414, 496}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
-  const std::vector<Span> h2d = {{"miss copy", 0, 29, 222}, {"prefetch copy", 1, 222, 415}};
+  const std::vector<Span> h2d = {{"miss copy", 0, 28, 221}, {"prefetch copy", 1, 221, 414}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
-  // The step is 612 - 498 = 114 ns shorter than lru's: layer 1's misses and slot search (7 ns
-  // of its step) and its serial copy wait (528 - 335 = 193 ns) are replaced by the part of the
-  // prefetch copy that outlasts the compute it overlaps (415 - 329 = 86 ns).
-  EXPECT_EQ(r.compute_end_ns, 498);
+  // The step is 672 - 496 = 176 ns shorter than lru's: layer 1's misses and slot search (7 ns
+  // of its step) and its serial copy wait (557 - 364 = 193 ns) are replaced by the part of the
+  // prefetch copy that outlasts the compute it overlaps (414 - 390 = 24 ns).
+  EXPECT_EQ(r.compute_end_ns, 496);
   EXPECT_EQ(r.layers[0].misses, 3);
   EXPECT_EQ(r.layers[1].misses, 0);
   EXPECT_EQ(r.layers[1].hits, 3);
   EXPECT_EQ(r.layers[1].prefetched, 3);
   EXPECT_EQ(r.copy_bytes, 6 * 64);  // the same bytes as lru, moved earlier
-  EXPECT_DOUBLE_EQ(r.decode_tokens_per_s(), 1e9 / 498);
+  EXPECT_DOUBLE_EQ(r.decode_tokens_per_s(), 1e9 / 496);
 }
 
 TEST(ReplayTimeline, Fp8MovesCodesAndScales) {
@@ -295,6 +303,18 @@ TEST(ReplayTimeline, Fp8MovesCodesAndScales) {
   EXPECT_EQ(g.kv_bytes_per_token(KvDtype::fp8), 16);
   const SimResult r = run(Placement::mirror, ResidencyUnit::layer_page, 4, KvDtype::fp8);
   EXPECT_EQ(r.copy_bytes, 5 * 64);
+}
+
+// fp8 on the host bank: the SIMT attend reading in place is compute-bound, one term for its
+// reads and work (1 fixed + 1 row + 80 B = 82 ns), right after the store; the link's read is
+// drawn beside it, not waited for.
+TEST(ReplayTimeline, Fp8HostAttendIsItsOwnTerm) {
+  const SimResult r = run(Placement::host, ResidencyUnit::layer_page, 0, KvDtype::fp8);
+  const std::vector<Span> compute = spans(r, Resource::compute);
+  ASSERT_EQ(compute.size(), 8u);
+  EXPECT_EQ(compute[2], (Span{"store", 0, 16, 33}));
+  EXPECT_EQ(compute[3], (Span{"attend", 0, 33, 115}));
+  EXPECT_EQ(spans(r, Resource::h2d)[0], (Span{"in-place read", 0, 33, 113}));
 }
 
 TEST(ReplayTimeline, PoolBelowOneBatchSaysTheMinimum) {

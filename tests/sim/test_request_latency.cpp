@@ -51,24 +51,26 @@ SimResult run_mixed(Placement p, std::int64_t slots = 0) {
   SimConfig c;
   c.placement = p;
   c.pool_slots = slots;
-  // The trace replay's forward: per layer the store (1 ns) and the attention (2 launches +
-  // 1 fixed + 16 B per token), nothing else, so each span is a short sum.
+  // The trace replay's forward: per layer the store (1 fixed + 16 B per stored token) and the
+  // attention (1 fixed + 1 per CTA, here one per row, + 16 B per token), nothing else (graph
+  // nodes are in the kernels' terms), so each span is a short sum.
   c.forward = frontend::ForwardKind::trace_replay;
   c.record_forwards = true;
   return simulate(t, frontend::scan_trace(t), CostModel(unit_profile()), c);
 }
 
-// A layer of T tokens on the device: store 1 + attention 3 + 16 T ns.
-constexpr TimeNs layer_ns(int tokens) {
-  return 1 + 3 + 16 * tokens;
+// A layer on the device storing S tokens and attending T tokens over R rows:
+// store 1 + 16 S ns, attention 1 + R + 16 T ns.
+constexpr TimeNs layer_ns(int stored, int rows, int tokens) {
+  return 1 + 16 * stored + 1 + rows + 16 * tokens;
 }
 
 TEST(RequestLatency, HandComputedTimesWithAMixedForward) {
   const SimResult r = run_mixed(Placement::device);
-  const TimeNs f0 = layer_ns(4) + layer_ns(2);  // 104
-  const TimeNs f1 = layer_ns(9) + layer_ns(5);  // 232
-  const TimeNs f2 = layer_ns(9) + layer_ns(7);  // 264
-  const TimeNs f3 = layer_ns(3) + layer_ns(3);  // 104
+  const TimeNs f0 = layer_ns(8, 1, 4) + layer_ns(8, 1, 2);  // 358
+  const TimeNs f1 = layer_ns(5, 2, 9) + layer_ns(5, 2, 5);  // 392
+  const TimeNs f2 = layer_ns(2, 2, 9) + layer_ns(2, 2, 7);  // 328
+  const TimeNs f3 = layer_ns(1, 1, 3) + layer_ns(1, 1, 3);  // 134
   ASSERT_EQ(r.forwards_detail.size(), 4u);
   const TimeNs want_end[] = {f0, f0 + f1, f0 + f1 + f2, f0 + f1 + f2 + f3};
   for (std::size_t i = 0; i < 4; ++i) {
@@ -87,10 +89,10 @@ TEST(RequestLatency, HandComputedTimesWithAMixedForward) {
   EXPECT_EQ(a.decode_tokens, 3);
   // Its decode row in the mixed F1 waits for the whole forward: the gap is F1's span.
   EXPECT_EQ(a.tpot_ns.count, 3);
-  EXPECT_DOUBLE_EQ(a.tpot_ns.p50, static_cast<double>(f1));  // {104, 232, 264}
-  EXPECT_DOUBLE_EQ(a.tpot_ns.p95, static_cast<double>(f2));
-  EXPECT_DOUBLE_EQ(a.tpot_ns.p99, static_cast<double>(f2));
-  EXPECT_DOUBLE_EQ(a.tpot_ns.max, static_cast<double>(f2));
+  EXPECT_DOUBLE_EQ(a.tpot_ns.p50, static_cast<double>(f2));  // {134, 328, 392}
+  EXPECT_DOUBLE_EQ(a.tpot_ns.p95, static_cast<double>(f1));
+  EXPECT_DOUBLE_EQ(a.tpot_ns.p99, static_cast<double>(f1));
+  EXPECT_DOUBLE_EQ(a.tpot_ns.max, static_cast<double>(f1));
   EXPECT_DOUBLE_EQ(a.tpot_ns.mean, static_cast<double>(f1 + f2 + f3) / 3);
   EXPECT_EQ(a.last_token_ns, want_end[3]);
 
@@ -103,14 +105,14 @@ TEST(RequestLatency, HandComputedTimesWithAMixedForward) {
   EXPECT_EQ(b.tpot_ns.count, 1);
   EXPECT_DOUBLE_EQ(b.tpot_ns.p50, static_cast<double>(f2));
 
-  // Across requests: TTFT {104, 232}; TPOT pooled over the 4 decode tokens {104, 232, 264, 264}.
+  // Across requests: TTFT {358, 392}; TPOT pooled over the 4 decode tokens {134, 328, 328, 392}.
   EXPECT_EQ(r.latency.requests, 2);
   EXPECT_EQ(r.latency.without_first_token, 0);
   EXPECT_DOUBLE_EQ(r.latency.ttft_ns.p50, static_cast<double>(f0));
   EXPECT_DOUBLE_EQ(r.latency.ttft_ns.p95, static_cast<double>(f1));
   EXPECT_EQ(r.latency.tpot_ns.count, 4);
-  EXPECT_DOUBLE_EQ(r.latency.tpot_ns.p50, static_cast<double>(f1));
-  EXPECT_DOUBLE_EQ(r.latency.tpot_ns.p95, static_cast<double>(f2));
+  EXPECT_DOUBLE_EQ(r.latency.tpot_ns.p50, static_cast<double>(f2));
+  EXPECT_DOUBLE_EQ(r.latency.tpot_ns.p95, static_cast<double>(f1));
   EXPECT_DOUBLE_EQ(r.latency.tpot_ns.mean, static_cast<double>(f1 + 2 * f2 + f3) / 4);
 
   // The aggregate keeps its meaning: F1's time is split 1 : 4 between its decode and prefill

@@ -2,6 +2,7 @@
 // and no knee claimed on a straight line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "validation/fit/fit_error.hpp"
@@ -55,6 +56,35 @@ TEST(KneeFit, NeedsOneInputAndFourDistinctValues) {
   EXPECT_THROW(fit_knee(s), FitError);
   Samples two{{"x", "y"}, {{1, 1}}, {1}};
   EXPECT_THROW(fit_knee(two), FitError);
+}
+
+}  // namespace
+}  // namespace kvtier::fit
+
+namespace kvtier::fit {
+namespace {
+
+// The host bank's store: 2.4 us + 3.4 ns per KiB up to 128 KiB (the link absorbs small
+// writes), then 52 GB/s; points at 1 .. 16,384 tokens of 2 KiB with 1 % noise relative to y.
+// By relative residuals the knee and the small stores' fixed part come back.
+TEST(KneeFit, RelativeResidualsFindTheHostStoresKnee) {
+  SCOPED_TRACE("seed " + std::to_string(kSeed));
+  std::mt19937_64 rng(kSeed);
+  std::normal_distribution<double> noise(0.0, 0.01);
+  const auto store = [](double x) {
+    return 2.4 + std::min(x, 131072.0) * 3.4 / 1024e3 + std::max(0.0, x - 131072) / 52000;
+  };
+  Samples s{{"bytes"}, {}, {}};
+  for (double tokens = 1; tokens <= 16384; tokens *= 4) {
+    s.x.push_back({tokens * 2048});
+    s.y.push_back(store(tokens * 2048) * (1 + noise(rng)));
+  }
+  const KneeFit k = fit_knee(s, true);
+  EXPECT_EQ(k.knee, 131072.0);
+  EXPECT_NEAR(k.intercept, 2.4, 0.1);
+  EXPECT_NEAR(k.slope_above * 52000, 1.0, 0.03);
+  for (std::size_t i = 0; i < s.x.size(); ++i)
+    EXPECT_NEAR(k.predict(s.x[i][0]) / s.y[i], 1.0, 0.04) << s.x[i][0];
 }
 
 }  // namespace

@@ -114,3 +114,36 @@ TEST(LinearFit, RefusesSweepsThatCannotSeparateTheRates) {
 
 }  // namespace
 }  // namespace kvtier::fit
+
+namespace kvtier::fit {
+namespace {
+
+// A store over 1 .. 16,384 tokens: y = 2 + bytes / 52,000 (2 us fixed, 52 GB/s), 1 % noise
+// relative to y. Relative residuals keep the small points' say: the fixed part comes back to
+// a few percent; absolute residuals leave it to the large points' noise.
+TEST(LinearFit, RelativeResidualsWeighTheSmallPointsAsMuchAsTheLargeOnes) {
+  SCOPED_TRACE("seed " + std::to_string(kSeed));
+  std::mt19937_64 rng(kSeed);
+  std::normal_distribution<double> noise(0.0, 0.01);
+  Samples s{{"bytes"}, {}, {}};
+  for (double tokens = 1; tokens <= 16384; tokens *= 2) {
+    const double x = tokens * 2048;
+    s.x.push_back({x});
+    s.y.push_back((2 + x / 52000) * (1 + noise(rng)));
+  }
+  const LinearFit rel = fit_linear(s, true);
+  EXPECT_NEAR(rel.intercept, 2.0, 0.1);
+  EXPECT_NEAR(rel.slopes[0] * 52000, 1.0, 0.02);
+  const LinearFit abs = fit_linear(s);
+  EXPECT_GT(std::fabs(abs.intercept - 2.0), std::fabs(rel.intercept - 2.0));
+  // exact points: exact either way; a y that is not positive has no relative residual
+  Samples exact{{"bytes"}, {{1.0}, {2.0}, {5.0}}, {3.0, 5.0, 11.0}};
+  const LinearFit e = fit_linear(exact, true);
+  EXPECT_NEAR(e.intercept, 1.0, 1e-9);
+  EXPECT_NEAR(e.slopes[0], 2.0, 1e-9);
+  exact.y[0] = 0;
+  EXPECT_THROW(fit_linear(exact, true), FitError);
+}
+
+}  // namespace
+}  // namespace kvtier::fit

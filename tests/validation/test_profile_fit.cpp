@@ -3,8 +3,10 @@
 // a series keep the base value and source.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
+#include "model/attend_grid.hpp"
 #include "model/calibration_terms.hpp"
 #include "model/config_error.hpp"
 #include "model/cost_model.hpp"
@@ -19,7 +21,12 @@ constexpr std::uint64_t kSeed = 20261203;
 // The "true" card: what the synthetic micro-benchmarks measure.
 struct Truth {
   double h2d_gbps = 53.0, latency_us = 2.4, zc_read_gbps = 48.0, hbm_gbps = 4100.0;
-  double attend_gbps = 2300.0, attend_fixed_us = 7.5;
+  double attend_gbps = 2300.0, attend_fixed_us = 7.5, attend_per_cta_ns = 9.0;
+  double fp8_gbps = 300.0, fp8_fixed_us = 21.0, fp8_per_row_ns = 350.0;
+  double fp8_host_gbps = 30.0, fp8_host_fixed_us = 24.0, fp8_host_per_row_ns = 900.0;
+  double store_fixed_us = 1.1, store_hbm_gbps = 1600.0;
+  // The host bank's store: 2.4 us + 3.4 ns per KiB up to 128 KiB, then the link at 52 GB/s.
+  double host_us = 2.4, host_knee = 131072, host_ns_per_kib = 3.4, store_zc_gbps = 52.0;
   double ensure_fixed_us = 6.0, per_lookup_ns = 0.8, per_slot_ns = 0.03, per_miss_ns = 35.0;
   double indexer_ns = 0.09, launch_us = 3.9;
 };
@@ -38,14 +45,43 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
   }
   PointSeries zc{"zero_copy_read", {{"bytes"}, {}, {}}};
   PointSeries hbm{"hbm_read", {{"bytes"}, {}, {}}};
-  PointSeries att{"attention", {{"hbm_bytes"}, {}, {}}};
   for (double bytes = 1 << 20; bytes <= 1 << 28; bytes *= 2) {
     zc.samples.x.push_back({bytes});
     zc.samples.y.push_back(noisy(t.latency_us + bytes / (1000 * t.zc_read_gbps)));
     hbm.samples.x.push_back({bytes});
     hbm.samples.y.push_back(noisy(bytes / (1000 * t.hbm_gbps)));
-    att.samples.x.push_back({bytes});
-    att.samples.y.push_back(noisy(t.attend_fixed_us + bytes / (1000 * t.attend_gbps)));
+  }
+  // The attend over rows x selected tokens, as the calibration sweeps it: the grid the kernel
+  // launches on a card of 132 SMs (model/attend_grid.hpp).
+  PointSeries att{"attention", {{"hbm_bytes", "ctas"}, {}, {}}};
+  PointSeries fp8{"attention_fp8", {{"hbm_bytes", "rows"}, {}, {}}};
+  PointSeries fp8_host{"attention_fp8_host", {{"bytes", "rows"}, {}, {}}};
+  for (int rows : {1, 2, 4, 8, 16, 32}) {
+    for (int tokens : {512, 1024, 2051}) {
+      const auto ctas = static_cast<double>(attend_ctas(rows, 2, tokens, 132));
+      const double bytes = rows * tokens * 2048.0, bytes8 = rows * tokens * 1040.0;
+      att.samples.x.push_back({bytes, ctas});
+      att.samples.y.push_back(noisy(t.attend_fixed_us + bytes / (1000 * t.attend_gbps) +
+                                    ctas * t.attend_per_cta_ns * 1e-3));
+      fp8.samples.x.push_back({bytes8, static_cast<double>(rows)});
+      fp8.samples.y.push_back(
+          noisy(t.fp8_fixed_us + bytes8 / (1000 * t.fp8_gbps) + rows * t.fp8_per_row_ns * 1e-3));
+      fp8_host.samples.x.push_back({bytes8, static_cast<double>(rows)});
+      fp8_host.samples.y.push_back(noisy(t.fp8_host_fixed_us + bytes8 / (1000 * t.fp8_host_gbps) +
+                                         rows * t.fp8_host_per_row_ns * 1e-3));
+    }
+  }
+  // The store into the pool and into the host bank, as the calibration sweeps them.
+  PointSeries store{"store", {{"bytes"}, {}, {}}};
+  PointSeries store_host{"store_host", {{"bytes"}, {}, {}}};
+  for (double tokens : {1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0}) {
+    const double x = tokens * 2048;
+    store.samples.x.push_back({x});
+    store.samples.y.push_back(noisy(t.store_fixed_us + x / (1000 * t.store_hbm_gbps)));
+    store_host.samples.x.push_back({x});
+    store_host.samples.y.push_back(
+        noisy(t.host_us + std::min(x, t.host_knee) * t.host_ns_per_kib / 1024e3 +
+              std::max(0.0, x - t.host_knee) / (1000 * t.store_zc_gbps)));
   }
   PointSeries ens{"ensure", {{"lookups", "slots", "misses"}, {}, {}}};
   for (double lookups : {512.0, 4096.0, 32768.0}) {
@@ -68,7 +104,7 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
     launch.samples.x.push_back({10.0 * i});
     launch.samples.y.push_back(noisy(1.0 + 10.0 * i * t.launch_us));  // 1 us event overhead
   }
-  p.series = {h2d, zc, hbm, att, ens, idx, launch};
+  p.series = {h2d, zc, store, store_host, hbm, att, fp8, fp8_host, ens, idx, launch};
   return p;
 }
 
@@ -83,6 +119,20 @@ TEST(ProfileFit, RecoversTheCardFromExactPoints) {
   // The attend's effective rate, not the gather's ceiling, prices the attend's bytes.
   EXPECT_NEAR(p.hbm_gbps, t.attend_gbps, 1e-6);
   EXPECT_NEAR(p.attention_fixed_us, t.attend_fixed_us, 1e-6);
+  EXPECT_NEAR(p.attention_ns_per_cta, t.attend_per_cta_ns, 1e-6);
+  EXPECT_NEAR(p.attention_fp8_fixed_us, t.fp8_fixed_us, 1e-6);
+  EXPECT_NEAR(p.attention_fp8_gbps, t.fp8_gbps, 1e-6);
+  EXPECT_NEAR(p.attention_fp8_ns_per_row, t.fp8_per_row_ns, 1e-6);
+  EXPECT_NEAR(p.attention_fp8_host_fixed_us, t.fp8_host_fixed_us, 1e-6);
+  EXPECT_NEAR(p.attention_fp8_host_gbps, t.fp8_host_gbps, 1e-6);
+  EXPECT_NEAR(p.attention_fp8_host_ns_per_row, t.fp8_host_per_row_ns, 1e-6);
+  // The store into the pool: its fixed part and rate; into the host bank: the two pieces.
+  EXPECT_NEAR(p.store_fixed_us, t.store_fixed_us, 1e-6);
+  EXPECT_NEAR(p.store_hbm_gbps, t.store_hbm_gbps, 1e-6);
+  EXPECT_NEAR(p.store_host_us, t.host_us, 1e-6);
+  EXPECT_EQ(p.store_host_knee_bytes, t.host_knee);
+  EXPECT_NEAR(p.store_host_ns_per_kib, t.host_ns_per_kib, 1e-6);
+  EXPECT_NEAR(p.zero_copy_write_gbps, t.store_zc_gbps, 1e-6);
   EXPECT_NEAR(p.ensure_fixed_us, t.ensure_fixed_us, 1e-6);
   EXPECT_NEAR(p.ensure_ns_per_lookup, t.per_lookup_ns, 1e-9);
   EXPECT_NEAR(p.ensure_ns_per_slot, t.per_slot_ns, 1e-9);
@@ -102,8 +152,44 @@ TEST(ProfileFit, RecoversTheCardFromNoisyPoints) {
   EXPECT_NEAR(p.hbm_gbps / t.attend_gbps, 1.0, 0.02);
   EXPECT_NEAR(p.ensure_ns_per_miss / t.per_miss_ns, 1.0, 0.05);
   EXPECT_NEAR(p.launch_us / t.launch_us, 1.0, 0.02);
+  EXPECT_NEAR(p.attention_fixed_us / t.attend_fixed_us, 1.0, 0.05);
+  EXPECT_NEAR(p.attention_ns_per_cta / t.attend_per_cta_ns, 1.0, 0.2);
+  EXPECT_NEAR(p.attention_fp8_ns_per_row / t.fp8_per_row_ns, 1.0, 0.2);
+  EXPECT_NEAR(p.attention_fp8_host_gbps / t.fp8_host_gbps, 1.0, 0.02);
+  EXPECT_NEAR(p.attention_fp8_host_ns_per_row / t.fp8_host_per_row_ns, 1.0, 0.2);
+  EXPECT_NEAR(p.store_fixed_us / t.store_fixed_us, 1.0, 0.05);
+  EXPECT_NEAR(p.store_hbm_gbps / t.store_hbm_gbps, 1.0, 0.05);
+  EXPECT_NEAR(p.store_host_us / t.host_us, 1.0, 0.05);
+  EXPECT_NEAR(p.zero_copy_write_gbps / t.store_zc_gbps, 1.0, 0.02);
   for (const SeriesFit& s : f.report.series)
     EXPECT_GT(s.linear.quality.r2, 0.99) << s.term;
+}
+
+// Points files from before the store series time the store into the pool and the host bank
+// together (zero_copy_write): it sets zero_copy_write_gbps only without a store_host series.
+TEST(ProfileFit, TheStoreSeriesSetsTheWriteThroughRateOverTheOldSeries) {
+  const Truth t;
+  PointsFile p = synthetic(t, 0.0);
+  PointSeries old{"zero_copy_write", {{"bytes"}, {}, {}}};
+  for (double bytes : {2048.0, 65536.0, 2.0e6, 3.3e7}) {
+    old.samples.x.push_back({bytes});
+    old.samples.y.push_back(2.0 + bytes / (1000 * 40.0));
+  }
+  p.series.push_back(old);
+  const ProfileFit both = fit_profile(p, sim::load_profile("h200-pcie5"));
+  EXPECT_NEAR(both.profile.zero_copy_write_gbps, t.store_zc_gbps, 1e-6);
+  EXPECT_NE(both.profile.source("zero_copy_write_gbps").find("store_host: 8 points"),
+            std::string::npos);
+  const SeriesFit& zw = both.report.series.back();
+  EXPECT_TRUE(zw.fields.empty());
+  ASSERT_EQ(zw.notes.size(), 1u);
+  EXPECT_NE(zw.notes[0].find("write-through rate 40.0 GB/s; zero_copy_write_gbps comes from the "
+                             "store_host series"),
+            std::string::npos)
+      << zw.notes[0];
+  std::erase_if(p.series, [](const PointSeries& s) { return s.term == "store_host"; });
+  EXPECT_NEAR(fit_profile(p, sim::load_profile("h200-pcie5")).profile.zero_copy_write_gbps, 40.0,
+              1e-6);
 }
 
 TEST(ProfileFit, EveryFittedValueSaysHowItWasFittedAndAbsentTermsKeepTheBase) {
@@ -115,15 +201,20 @@ TEST(ProfileFit, EveryFittedValueSaysHowItWasFittedAndAbsentTermsKeepTheBase) {
         "NVIDIA H200 (test)", "driver 580.65.06", "2026-12-02"}) {
     EXPECT_NE(src.find(part), std::string::npos) << part << " not in: " << src;
   }
-  EXPECT_NE(f.profile.source("hbm_gbps").find("attention: 9 points"), std::string::npos);
-  // No topk, d2h, zero-copy write, graph launch or non-QSA series: base values and sources.
-  for (const char* field : {"topk_ns_per_row_block", "pcie_d2h_gbps", "zero_copy_write_gbps",
-                            "graph_launch_us", "non_qsa_forward_us", "device_memory_gib"}) {
+  EXPECT_NE(f.profile.source("hbm_gbps").find("attention: 18 points"), std::string::npos);
+  EXPECT_NE(f.profile.source("attention_ns_per_cta").find("attention: 18 points"),
+            std::string::npos);
+  // No topk, d2h, fp8 store, graph launch or non-QSA series: base values and sources (and the
+  // SM count is the card's, never fitted).
+  for (const char* field : {"topk_ns_per_row_block", "pcie_d2h_gbps", "store_fp8_host_gbps",
+                            "store_fp8_fixed_us", "store_fp8_host_knee_bytes", "graph_launch_us",
+                            "non_qsa_forward_us", "device_memory_gib", "sm_count"}) {
     EXPECT_EQ(f.profile.param(field), base.param(field)) << field;
     EXPECT_EQ(f.profile.source(field), base.source(field)) << field;
   }
-  EXPECT_EQ(f.report.kept, (std::vector<std::string>{"launch_graph", "d2h_copy", "zero_copy_write",
-                                                     "topk", "attention_fp8", "non_qsa"}));
+  EXPECT_EQ(f.report.kept,
+            (std::vector<std::string>{"launch_graph", "d2h_copy", "zero_copy_write", "store_fp8",
+                                      "store_host_fp8", "topk", "non_qsa"}));
   // The fixed parts the cost model does not price are reported, not dropped.
   for (const SeriesFit& s : f.report.series) {
     if (s.term != "launch_eager") continue;
@@ -150,8 +241,8 @@ TEST(ProfileFit, AFitThatGivesANonPositiveRateIsRefused) {
 }
 
 TEST(ProfileFit, EveryTermMapsToTheProfile) {
-  // One exact series per term: each sets at least one field (or, hbm_read with attention
-  // present, none) and the result is a valid profile.
+  // One exact series per term: each sets at least one field (or, hbm_read with attention and
+  // zero_copy_write with store present, none) and the result is a valid profile.
   PointsFile p{"c", "d", "2026-12-02", "cmd", {}};
   for (const CalibrationTerm& t : calibration_terms()) {
     PointSeries s{std::string(t.term), {{}, {}, {}}};
@@ -173,10 +264,35 @@ TEST(ProfileFit, EveryTermMapsToTheProfile) {
   EXPECT_FALSE(f.profile.scaled_from_datasheets);
   EXPECT_TRUE(f.report.kept.empty());
   for (const SeriesFit& s : f.report.series) {
-    if (s.term != "hbm_read") {
+    if (s.term != "hbm_read" && s.term != "zero_copy_write") {
       EXPECT_FALSE(s.fields.empty()) << s.term;
     }
   }
+}
+
+}  // namespace
+}  // namespace kvtier::fit
+
+namespace kvtier::fit {
+namespace {
+
+// The host bank's store with too few sizes for two pieces (3 distinct, 4 needed): priced as
+// the line from 0 bytes, and the report says so.
+TEST(ProfileFit, AHostStoreWithoutAKneePricesTheLine) {
+  PointsFile p{"c", "d", "2026-12-02", "cmd", {}};
+  PointSeries sh{"store_host", {{"bytes"}, {}, {}}};
+  for (double x : {2048.0, 524288.0, 8388608.0}) {
+    sh.samples.x.push_back({x});
+    sh.samples.y.push_back(2.0 + x / 50000);
+  }
+  p.series.push_back(sh);
+  const ProfileFit f = fit_profile(p, sim::load_profile("h200-pcie5"));
+  EXPECT_NEAR(f.profile.store_host_us, 2.0, 1e-6);
+  EXPECT_EQ(f.profile.store_host_knee_bytes, 0.0);
+  EXPECT_EQ(f.profile.store_host_ns_per_kib, 0.0);
+  EXPECT_NEAR(f.profile.zero_copy_write_gbps, 50.0, 1e-6);
+  ASSERT_FALSE(f.report.series[0].notes.empty());
+  EXPECT_NE(f.report.series[0].notes[0].find("no knee"), std::string::npos);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "validation/fit/fit_error.hpp"
 
@@ -12,7 +14,10 @@ double KneeFit::predict(double x) const {
                    : intercept + slope_below * knee + slope_above * (x - knee);
 }
 
-KneeFit fit_knee(const Samples& s) {
+namespace {
+
+// The distinct x of a one-input series, ascending; FitError unless there are at least `need`.
+std::vector<double> distinct_x(const Samples& s, std::size_t need) {
   if (s.inputs.size() != 1) {
     throw FitError("knee fit: one input only, got " + std::to_string(s.inputs.size()));
   }
@@ -24,10 +29,17 @@ KneeFit fit_knee(const Samples& s) {
   }
   std::sort(xs.begin(), xs.end());
   xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
-  if (xs.size() < 4) {
+  if (xs.size() < need) {
     throw FitError("knee fit of '" + s.inputs[0] + "': " + std::to_string(xs.size()) +
-                   " distinct values, at least 4 needed");
+                   " distinct values, at least " + std::to_string(need) + " needed");
   }
+  return xs;
+}
+
+}  // namespace
+
+KneeFit fit_knee(const Samples& s, bool relative) {
+  const std::vector<double> xs = distinct_x(s, 4);
   KneeFit best;
   double best_ss = std::numeric_limits<double>::infinity();
   // The hinge max(0, x - knee) as a second column: an ordinary linear fit for each knee.
@@ -38,8 +50,12 @@ KneeFit fit_knee(const Samples& s) {
     for (std::size_t i = 0; i < s.x.size(); ++i) {
       hinge.x[i] = {s.x[i][0], std::max(0.0, s.x[i][0] - knee)};
     }
-    const LinearFit f = fit_linear(hinge);
-    const double ss = f.quality.rms * f.quality.rms;
+    const LinearFit f = fit_linear(hinge, relative);
+    double ss = 0;
+    for (std::size_t i = 0; i < s.x.size(); ++i) {
+      const double r = s.y[i] - f.predict(hinge.x[i]);
+      ss += relative ? (r / s.y[i]) * (r / s.y[i]) : r * r;
+    }
     if (ss < best_ss) {
       best_ss = ss;
       best.knee = knee;

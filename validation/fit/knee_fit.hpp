@@ -24,6 +24,8 @@ struct KneeFit {
 // below it and two at or above it, and keeps the knee with the smallest sum of squared
 // residuals (ties: the smallest knee). One input only; needs at least 4 distinct x (FitError
 // otherwise).
-KneeFit fit_knee(const Samples& s);
+// `relative`: each candidate knee fitted, and the knee chosen, by relative residuals
+// (fit_linear's relative mode).
+KneeFit fit_knee(const Samples& s, bool relative = false);
 
 }  // namespace kvtier::fit

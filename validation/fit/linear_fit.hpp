@@ -28,6 +28,10 @@ struct LinearFit {
 // Throws FitError with fewer than k + 2 points, non-finite values, a point of the wrong
 // length, or inputs that do not vary independently of each other and of the intercept (the
 // message names the input that adds no information).
-LinearFit fit_linear(const Samples& s);
+//
+// `relative`: least squares of the residuals relative to y (each point weighted 1 / y²), for
+// series whose y spans orders of magnitude (a store of 1 token and of 16,384): the small points
+// count as much as the large ones. y must then be positive.
+LinearFit fit_linear(const Samples& s, bool relative = false);
 
 }  // namespace kvtier::fit

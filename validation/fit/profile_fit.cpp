@@ -10,10 +10,16 @@
 namespace kvtier::fit {
 namespace {
 
-// How a profile field comes from a fit: from the intercept or an input's slope (b, us per
-// unit), as b itself (us), 1000 b (ns) or 1 / (1000 b) (GB/s: 1 GB/s = 1,000 bytes per us).
-enum class Coef { intercept, slope };
-enum class As { us, ns, gbps };
+// How a profile field comes from a fit: from the intercept, an input's slope (b, us per
+// unit; for a two-piece term, the slope past the knee), the knee or the slope below it, as b
+// itself (us, or the knee's unit), 1000 b (ns), 1024000 b (ns per KiB) or 1 / (1000 b) (GB/s:
+// 1 GB/s = 1,000 bytes per us).
+enum class Coef { intercept, slope, knee, slope_below };
+enum class As { us, ns, ns_per_kib, gbps, raw };
+// How a series is fitted: a line by least squares; by relative residuals (a store's y spans
+// 1 us to 1 ms: the decode's small stores weigh as much as the prefill's); two pieces joined
+// at a knee by relative residuals (the host bank's store: the link absorbs small writes).
+enum class Form { line, relative_line, relative_knee };
 struct Rule {
   const char* field;
   Coef coef;
@@ -29,6 +35,7 @@ struct TermMap {
   std::string_view term;
   std::vector<Rule> rules;
   std::vector<Unpriced> unpriced;
+  Form form = Form::line;
 };
 
 const std::vector<TermMap>& term_maps() {
@@ -48,10 +55,35 @@ const std::vector<TermMap>& term_maps() {
         {Coef::slope, 1, "one pcie_latency_us (from h2d_copy) serves both directions"}}},
       {"zero_copy_read",
        {{"zero_copy_read_gbps", Coef::slope, 0, As::gbps}},
-       {{Coef::intercept, 0, "the cost model charges pcie_latency_us per zero-copy kernel"}}},
+       {{Coef::intercept, 0,
+         "a miss copy is charged pcie_latency_us; an in-place read, the attend's fixed part"}}},
       {"zero_copy_write",
        {{"zero_copy_write_gbps", Coef::slope, 0, As::gbps}},
-       {{Coef::intercept, 0, "the cost model charges pcie_latency_us per zero-copy kernel"}}},
+       {{Coef::intercept, 0, "the store's fixed parts come from the store series"}}},
+      {"store",
+       {{"store_fixed_us", Coef::intercept, 0, As::us},
+        {"store_hbm_gbps", Coef::slope, 0, As::gbps}},
+       {},
+       Form::relative_line},
+      {"store_fp8",
+       {{"store_fp8_fixed_us", Coef::intercept, 0, As::us},
+        {"store_fp8_hbm_gbps", Coef::slope, 0, As::gbps}},
+       {},
+       Form::relative_line},
+      {"store_host",
+       {{"store_host_us", Coef::intercept, 0, As::us},
+        {"store_host_knee_bytes", Coef::knee, 0, As::raw},
+        {"store_host_ns_per_kib", Coef::slope_below, 0, As::ns_per_kib},
+        {"zero_copy_write_gbps", Coef::slope, 0, As::gbps}},
+       {},
+       Form::relative_knee},
+      {"store_host_fp8",
+       {{"store_fp8_host_us", Coef::intercept, 0, As::us},
+        {"store_fp8_host_knee_bytes", Coef::knee, 0, As::raw},
+        {"store_fp8_host_ns_per_kib", Coef::slope_below, 0, As::ns_per_kib},
+        {"store_fp8_host_gbps", Coef::slope, 0, As::gbps}},
+       {},
+       Form::relative_knee},
       {"hbm_read",
        {{"hbm_gbps", Coef::slope, 0, As::gbps}},
        {{Coef::intercept, 0, "HBM bytes are priced inside the attend, without a fixed part"}}},
@@ -68,11 +100,19 @@ const std::vector<TermMap>& term_maps() {
         {"ensure_ns_per_miss", Coef::slope, 2, As::ns}},
        {}},
       {"attention",
-       {{"attention_fixed_us", Coef::intercept, 0, As::us}, {"hbm_gbps", Coef::slope, 0, As::gbps}},
+       {{"attention_fixed_us", Coef::intercept, 0, As::us},
+        {"hbm_gbps", Coef::slope, 0, As::gbps},
+        {"attention_ns_per_cta", Coef::slope, 1, As::ns}},
        {}},
       {"attention_fp8",
        {{"attention_fp8_fixed_us", Coef::intercept, 0, As::us},
-        {"attention_fp8_gbps", Coef::slope, 0, As::gbps}},
+        {"attention_fp8_gbps", Coef::slope, 0, As::gbps},
+        {"attention_fp8_ns_per_row", Coef::slope, 1, As::ns}},
+       {}},
+      {"attention_fp8_host",
+       {{"attention_fp8_host_fixed_us", Coef::intercept, 0, As::us},
+        {"attention_fp8_host_gbps", Coef::slope, 0, As::gbps},
+        {"attention_fp8_host_ns_per_row", Coef::slope, 1, As::ns}},
        {}},
       {"non_qsa",
        {{"non_qsa_forward_us", Coef::intercept, 0, As::us},
@@ -89,8 +129,18 @@ const TermMap& map_of(std::string_view term) {
   throw ConfigError("fit: no profile mapping for term '" + std::string(term) + "'");
 }
 
-double coefficient(const LinearFit& f, Coef c, int input) {
-  return c == Coef::intercept ? f.intercept : f.slopes[static_cast<std::size_t>(input)];
+double coefficient(const SeriesFit& s, Coef c, int input) {
+  switch (c) {
+    case Coef::knee:
+      return s.knee ? s.knee->knee : 0.0;
+    case Coef::slope_below:
+      return s.knee ? s.knee->slope_below : 0.0;
+    case Coef::intercept:
+      return s.linear.intercept;
+    case Coef::slope:
+      break;
+  }
+  return s.linear.slopes[static_cast<std::size_t>(input)];
 }
 
 std::string fmt(const char* format, double v) {
@@ -105,8 +155,28 @@ std::string source_of(const PointsFile& p, const SeriesFit& s) {
          p.driver + ", " + p.date;
 }
 
+// A field two terms can set, and the term that sets it when both were measured: the attend's
+// effective HBM rate over the plain gather's ceiling, the store's host rate over the older
+// write-through-only series (points files before the store series).
+struct Preferred {
+  std::string_view field, term, what;  // `what` the other series' rate is
+};
+constexpr Preferred kPreferred[] = {
+    {"hbm_gbps", "attention", "HBM gather ceiling"},
+    {"zero_copy_write_gbps", "store_host", "write-through rate"},
+};
+
+// The note when `field` is left to another series of `points` than `term`, else nullptr.
+const Preferred* left_to_other(const PointsFile& points, std::string_view term,
+                               std::string_view field) {
+  for (const Preferred& pr : kPreferred) {
+    if (pr.field == field && pr.term != term && points.find(pr.term) != nullptr) return &pr;
+  }
+  return nullptr;
+}
+
 SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& m,
-                     HardwareProfile& out, bool set_hbm) {
+                     HardwareProfile& out) {
   SeriesFit s;
   s.term = ps.term;
   s.inputs = ps.samples.inputs;
@@ -117,12 +187,35 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
     for (auto& x : samples.x)
       x[1] = CostModel::ensure_slots_scanned(x[1], x[2]);
   }
+  const bool relative = m.form != Form::line;
   try {
-    s.linear = fit_linear(samples);
+    s.linear = fit_linear(samples, relative);
   } catch (const FitError& e) {
     throw FitError("series '" + ps.term + "': " + e.what());
   }
-  if (s.inputs.size() == 1) {
+  if (m.form == Form::relative_knee) {
+    try {
+      s.knee = fit_knee(samples, true);
+    } catch (const FitError& e) {
+      // fewer than 4 distinct x: one piece, the line from 0 bytes
+      s.notes.push_back(std::string("no knee (") + e.what() + "): priced as the line");
+      s.knee = KneeFit{0, s.linear.intercept, 0, s.linear.slopes[0], s.linear.quality};
+    }
+  }
+  if (m.form == Form::relative_knee) {
+    // The profile prices the two pieces: that fit is the series' fit (R², residuals, sources);
+    // its slope past the knee stands as the slope, the line is reported beside.
+    s.notes.push_back("priced as two pieces (relative residuals): knee at " + s.inputs[0] + " = " +
+                      fmt("%g", s.knee->knee) + ", R² " + fmt("%.4f", s.knee->quality.r2) +
+                      "; a line: R² " + fmt("%.4f", s.linear.quality.r2) + ", worst residual " +
+                      fmt("%+.1f %%", 100 * s.linear.quality.worst_rel));
+    s.linear = LinearFit{s.knee->intercept, {s.knee->slope_above}, s.knee->quality};
+    if (s.knee->slope_below < 0) {
+      s.notes.push_back("the slope below the knee came out negative (" +
+                        fmt("%g", s.knee->slope_below) + " us per unit): priced as 0");
+      s.knee->slope_below = 0;
+    }
+  } else if (s.inputs.size() == 1) {
     try {
       s.knee = fit_knee(samples);
     } catch (const FitError&) {
@@ -138,19 +231,24 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
   }
   const std::string source = source_of(p, s);
   for (const Rule& r : m.rules) {
-    if (std::string_view(r.field) == "hbm_gbps" && !set_hbm) {
-      const double b = coefficient(s.linear, r.coef, r.input);
-      s.notes.push_back("HBM gather ceiling " + fmt("%.1f", b > 0 ? 1.0 / (1000.0 * b) : 0.0) +
-                        " GB/s; hbm_gbps comes from the attention series");
+    if (const Preferred* other = left_to_other(p, ps.term, r.field)) {
+      const double b = coefficient(s, r.coef, r.input);
+      s.notes.push_back(std::string(other->what) + " " +
+                        fmt("%.1f", b > 0 ? 1.0 / (1000.0 * b) : 0.0) + " GB/s; " + r.field +
+                        " comes from the " + std::string(other->term) + " series");
       continue;
     }
-    const double b = coefficient(s.linear, r.coef, r.input);
-    const double value = r.as == As::us ? b : r.as == As::ns ? 1000.0 * b : 1.0 / (1000.0 * b);
-    if (!(b > 0)) {
+    const double b = coefficient(s, r.coef, r.input);
+    const double value = r.as == As::ns           ? 1000.0 * b
+                         : r.as == As::ns_per_kib ? 1024000.0 * b
+                         : r.as == As::gbps       ? 1.0 / (1000.0 * b)
+                                                  : b;
+    const bool may_be_zero = r.coef == Coef::knee || r.coef == Coef::slope_below;
+    if (may_be_zero ? !(b >= 0) : !(b > 0)) {
       const std::string what =
-          r.coef == Coef::intercept
-              ? std::string("intercept")
-              : "coefficient of " + s.inputs[static_cast<std::size_t>(r.input)];
+          r.coef == Coef::intercept ? std::string("intercept")
+          : r.coef == Coef::knee    ? std::string("knee")
+                                 : "coefficient of " + s.inputs[static_cast<std::size_t>(r.input)];
       throw ConfigError("fit: series '" + s.term + "' gives " + r.field + " from its " + what +
                         " " + fmt("%g", b) + ", which is not positive: check the points");
     }
@@ -160,7 +258,7 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
   for (const Unpriced& u : m.unpriced) {
     s.unpriced.push_back({u.coef == Coef::intercept ? std::string("intercept")
                                                     : s.inputs[static_cast<std::size_t>(u.input)],
-                          coefficient(s.linear, u.coef, u.input), u.note});
+                          coefficient(s, u.coef, u.input), u.note});
   }
   return s;
 }
@@ -169,11 +267,8 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
 
 ProfileFit fit_profile(const PointsFile& points, const HardwareProfile& base) {
   ProfileFit r{base, {points.card, points.driver, points.date, points.command, {}, {}}};
-  const bool have_attention = points.find("attention") != nullptr;
-  for (const PointSeries& ps : points.series) {
-    const bool set_hbm = ps.term != "hbm_read" || !have_attention;
-    r.report.series.push_back(fit_series(points, ps, map_of(ps.term), r.profile, set_hbm));
-  }
+  for (const PointSeries& ps : points.series)
+    r.report.series.push_back(fit_series(points, ps, map_of(ps.term), r.profile));
   // The attend's effective rate against the plain gather's ceiling, when both were measured.
   const SeriesFit* hbm = nullptr;
   SeriesFit* attend = nullptr;

@@ -32,7 +32,10 @@ struct SeriesFit {
   std::vector<std::string> inputs;
   std::size_t points = 0;
   LinearFit linear;
-  std::optional<KneeFit> knee;  // single-input series with at least 4 distinct x
+  // Single-input series with at least 4 distinct x. For a two-piece term (the host bank's
+  // store) the fit the profile takes; `linear` then holds its intercept, its slope past the
+  // knee and its quality.
+  std::optional<KneeFit> knee;
   std::vector<FieldFit> fields;
   std::vector<UnpricedPart> unpriced;
   std::vector<std::string> notes;  // e.g. the attend's fraction of the HBM gather ceiling
