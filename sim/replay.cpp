@@ -340,7 +340,12 @@ class Simulation {
 
   // The new tokens' K/V, one kernel priced by the bytes it writes: into the pool (device; the
   // mirror's pages resident when it runs) and, for mirror and host, into the host bank over the
-  // link, within the same kernel (the link's share is shown on the D2H lane beside it).
+  // link, within the same kernel (the link's share is shown on a link lane beside it). Where the
+  // residency step runs beside (mirror in place), that share is drawn on the lane of the step's
+  // miss copy and the attend's in-place reads: on the H200 the replay's mirror prefill forwards
+  // took the store's write and the miss copy's read one after the other, not side by side
+  // (2026-12-02, r4-256k above its cliff: 16.2 ms per prefill forward of 4 x 4,096 tokens,
+  // where the writes are priced 7.7 ms and the miss copies 7.9 ms; validation/results).
   OpId store_op(const LayerStep& ls, const Deps& deps, const char* name) {
     const std::int64_t bytes = tokens_ * token_bytes_;
     const std::int64_t host_bytes = cfg_.placement == Placement::device ? 0 : bytes;
@@ -353,8 +358,8 @@ class Simulation {
                 deps, name, ls.layer);
     if (host_bytes > 0) {
       res_.d2h_bytes += host_bytes;
-      tl_.add(Resource::d2h, cost_.store_ns(0, host_bytes, cfg_.dtype), deps, "write-through",
-              ls.layer);
+      const Resource link = frontend::locates_first(shape_) ? Resource::h2d : Resource::d2h;
+      tl_.add(link, cost_.store_ns(0, host_bytes, cfg_.dtype), deps, "write-through", ls.layer);
     }
     return st;
   }
@@ -464,7 +469,8 @@ class Simulation {
 
   // Mirror: compaction + ensure + the miss copy, one launch on `lane`; returns the op after
   // which the step is done (its copy's end). In place, the attention reads the missed pages
-  // from the host bank meanwhile.
+  // from the host bank meanwhile, and a layer's step waits for the previous layer's (one
+  // kernel each, on the one stream beside).
   OpId residency_op(LayerStep& ls, Resource lane, const Deps& deps, const char* name) {
     const frontend::LayerQuery& q = *ls.q;
     const int l = ls.layer;
@@ -515,9 +521,13 @@ class Simulation {
     res_.h2d_bytes += copy_bytes + ls.in_place_bytes;
     charge_step(r, copy_page_bytes, read_in_place, pool_in_place);
     if (bypass_read > 0) charge_bypass_rows(q, model);
+    // Beside, the step (compaction, ensure and miss copy) is one kernel on one stream: a
+    // layer's step starts once the previous layer's has copied its misses.
+    const OpId previous_step = lane == Resource::beside && l > 0 ? beside_done_[l - 1] : kNoOp;
+    const std::array<OpId, 3> after{deps[0], deps[1], previous_step};
     const OpId ens =
         tl_.add(lane, cost_.kernel_launch_ns(1) + cost_.ensure_ns(n, cfg_.pool_slots, r.misses),
-                deps, name, l);
+                after, name, l);
     const OpId cp = copy_bytes > 0 ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(copy_bytes),
                                              {ens}, "miss copy", l)
                                    : kNoOp;

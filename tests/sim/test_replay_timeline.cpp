@@ -111,13 +111,12 @@ TEST(ReplayTimeline, MirrorLayerUnit) {
   EXPECT_EQ(spans(r, Resource::compute), compute);
   const std::vector<Span> beside = {{"residency step", 0, 34, 46}, {"residency step", 1, 335, 346}};
   EXPECT_EQ(spans(r, Resource::beside), beside);
-  const std::vector<Span> h2d = {{"in-place read", 0, 34, 114},
-                                 {"miss copy", 0, 114, 307},
-                                 {"in-place read", 1, 335, 383},
-                                 {"miss copy", 1, 383, 512}};
+  // The store's write into the host bank shares the link with the step's copy and the reads.
+  const std::vector<Span> h2d = {{"write-through", 0, 17, 34},   {"in-place read", 0, 34, 114},
+                                 {"miss copy", 0, 114, 307},     {"write-through", 1, 318, 335},
+                                 {"in-place read", 1, 335, 383}, {"miss copy", 1, 383, 512}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
-  const std::vector<Span> d2h = {{"write-through", 0, 17, 34}, {"write-through", 1, 318, 335}};
-  EXPECT_EQ(spans(r, Resource::d2h), d2h);
+  EXPECT_TRUE(spans(r, Resource::d2h).empty());
   EXPECT_EQ(r.compute_end_ns, 512);  // the forward ends with layer 1's step (its copy)
   EXPECT_EQ(r.copy_bytes, 5 * 64);
   EXPECT_EQ(r.in_place_bytes, 8 * 16);
@@ -125,6 +124,33 @@ TEST(ReplayTimeline, MirrorLayerUnit) {
   EXPECT_EQ(r.total().misses, 5);
   EXPECT_EQ(r.total().hits, 0);
   EXPECT_EQ(r.total().drops, 0);
+}
+
+// The trace replay's bf16 mirror in place (no join within two layers): each layer's step
+// beside is one kernel (compaction, ensure, miss copy) on one stream, so layer 1's step starts
+// once layer 0's copy is done, not beside it; and the stores' writes into the host bank queue
+// on the link with the copies and the in-place reads (the H200's mirror prefill forwards took
+// the writes and the copies one after the other).
+// Locate 0 .. 1. Layer 0: store into the host bank 1 .. 18 (its write on the link), step
+// 18 .. 30 (1 + 4 entries + 4 slots + 3 misses), the attend's in-place read of 5 tokens
+// 18 .. 98, then the copy (1 + 3 x 64) 98 .. 291; attend 98 .. 100. Layer 1: store 100 .. 117,
+// its write on the link 291 .. 308; the step (1 + 4 + 4 + 2 misses) after layer 0's copy,
+// 291 .. 302; the read of 3 tokens 308 .. 356; the copy (1 + 2 x 64) 356 .. 485.
+TEST(ReplayTimeline, TraceReplayMirrorStepsBesideRunOneAfterAnother) {
+  const traces::TraceInput t = one_forward();
+  SimConfig c;
+  c.placement = Placement::mirror;
+  c.forward = frontend::ForwardKind::trace_replay;
+  c.pool_slots = 4;
+  c.record_timeline = true;
+  const SimResult r = simulate(t, frontend::scan_trace(t), CostModel(unit_profile()), c);
+  const std::vector<Span> beside = {{"residency step", 0, 18, 30}, {"residency step", 1, 291, 302}};
+  EXPECT_EQ(spans(r, Resource::beside), beside);
+  const std::vector<Span> h2d = {{"write-through", 0, 1, 18},    {"in-place read", 0, 18, 98},
+                                 {"miss copy", 0, 98, 291},      {"write-through", 1, 291, 308},
+                                 {"in-place read", 1, 308, 356}, {"miss copy", 1, 356, 485}};
+  EXPECT_EQ(spans(r, Resource::h2d), h2d);
+  EXPECT_EQ(r.compute_end_ns, 485);
 }
 
 // The all-layers unit runs the step first (the backend locates per layer only): the step
