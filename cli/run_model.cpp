@@ -299,7 +299,12 @@ class SessionBars {
   std::unique_ptr<Progress> bar_;
 };
 
-constexpr double kTenGiB = 10.0 * 1024 * 1024 * 1024;
+// Seconds the host banks took per 10 GiB (0 without a host bank).
+double bank_s_per_10_gib(const runner::SessionResult& res) {
+  constexpr double kTenGiB = 10.0 * 1024 * 1024 * 1024;
+  return res.kv_host_bytes > 0 ? res.host_bank_s * kTenGiB / static_cast<double>(res.kv_host_bytes)
+                               : 0.0;
+}
 
 double rate(std::int64_t tokens, double ms) {
   return ms > 0 ? 1000.0 * static_cast<double>(tokens) / ms : 0.0;
@@ -380,9 +385,7 @@ void print_json(const runner::SessionOptions& o, const std::string& weights_path
       {"budget_host_bytes", res.budget_host_bytes},
       {"setup_s", res.setup_s},
       {"host_bank_s", res.host_bank_s},
-      {"host_bank_s_per_10_gib",
-       res.kv_host_bytes > 0 ? res.host_bank_s * kTenGiB / static_cast<double>(res.kv_host_bytes)
-                             : 0.0},
+      {"host_bank_s_per_10_gib", bank_s_per_10_gib(res)},
       {"fill_s", res.fill_s},
       {"pool_pages", boost::json::value_from(res.pool_slots)},
       {"tokens", toks}};
@@ -485,10 +488,9 @@ void print_table(const runner::SessionOptions& o, const Geometry& g,
   t.add({"host memory (pinned bank)", fmt_bytes(static_cast<double>(res.kv_host_bytes))});
   t.add({"set-up (weights, banks)", fmt_fixed(res.setup_s, 2) + " s"});
   if (res.kv_host_bytes > 0)
-    t.add({"host bank ready (map, touch, pin)",
-           fmt_fixed(res.host_bank_s, 2) + " s: " +
-               fmt_fixed(res.host_bank_s * kTenGiB / static_cast<double>(res.kv_host_bytes), 2) +
-               " s per 10 GiB"});
+    t.add({"host bank ready (map, touch, pin)", fmt_fixed(res.host_bank_s, 2) +
+                                                    " s: " + fmt_fixed(bank_s_per_10_gib(res), 2) +
+                                                    " s per 10 GiB"});
   if (o.fill_depth > 0) t.add({"fill (--fill-depth)", fmt_fixed(res.fill_s, 2) + " s"});
   for (std::size_t q = 0; q < res.tokens.size(); ++q)
     t.add({"tokens, request " + std::to_string(q), token_list(res.tokens[q])});

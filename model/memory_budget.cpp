@@ -116,8 +116,6 @@ MemoryBudget memory_budget(const BudgetRequest& req) {
   const std::int64_t page_bytes = mul(token_bytes, g.page_size, "a page");
   const std::int64_t space_tokens = req.host_pages * g.page_size;  // < 2^31 x 2^31: fits
   const std::int64_t context = req.context_tokens > 0 ? req.context_tokens : space_tokens;
-  const std::int64_t row_pages = g.max_pages_per_row(context);
-  const int write_pages = req.write_pages >= 0 ? req.write_pages : req.batch_rows;
   const std::int64_t rows = req.batch_rows;
   const std::int64_t tokens = req.batch_tokens > 0 ? req.batch_tokens : rows;
   // Residency arrays exist once per layer with the layer unit, once in all with the other.
@@ -134,7 +132,7 @@ MemoryBudget memory_budget(const BudgetRequest& req) {
       add(b.device, b.device_bytes, "KV pages", bank_bytes);
       break;
     case Placement::mirror: {
-      const SelectWidth w = select_width(req.pool_slots, req.batch_rows, write_pages, row_pages);
+      const SelectWidth w = mirror_select_width(req, req.pool_slots);
       b.select_width_pages = w.width;
       b.no_drop_slots = w.no_drop_slots;
       add(b.device, b.device_bytes, "pool slots (+1 dummy)",
@@ -185,6 +183,14 @@ MemoryBudget memory_budget(const BudgetRequest& req) {
   return b;
 }
 
+SelectWidth mirror_select_width(const BudgetRequest& req, std::int64_t slots) {
+  const Geometry& g = req.geometry;
+  const std::int64_t context =
+      req.context_tokens > 0 ? req.context_tokens : req.host_pages * g.page_size;
+  const int write_pages = req.write_pages >= 0 ? req.write_pages : req.batch_rows;
+  return select_width(slots, req.batch_rows, write_pages, g.max_pages_per_row(context));
+}
+
 std::int64_t largest_pool_slots(const BudgetRequest& req, std::int64_t capacity_bytes) {
   if (capacity_bytes <= 0) return 0;
   const Geometry& g = req.geometry;
@@ -195,10 +201,7 @@ std::int64_t largest_pool_slots(const BudgetRequest& req, std::int64_t capacity_
   r.host_capacity_bytes = 0;
   // The device bytes grow by the same amount per slot at every pool size: price the smallest
   // pool that runs the batch, then spend the rest of the capacity slot by slot.
-  const std::int64_t context = r.context_tokens > 0 ? r.context_tokens : r.host_pages * g.page_size;
-  const int write_pages = r.write_pages >= 0 ? r.write_pages : r.batch_rows;
-  r.pool_slots =
-      select_width(kMaxPages, r.batch_rows, write_pages, g.max_pages_per_row(context)).min_slots;
+  r.pool_slots = mirror_select_width(r, kMaxPages).min_slots;
   if (r.pool_slots > kMaxPages) return 0;
   const std::int64_t at_min = memory_budget(r).device_bytes;
   if (at_min > capacity_bytes) return 0;

@@ -6,6 +6,7 @@
 #include "model/geometry.hpp"
 #include "model/kv_dtype.hpp"
 #include "model/placement.hpp"
+#include "model/select_width.hpp"
 
 namespace kvtier {
 
@@ -55,6 +56,13 @@ struct MemoryBudget {
 // CapacityError when a given capacity is exceeded (saying what is needed, what there is, the
 // smallest device budget that fits, and for mirror the largest pool that would fit).
 MemoryBudget memory_budget(const BudgetRequest& req);
+
+// Placement mirror: the select width of `req`'s batch at `slots` pool slots (its rows, the pages
+// its widest forward writes, the pages a row can touch at its longest context), with its
+// smallest pool and the smallest that drops nothing; the one rule memory_budget,
+// largest_pool_slots and the runner's `--pool-pages max` use. Throws ConfigError as
+// select_width does when `slots` cannot hold one batch.
+SelectWidth mirror_select_width(const BudgetRequest& req, std::int64_t slots);
 
 // Placement mirror: the most pool slots at which `req` (its pool_slots ignored) fits
 // `capacity_bytes` of device memory, at most kMaxPages; 0 when not even the smallest pool that

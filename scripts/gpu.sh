@@ -144,9 +144,15 @@ trace() {
   done
 }
 
+# The synthetic weights the runner's modes share (kvtier weights gen), made once per machine.
+W=/tmp/kvtier-gpu-weights.safetensors
+weights() {
+  [[ -f $W ]] || run weights-gen 120 "$K" weights gen --vocab 1024 --needle --out "$W"
+}
+
 figures() {
-  local w=/tmp/kvtier-gpu-weights.safetensors p
-  [[ -f $w ]] || run weights-gen 120 "$K" weights gen --vocab 1024 --needle --out "$w"
+  local w=$W p
+  weights
   local k=("$K" run --weights "$w" --json) at128k=(--prompt-tokens 1 --fill-depth 131071)
   local eight=(--prompt-tokens "1,1,1,1,1,1,1,1") mirror=(--placement mirror --pool-pages)
   for p in host device; do
@@ -237,8 +243,8 @@ validate() {
 SCALE_CASES=(32x128k:32:131071:bf16: 8x1m:8:1048544:fp8:--yarn 64x32k:64:32767:bf16:)
 
 scale() {
-  local w=/tmp/kvtier-gpu-weights.safetensors spec name n depth dtype yarn ones b
-  [[ -f $w ]] || run weights-gen 120 "$K" weights gen --vocab 1024 --needle --out "$w"
+  local w=$W spec name n depth dtype yarn ones b
+  weights
   run bench-host-bank-100g 120 "$K" bench host-bank --gib 100
   for spec in "${SCALE_CASES[@]}"; do
     IFS=: read -r name n depth dtype yarn <<<"$spec"
@@ -260,8 +266,8 @@ scale() {
 # tokens of the prompt prefilled at depths 0, 480k and 960k (--fill-depth writes what comes
 # before), with the chunk and window the link may favour.
 prefill1m() {
-  local w=/tmp/kvtier-gpu-weights.safetensors d c win
-  [[ -f $w ]] || run weights-gen 120 "$K" weights gen --vocab 1024 --needle --out "$w"
+  local w=$W d c win
+  weights
   local k=("$K" run --weights "$w" --json --yarn --prompt-tokens 65536 --decode 1
     --placement host --device-kv-gib 24)
   for d in 0 491520 983040; do

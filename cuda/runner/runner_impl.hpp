@@ -44,6 +44,7 @@ struct ForwardPlan {
   int rows = 0;                 // query rows
   int trows = 0;                // trace rows (requests in the forward)
   bool decode = false;          // every request has one row
+  int request_rows = 1;         // the most rows any request has in this forward
   bool staged = false;          // host / mirror prefill through staging windows
   int width_pages = 0;          // mirror: the core's select width
   int writes = 0;               // mirror: write pages at the head of the query

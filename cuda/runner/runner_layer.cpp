@@ -90,7 +90,7 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
                 slab_stride, s);
   mark("rope, compress");
   qsa::index_scores(iq.get(), g.index_q_heads, r, l.slab.get(), slab_stride, logits_idx.get(),
-                    slab_stride, p.max_blocks, s, p.decode ? 1 : 0);
+                    slab_stride, p.max_blocks, s, p.request_rows);
   mark("index");
   join_residency();  // the previous layer's step reads the selection the top-k rewrites
   // Prefill rows of contexts up to 128k: one CTA per row. Otherwise the workspace entry,

@@ -77,6 +77,7 @@ void QsaRunner::launch_step(const std::vector<RequestRows>& batch) {
         count > 1 || m.pos[i] < m.prompt[i] ? traces::RowKind::prefill : traces::RowKind::decode;
     p.trace.rows.push_back(row);
     p.decode = p.decode && count == 1;
+    p.request_rows = std::max(p.request_rows, static_cast<int>(count));
     fwd[i] = static_cast<std::int32_t>(tokens.size());
     fwd[static_cast<std::size_t>(m.R) + i] = count;
     fwd[static_cast<std::size_t>(2 * m.R) + i] = static_cast<std::int32_t>(m.pos[i]);

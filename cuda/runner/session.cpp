@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
-#include <cstdio>
 #include <memory>
 #include <stdexcept>
 
@@ -14,7 +13,6 @@
 #include "cuda/runner/micro_batches.hpp"
 #include "cuda/runner/needle_protocol.hpp"
 #include "cuda/runner/session_plan.hpp"
-#include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
 #include "model/memory_budget.hpp"
 #include "traces/trace_io.hpp"
@@ -25,12 +23,6 @@ namespace {
 
 using Runners = std::vector<std::unique_ptr<QsaRunner>>;
 using PrefillFn = std::function<void(std::int64_t, std::int64_t)>;
-
-std::string gib_text(std::int64_t bytes) {
-  char b[48];
-  std::snprintf(b, sizeof b, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
-  return b;
-}
 
 std::int64_t free_device_bytes() {
   std::size_t free_b = 0, total_b = 0;
@@ -49,17 +41,7 @@ Runners build_runners(const weights::SafetensorsFile& file, const Geometry& g, s
       progress.update(SessionPhase::host_bank, done, total);
     };
   // Every micro-batch's host bank against what the system has, before any is mapped.
-  std::int64_t host_need = 0;
-  for (const MicroBatch& b : plan.batches)
-    host_need += memory_budget(budget_request(g, b, plan.rows_per_request, 0, 0)).host_bytes;
-  const std::int64_t host_avail = cuda::HostBank::available_host_bytes();
-  if (host_avail >= 0 && host_need > host_avail)
-    throw CapacityError(
-        "run: the pinned host bank" +
-        std::string(plan.batches.size() > 1 ? "s of every micro-batch need " : " needs ") +
-        gib_text(host_need) + ", the system has " + gib_text(host_avail) +
-        " available (MemAvailable): fewer or shorter requests, --kv-dtype fp8, or "
-        "--host-pages below the whole contexts");
+  check_host_memory(g, plan, cuda::HostBank::available_host_bytes());
   Runners runners;
   // plan_session checked the whole KV tier against B before this; each runner is also held to
   // what is free when it is built.

@@ -8,7 +8,6 @@
 #include "model/config_error.hpp"
 #include "model/device_budget.hpp"
 #include "model/page_space.hpp"
-#include "model/select_width.hpp"
 
 namespace kvtier::runner {
 namespace {
@@ -101,9 +100,7 @@ std::int64_t budget_pool(const Geometry& g, const SessionOptions& o, const Micro
   const std::int64_t share = per_request * b.requests + (last ? o.device_kv_bytes % n : 0);
   BudgetRequest br = budget_request(g, b, rows_per_request, 0, 0);
   const std::int64_t slots = largest_pool_slots(br, share);
-  const std::int64_t no_drop =
-      select_width(kMaxPages, br.batch_rows, br.write_pages, g.max_pages_per_row(br.context_tokens))
-          .no_drop_slots;
+  const std::int64_t no_drop = mirror_select_width(br, kMaxPages).no_drop_slots;
   if (slots >= no_drop || (o.allow_drops && slots > 0)) return slots;
   br.pool_slots = no_drop;
   // the budget whose share for this micro-batch holds the pool that drops nothing
@@ -173,6 +170,20 @@ std::int64_t kv_device_need(const Geometry& g, const SessionPlan& plan) {
   for (const MicroBatch& b : plan.batches)
     need += memory_budget(budget_request(g, b, plan.rows_per_request, 0, 0)).device_bytes;
   return need;
+}
+
+void check_host_memory(const Geometry& g, const SessionPlan& plan, std::int64_t available_bytes) {
+  if (available_bytes < 0) return;
+  std::int64_t need = 0;
+  for (const MicroBatch& b : plan.batches)
+    need += memory_budget(budget_request(g, b, plan.rows_per_request, 0, 0)).host_bytes;
+  if (need <= available_bytes) return;
+  throw CapacityError(
+      "run: the pinned host bank" +
+      std::string(plan.batches.size() > 1 ? "s of every micro-batch need " : " needs ") +
+      gib_text(need) + ", the system has " + gib_text(available_bytes) +
+      " available (MemAvailable): fewer or shorter requests, --kv-dtype fp8, or --host-pages "
+      "below the whole contexts");
 }
 
 BudgetRequest budget_request(const Geometry& g, const MicroBatch& b, int rows_per_request,

@@ -65,6 +65,11 @@ SessionPlan plan_session(const SessionOptions& o, const Geometry& g, int sms);
 // The device memory memory_budget prices for the KV tier of every micro-batch together.
 std::int64_t kv_device_need(const Geometry& g, const SessionPlan& plan);
 
+// Throws CapacityError, saying the need, when the pinned host banks of every micro-batch
+// together (memory_budget's host bytes) are more than `available_bytes` (the system's
+// MemAvailable; below 0: not known, not checked). Before any bank is mapped.
+void check_host_memory(const Geometry& g, const SessionPlan& plan, std::int64_t available_bytes);
+
 // What memory_budget prices for a micro-batch's runner, against the device memory free now
 // and the host memory available.
 BudgetRequest budget_request(const Geometry& g, const MicroBatch& b, int rows_per_request,

@@ -330,6 +330,26 @@ TEST(SessionPlan, PoolPagesMaxSpendsTheBudgetOnThePool) {
   EXPECT_LT(small.batches[0].config.pool_pages, 8240);
 }
 
+// The host banks of every micro-batch together, against MemAvailable, before any is mapped.
+TEST(SessionPlan, HostBanksBeyondTheAvailableMemoryAreRefusedSayingTheNeed) {
+  const Geometry g;
+  SessionOptions o = options_of(std::vector<std::int64_t>(4, 1));
+  o.fill_depth = 131071;
+  o.micro_batches = 2;
+  o.runner.placement = Placement::host;
+  const runner::SessionPlan p = runner::plan_session(o, g, 132);
+  std::int64_t need = 0;
+  for (const MicroBatch& b : p.batches)
+    need += memory_budget(runner::budget_request(g, b, p.rows_per_request, 0, 0)).host_bytes;
+  ASSERT_GT(need, 0);
+  EXPECT_NO_THROW(runner::check_host_memory(g, p, need));
+  EXPECT_NO_THROW(runner::check_host_memory(g, p, -1));  // not known
+  const std::string e =
+      testing::error_of<CapacityError>([&] { runner::check_host_memory(g, p, need - 1); });
+  EXPECT_NE(e.find("the pinned host banks of every micro-batch need"), std::string::npos) << e;
+  EXPECT_NE(e.find("available (MemAvailable)"), std::string::npos) << e;
+}
+
 TEST(SessionPlan, AbsurdRequestCountsAreRefused) {
   const Geometry g;
   SessionOptions o = options_of(std::vector<std::int64_t>(runner::kMaxSessionRequests + 1, 1));
