@@ -26,6 +26,7 @@
 #include "cuda/weights/safetensors.hpp"
 #include "model/config_error.hpp"
 #include "model/kv_dtype.hpp"
+#include "model/mirror_policy.hpp"
 #include "model/page_space.hpp"
 #include "model/placement.hpp"
 
@@ -85,6 +86,10 @@ po::options_description model_options() {
       "the host bank in place while the ensure and copy run beside it; same bytes, same "
       "decisions)")("no-graphs",
                     "run decode forwards eagerly (default: replay a CUDA graph per shape)")(
+      "policy", po::value<std::string>()->default_value("lru"),
+      "mirror: lru (every miss copied into the pool), or prefetch (also each QSA layer's pages "
+      "ensured into the next layer's pool on a stream beside, while the GPU computes up to that "
+      "layer's step; the step then runs before the attention, as with --copy-first)")(
       "profile-phases",
       "time the phases of every forward with CUDA events (runs eagerly: no graphs)")(
       "seed", po::value<std::uint64_t>()->default_value(1), "seed of random prompts")(
@@ -221,6 +226,11 @@ ModelArgs check_args(const po::variables_map& vm) {
                       std::to_string(rc.stand_in_width));
   rc.graphs = vm.count("no-graphs") == 0;
   rc.copy_first = vm.count("copy-first") > 0;
+  rc.policy = parse_mirror_policy(vm["policy"].as<std::string>());
+  if (rc.policy == MirrorPolicy::hybrid)
+    throw ConfigError(
+        "--policy hybrid: kvtier run runs lru and prefetch (kvtier sim --policy "
+        "hybrid simulates it)");
   rc.profile_phases = vm.count("profile-phases") > 0;
   if (vm.count("record")) o.record_path = vm["record"].as<std::string>();
   if (needle) {
@@ -245,6 +255,8 @@ runner::SessionOptions session_options(const ModelArgs& a, const weights::Safete
   runner::SessionOptions o = a.session;
   if (o.runner.copy_first && o.runner.placement != Placement::mirror)
     throw ConfigError("--copy-first: only the mirror placement copies");
+  if (o.runner.policy != MirrorPolicy::lru && o.runner.placement != Placement::mirror)
+    throw ConfigError("--policy applies to placement mirror only");
   if (!a.prompt_file) {
     runner::check_context(g, o.runner.yarn, o.fill_depth,
                           *std::max_element(a.lengths.begin(), a.lengths.end()), o.decode);
@@ -329,7 +341,7 @@ Figures derive(const runner::SessionResult& res) {
     f.ms_per_step = s.decode_ms / static_cast<double>(f.decode_forwards);
     f.gpu_ms_per_step = s.decode_gpu_ms / static_cast<double>(f.decode_forwards);
   }
-  f.h2d = s.miss_copy_bytes + s.staged_bytes + s.in_place_bytes;
+  f.h2d = s.miss_copy_bytes + s.prefetch_copy_bytes + s.staged_bytes + s.in_place_bytes;
   return f;
 }
 
@@ -372,6 +384,9 @@ void print_json(const runner::SessionOptions& o, const std::string& weights_path
       {"drops", s.drops},
       {"h2d_bytes", f.h2d},
       {"miss_copy_bytes", s.miss_copy_bytes},
+      {"policy", rc.placement == Placement::mirror ? std::string(to_string(rc.policy)) : ""},
+      {"prefetched", s.prefetched},
+      {"prefetch_copy_bytes", s.prefetch_copy_bytes},
       {"staged_bytes", s.staged_bytes},
       {"staged_windows", s.staged_windows},
       {"in_place_bytes", s.in_place_bytes},
@@ -471,9 +486,12 @@ void print_table(const runner::SessionOptions& o, const Geometry& g,
     t.add({"decode reads", res.mirror_reads});
   }
   t.add({"host -> device", fmt_bytes(static_cast<double>(f.h2d)) + " (misses " +
-                               fmt_bytes(static_cast<double>(s.miss_copy_bytes)) + ", staged " +
-                               fmt_bytes(static_cast<double>(s.staged_bytes)) + " in " +
-                               fmt_int(s.staged_windows) + " windows, in place " +
+                               fmt_bytes(static_cast<double>(s.miss_copy_bytes)) +
+                               (s.prefetched > 0 ? ", prefetched " + fmt_bytes(static_cast<double>(
+                                                                         s.prefetch_copy_bytes))
+                                                 : std::string()) +
+                               ", staged " + fmt_bytes(static_cast<double>(s.staged_bytes)) +
+                               " in " + fmt_int(s.staged_windows) + " windows, in place " +
                                fmt_bytes(static_cast<double>(s.in_place_bytes)) + ")"});
   t.add({"device -> host (write-through)", fmt_bytes(static_cast<double>(s.write_through_bytes))});
   t.add(

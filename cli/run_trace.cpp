@@ -15,6 +15,7 @@
 #include "cli/table.hpp"
 #include "model/config_error.hpp"
 #include "model/kv_dtype.hpp"
+#include "model/mirror_policy.hpp"
 #include "model/page_space.hpp"
 #include "model/placement.hpp"
 #if defined(KVTIER_WITH_CUDA)
@@ -44,6 +45,7 @@ boost::json::object step_json(const cuda::ReplayStep& s) {
           {"hits", s.hits},
           {"misses", s.misses},
           {"evictions", s.evictions},
+          {"prefetched", s.prefetched},
           {"drops", s.drops},
           {"missing", s.missing},
           {"selected_tokens", s.selected_tokens},
@@ -66,6 +68,10 @@ po::options_description run_trace_options() {
       "ensure-form", po::value<std::string>()->default_value("block"),
       "device ensure kernel: block, multi-block or core-thread")(
       "write-through", "device placement: also store every token to a host bank")(
+      "policy", po::value<std::string>()->default_value("lru"),
+      "mirror: lru (every miss copied into the pool), or prefetch (also each layer's query "
+      "ensured into the next layer's pool, beside the main stream; the residency step runs "
+      "before the attention, as with --copy-first); hybrid runs in kvtier sim only")(
       "copy-first",
       "mirror, attend, bf16: run the ensure and the miss copy before the attention, which then "
       "reads every page from the pool (default: the attention reads the pages it misses from "
@@ -93,6 +99,13 @@ void check_options(const po::variables_map& vm) {
                       " GPU slots per QSA layer (placement mirror), got " + std::to_string(pool));
   if (placement != Placement::mirror && pool != 0)
     throw ConfigError("--pool-pages applies to placement mirror only");
+  const MirrorPolicy policy = parse_mirror_policy(vm["policy"].as<std::string>());
+  if (policy == MirrorPolicy::hybrid)
+    throw ConfigError(
+        "--policy hybrid: kvtier run replays lru and prefetch (kvtier sim --policy "
+        "hybrid simulates it)");
+  if (policy != MirrorPolicy::lru && placement != Placement::mirror)
+    throw ConfigError("--policy applies to placement mirror only");
   if (vm["forwards"].as<long long>() < -1)
     throw ConfigError("--forwards: -1 (all) or a count, got " +
                       std::to_string(vm["forwards"].as<long long>()));
@@ -119,6 +132,7 @@ cuda::ReplayConfig replay_config(const po::variables_map& vm,
   c.pool_pages = vm["pool-pages"].as<long long>();
   c.form = parse_ensure_form(vm["ensure-form"].as<std::string>());
   c.write_through = vm.count("write-through") > 0;
+  c.policy = parse_mirror_policy(vm["policy"].as<std::string>());
   c.copy_first = vm.count("copy-first") > 0;
   if (c.copy_first && c.placement != kvtier::Placement::mirror)
     throw ConfigError("--copy-first: only the mirror placement copies");
@@ -170,6 +184,7 @@ void print_replay_json(const traces::TraceInput& input, const cuda::ReplayConfig
     o["attend_kernel"] = r.attend_kernel;
     o["q_heads"] = r.q_heads;
     if (!r.mirror_reads.empty()) o["mirror_reads"] = r.mirror_reads;
+    if (c.placement == Placement::mirror) o["policy"] = to_string(c.policy);
     o["gpu_us_measures"] =
         "the QSA layers back to back: store (mirror: table lookup or compaction) .. "
         "attention, the mirror's residency steps included; K/V and query generation "
@@ -221,6 +236,8 @@ void print_replay_table(const traces::TraceInput& input, const cuda::ReplayConfi
                                                 : " (whole forward)")});
   tt.add({"hits / misses / evictions",
           fmt_int(t.hits) + " / " + fmt_int(t.misses) + " / " + fmt_int(t.evictions)});
+  if (c.policy == MirrorPolicy::prefetch)
+    tt.add({"pages prefetched into the next layer's pool", fmt_int(t.prefetched)});
   const std::optional<double> hit_rate = replay_hit_rate(t);
   tt.add({"hit rate", hit_rate ? fmt_fixed(100.0 * *hit_rate, 2) + " %"
                                : std::string("n/a (no pool lookups)")});

@@ -34,6 +34,7 @@ MirrorEngine::MirrorEngine(const MirrorConfig& c, const ProgressFn& progress)
   step_ = DeviceArray<std::int64_t>(1);
   ticket_ = DeviceArray<StepTicket>(1);
   beside_ticket_ = DeviceArray<StepTicket>(1);
+  prefetch_ticket_ = DeviceArray<StepTicket>(1);
   std::vector<const SlotId*> tables;
   for (int l = 0; l < c.layout.layers; ++l)
     tables.push_back(states_[static_cast<std::size_t>(state_index(l))].slot_of_page.get());
@@ -56,6 +57,7 @@ MirrorEngine::MirrorEngine(const MirrorConfig& c, const ProgressFn& progress)
   KVT_CUDA_CHECK(cudaMemset(step_.get(), 0, step_.bytes()));
   KVT_CUDA_CHECK(cudaMemset(ticket_.get(), 0, ticket_.bytes()));
   KVT_CUDA_CHECK(cudaMemset(beside_ticket_.get(), 0, beside_ticket_.bytes()));
+  KVT_CUDA_CHECK(cudaMemset(prefetch_ticket_.get(), 0, prefetch_ticket_.bytes()));
   KVT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -118,7 +120,10 @@ void MirrorEngine::ensure_only_async(int layer, const PageId* d_query, int n, cu
                                      const EnsureHooks& hooks) {
   check_layer(layer);
   check_query(n);
-  const EnsureParams ep = ensure_params(layer, d_query, n, hooks);
+  launch_ensure_form(ensure_params(layer, d_query, n, hooks), s);
+}
+
+void MirrorEngine::launch_ensure_form(const EnsureParams& ep, cudaStream_t s) {
   if (cfg_.form == EnsureForm::multi_block) {
     launch_ensure_multi(ep, multi_, s);
   } else {
@@ -174,6 +179,24 @@ void MirrorEngine::residency_beside_async(int layer, const CompactParams& c, con
   launch_residency_step(
       {c, ensure_params(layer, d_query, n, hooks), copy_params(layer),
        translate_params(layer, TranslateTarget{}), beside_ticket_.get(), kBesideBlocks},
+      s);
+}
+
+void MirrorEngine::prefetch_async(int layer, const PageId* d_query, int n, cudaStream_t s,
+                                  const EnsureHooks& hooks) {
+  check_layer(layer);
+  check_query(n);
+  EnsureParams ep = ensure_params(layer, d_query, n, hooks);
+  ep.errors = nullptr;  // PrefetchNextLayer: a hint, never a reason to fail a step
+  if (cfg_.form != EnsureForm::block) {
+    launch_ensure_form(ep, s);
+    launch_copy(copy_params(layer), s);
+    return;
+  }
+  // The one-launch step with no rows to compact and no table to translate: ensure and copy.
+  launch_residency_step(
+      {CompactParams{}, ep, copy_params(layer), translate_params(layer, TranslateTarget{}),
+       prefetch_ticket_.get(), kBesideBlocks},
       s);
 }
 

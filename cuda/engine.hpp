@@ -121,6 +121,15 @@ class MirrorEngine {
   static constexpr int kBesideBlocks = 4;
   void residency_beside_async(int layer, const CompactParams& c, const PageId* d_query, int n,
                               cudaStream_t s, const EnsureHooks& hooks = {});
+  // The prefetch policy's ensure (PrefetchNextLayer): d_query[0, n) ensured into `layer`'s state
+  // at the step hooks.step gives (the issuing layer-step's prefetch stamp), and the copy of its
+  // misses, in one launch on kBesideBlocks blocks, so that it runs beside the work on the main
+  // stream. A prefetch that does not fit installs nothing and is not an error. The caller
+  // orders it between the issuing layer's residency step and the next one of any layer (the
+  // engine's scratch and copy list serve one ensure at a time); hooks.totals counts its hits,
+  // misses and evictions apart from the demand ensures'.
+  void prefetch_async(int layer, const PageId* d_query, int n, cudaStream_t s,
+                      const EnsureHooks& hooks);
   // Write-through store of n tokens of `layer` (src[k]: [n, token_bytes(k)] device memory).
   void store_async(int layer, const PageId* d_pages, const std::int32_t* d_tokens,
                    const std::byte* const* src, int n, cudaStream_t s);
@@ -155,6 +164,7 @@ class MirrorEngine {
   void check_query(int n) const;
   void check_step(int layer, const CompactParams& c, const PageId* d_query, int n) const;
   CopyParams copy_params(int layer) const;
+  void launch_ensure_form(const EnsureParams& ep, cudaStream_t s);  // the configured form
   TranslateParams translate_params(int layer, const TranslateTarget& t) const;
 
   MirrorConfig cfg_;
@@ -177,9 +187,10 @@ class MirrorEngine {
   DeviceArray<EnsureResult> result_;
   DeviceArray<Counters> counters_;
   DeviceArray<std::int64_t> step_;
-  DeviceArray<StepTicket> ticket_;          // steps on one block per SM
-  DeviceArray<StepTicket> beside_ticket_;   // steps beside the attention (kBesideBlocks)
-  DeviceArray<const SlotId*> slot_tables_;  // each layer's slot_of_page (locate)
+  DeviceArray<StepTicket> ticket_;           // steps on one block per SM
+  DeviceArray<StepTicket> beside_ticket_;    // steps beside the attention (kBesideBlocks)
+  DeviceArray<StepTicket> prefetch_ticket_;  // prefetches (kBesideBlocks)
+  DeviceArray<const SlotId*> slot_tables_;   // each layer's slot_of_page (locate)
   // staging for the synchronous forms
   DeviceArray<PageId> query_;
   DeviceArray<SlotId> one_slot_;

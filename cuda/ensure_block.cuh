@@ -20,11 +20,12 @@ __device__ inline void finish_ok(const EnsureParams& p, const EnsureResult& r) {
   }
 }
 
-// The result of an ensure that failed (the state is as the core leaves it): no copies, one error.
+// The result of an ensure that failed (the state is as the core leaves it): no copies, and one
+// error unless the caller counts none (a prefetch that does not fit is skipped).
 __device__ inline void finish_failed(const EnsureParams& p, const EnsureResult& r) {
   *p.result = r;
   *p.copy_count = 0;
-  ++*p.errors;
+  if (p.errors != nullptr) ++*p.errors;
 }
 
 // An ensure with a query entry outside the page space (its first index): nothing changed.

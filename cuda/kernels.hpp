@@ -54,7 +54,7 @@ struct EnsureParams {
   CopyOp* copies;      // [n]
   int* copy_count;
   EnsureResult* result;
-  int* errors;
+  int* errors;        // nullable: += 1 per failed ensure (null: a failure is not an error)
   long long* totals;  // nullable: [3] += hits, misses, evictions of every ensure that succeeds
 };
 enum class EnsureForm : std::uint8_t {

@@ -7,6 +7,8 @@
 #include "cuda/kernels.hpp"
 #include "frontend/decision_log.hpp"
 #include "model/ensure.hpp"
+#include "model/mirror_policy.hpp"
+#include "model/step_stamp.hpp"
 
 namespace kvtier::cuda {
 
@@ -91,6 +93,34 @@ void MirrorVerifier::check_layer(frontend::FrontEnd& fe, const traces::Forward& 
       pool.state.view(), cq.pages.data(), static_cast<int>(n), step, pool.victims,
       EnsureScratch{cpu_miss_.data(), cpu_victims_.data(), nullptr}, cpu_copies_.data());
   cpu_copies_.resize(cr.status == EnsureStatus::ok ? static_cast<std::size_t>(cr.misses) : 0);
+  compare_copies(engine, where, res);
+  frontend::log_installs(decisions, forward, layer, step, frontend::InstallKind::demand,
+                         gpu_copies_);
+  last_query_.assign(cq.pages.begin(), cq.pages.end());
+}
+
+void MirrorVerifier::check_prefetch(int layer, std::int64_t forward, std::int64_t layer_step_index,
+                                    const MirrorEngine& engine, ReplayResult& res,
+                                    std::ostream* decisions) {
+  LayerState& next = pools_[static_cast<std::size_t>(layer) + 1];
+  const auto n = last_query_.size();
+  cpu_miss_.resize(n + 1);
+  cpu_victims_.resize(n + 1);
+  cpu_copies_.resize(n + 1);
+  const EnsureResult cr = PrefetchNextLayer::prefetch(
+      next.state.view(), last_query_.data(), static_cast<int>(n), layer_step_index, next.victims,
+      EnsureScratch{cpu_miss_.data(), cpu_victims_.data(), nullptr}, cpu_copies_.data());
+  cpu_copies_.resize(cr.status == EnsureStatus::ok ? static_cast<std::size_t>(cr.misses) : 0);
+  compare_copies(
+      engine,
+      "forward " + std::to_string(forward) + " prefetch into layer " + std::to_string(layer + 1),
+      res);
+  frontend::log_installs(decisions, forward, layer + 1, prefetch_stamp(layer_step_index),
+                         frontend::InstallKind::prefetch, gpu_copies_);
+}
+
+void MirrorVerifier::compare_copies(const MirrorEngine& engine, const std::string& where,
+                                    ReplayResult& res) {
   int count = 0;
   KVT_CUDA_CHECK(cudaMemcpy(&count, engine.copy_count(), sizeof count, cudaMemcpyDeviceToHost));
   gpu_copies_.resize(static_cast<std::size_t>(count));
@@ -101,8 +131,6 @@ void MirrorVerifier::check_layer(frontend::FrontEnd& fe, const traces::Forward& 
     if (res.decision_mismatches++ == 0 && res.first_mismatch.empty())
       res.first_mismatch = where + ": " + describe_copies(gpu_copies_, cpu_copies_);
   }
-  frontend::log_installs(decisions, forward, layer, step, frontend::InstallKind::demand,
-                         gpu_copies_);
 }
 
 SlotContents::SlotContents(PageId pages, int page_size)

@@ -32,8 +32,15 @@ class MirrorVerifier {
   void check_layer(frontend::FrontEnd& fe, const traces::Forward& f, int layer, int width,
                    std::int64_t forward, std::int64_t step, const PageId* d_query, int qlen,
                    const MirrorEngine& engine, ReplayResult& res, std::ostream* decisions);
+  // After the prefetch that layer `layer`'s layer-step `layer_step_index` issued into layer
+  // layer + 1's pool finished on the device: the core's PrefetchNextLayer on the query
+  // check_layer last built, against the device's copies; decision lines as check_layer's.
+  void check_prefetch(int layer, std::int64_t forward, std::int64_t layer_step_index,
+                      const MirrorEngine& engine, ReplayResult& res, std::ostream* decisions);
 
  private:
+  // The device's last copy list, into gpu_copies_; counts a mismatch against cpu_copies_.
+  void compare_copies(const MirrorEngine& engine, const std::string& where, ReplayResult& res);
   struct LayerState {  // the core's residency of one layer's pool
     ResidencyState state;
     HeapVictims victims;
@@ -42,6 +49,7 @@ class MirrorVerifier {
   std::vector<LayerState> pools_;
   std::vector<CopyOp> gpu_copies_, cpu_copies_;
   std::vector<PageId> cpu_miss_, gpu_query_;
+  std::vector<PageId> last_query_;  // the core's query of the last layer checked
   std::vector<SlotId> cpu_victims_;
 };
 

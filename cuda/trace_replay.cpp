@@ -62,6 +62,7 @@ class TraceReplay {
         token_bytes_(layout_.layer_page_bytes() / layout_.page_size),
         slots_(static_cast<SlotId>(cfg.pool_pages)),
         mirror_(cfg.placement == Placement::mirror),
+        prefetch_(mirror_ && cfg.policy == MirrorPolicy::prefetch),
         host_(cfg.placement == Placement::host),
         device_(cfg.placement == Placement::device),
         attend_(cfg.read == ReadMode::attend),
@@ -72,6 +73,7 @@ class TraceReplay {
         ev_b_(make_event()),
         ev_fork_(make_event(false)),
         ev_join_{make_event(false), make_event(false)},
+        ev_prefetched_(make_event(false)),
         d_counters_(1),
         d_layer_sums_(static_cast<std::size_t>(L_)),
         layer_sums_(static_cast<std::size_t>(L_)),
@@ -165,7 +167,8 @@ class TraceReplay {
     at_.slots = slots_;
     // The mirror's attention reads the pages it misses from the host bank in place, beside the
     // ensure (bf16 attention; not with --verify, which checks each ensure as it completes).
-    at_.in_place = mirror_ && attend_ && !layout_.fp8() && !cfg_.copy_first && !cfg_.verify;
+    at_.in_place =
+        mirror_ && attend_ && !layout_.fp8() && !cfg_.copy_first && !cfg_.verify && !prefetch_;
     if (mirror_) res_.mirror_reads = mirror_reads_name(at_.in_place);
   }
 
@@ -214,6 +217,13 @@ class TraceReplay {
       for (int l = 0; l < L_; ++l)
         steps_[static_cast<std::size_t>(l)] = demand_stamp(layer_step(fi_, L_, l));
       upload(d_steps_, steps_, s_);
+      if (prefetch_) {
+        // the prefetch each layer issues into the next layer's pool takes its prefetch stamp
+        prefetch_steps_.resize(static_cast<std::size_t>(L_));
+        for (int l = 0; l < L_; ++l)
+          prefetch_steps_[static_cast<std::size_t>(l)] = prefetch_stamp(layer_step(fi_, L_, l));
+        upload(d_prefetch_steps_, prefetch_steps_, s_);
+      }
     }
     upload(d_rowpos_, sf_.row_last_pos, s_);
     upload(d_blocks_, sf_.blocks, s_);
@@ -237,6 +247,8 @@ class TraceReplay {
                                      layer_sums_.size() * sizeof(unsigned long long), s_));
     }
     if (engine_) engine_->reset_counters_async(s_);
+    if (prefetch_)
+      KVT_CUDA_CHECK(cudaMemsetAsync(d_prefetch_totals_.get(), 0, d_prefetch_totals_.bytes(), s_));
     KVT_CUDA_CHECK(cudaStreamSynchronize(s_));
     return st;
   }
@@ -282,7 +294,8 @@ class TraceReplay {
     }
     // The layers as frontend::layer_schedule lists them (the simulator prices the same list).
     const frontend::ScheduleShape shape{cfg_.placement, frontend::ForwardKind::trace_replay,
-                                        at_.in_place};
+                                        at_.in_place, prefetch_};
+    prefetch_pending_ = false;
     const frontend::BesideJoin join = frontend::beside_join(shape);
     // Mirror, in place: every layer's table before any ensure of the forward (each stays valid
     // until its own layer's ensure), one launch.
@@ -346,6 +359,10 @@ class TraceReplay {
         if (op.lane == frontend::Lane::beside) {
           residency_beside(l);
         } else {
+          if (prefetch_pending_) {  // the previous layer's prefetch into this layer's pool
+            KVT_CUDA_CHECK(cudaStreamWaitEvent(s_, ev_prefetched_));
+            prefetch_pending_ = false;
+          }
           mirror_residency(f, l,
                            attend_ ? att_->pool_table_target(d_tables_.get(), l)
                                    : TranslateTarget{query(l) + sf_.writes, d_physical_.get(),
@@ -360,6 +377,9 @@ class TraceReplay {
           launch_read(read_params(l), s_);
           if (at_.bypass_rows) launch_read(bypass_read_params(l), s_);
         }
+        return;
+      case frontend::LayerOp::prefetch:
+        if (PrefetchNextLayer::applies(ResidencyUnit::layer_page, l, L_)) prefetch_next(l);
         return;
       case frontend::LayerOp::non_qsa:
       case frontend::LayerOp::index_topk:
@@ -392,6 +412,22 @@ class TraceReplay {
       KVT_CUDA_CHECK(cudaStreamSynchronize(s_));
       verifier_->check_layer(fe_, f, l, sf_.width, fi_, demand_stamp(layer_step(fi_, L_, l)),
                              query(l), sf_.query_len, *engine_, res_, cfg_.decisions);
+    }
+  }
+
+  // Mirror, prefetch policy: layer l's query ensured into layer l + 1's pool and its misses
+  // copied, on the stream beside, forked after layer l's step; layer l + 1's step waits for it.
+  // With --verify the core checks its copies as soon as they are done.
+  void prefetch_next(int l) {
+    KVT_CUDA_CHECK(cudaEventRecord(ev_fork_, s_));
+    KVT_CUDA_CHECK(cudaStreamWaitEvent(side_, ev_fork_));
+    engine_->prefetch_async(l + 1, query(l), sf_.query_len, side_,
+                            EnsureHooks{d_prefetch_steps_.get() + l, d_prefetch_totals_.get()});
+    KVT_CUDA_CHECK(cudaEventRecord(ev_prefetched_, side_));
+    prefetch_pending_ = true;
+    if (verifier_) {
+      KVT_CUDA_CHECK(cudaStreamSynchronize(side_));
+      verifier_->check_prefetch(l, fi_, layer_step(fi_, L_, l), *engine_, res_, cfg_.decisions);
     }
   }
 
@@ -504,6 +540,11 @@ class TraceReplay {
       throw std::runtime_error("forward " + std::to_string(fi_) + ": " +
                                std::to_string(c.bad_rows) + " rows failed compaction, " +
                                std::to_string(c.bad_stores) + " stores outside the space");
+    if (prefetch_) {
+      long long pf[3] = {};
+      KVT_CUDA_CHECK(cudaMemcpy(pf, d_prefetch_totals_.get(), sizeof pf, cudaMemcpyDeviceToHost));
+      st.prefetched = pf[1];
+    }
     st.hits = c.ensure[0];
     st.misses = c.ensure[1];
     st.evictions = c.ensure[2];
@@ -511,7 +552,7 @@ class TraceReplay {
     st.missing += c.missing;
     const std::int64_t stored = std::int64_t{sf_.n_store()} * token_bytes_ * L_;
     st.d2h_bytes = device_ && !cfg_.write_through ? 0 : stored;
-    st.h2d_bytes = mirror_ ? st.misses * layout_.layer_page_bytes()
+    st.h2d_bytes = mirror_ ? (st.misses + st.prefetched) * layout_.layer_page_bytes()
                    : host_ ? st.selected_tokens * token_bytes_
                            : 0;
     if (!attend_) check_sums(st);
@@ -549,6 +590,7 @@ class TraceReplay {
       t.gpu_us += x.gpu_us;
       t.hits += x.hits;
       t.misses += x.misses;
+      t.prefetched += x.prefetched;
       t.evictions += x.evictions;
       t.drops += x.drops;
       t.missing += x.missing;
@@ -565,7 +607,7 @@ class TraceReplay {
   const PageLayout layout_;
   const std::int64_t token_bytes_;  // one layer's K/V of one token
   const SlotId slots_;
-  const bool mirror_, host_, device_, attend_;
+  const bool mirror_, prefetch_, host_, device_, attend_;
   frontend::FrontEnd fe_;
   ReplayResult res_;
   std::int64_t fi_ = 0;
@@ -585,12 +627,17 @@ class TraceReplay {
   Stream side_;  // mirror, in place: the residency step beside s_
   Event ev_a_, ev_b_;
   Event ev_fork_, ev_join_[2];       // join: a layer's, waited for in the next layer
+  Event ev_prefetched_;              // prefetch: the last one issued, done
+  bool prefetch_pending_ = false;    // the next residency step waits for ev_prefetched_
   std::optional<AttendReplay> att_;  // after s_: it is built on s_ and destroyed first
   DeviceArray<DeviceCounters> d_counters_;
   // checksum mode: one sum per layer and forward, so that verify names where bytes differ
   DeviceArray<unsigned long long> d_layer_sums_;
   std::vector<unsigned long long> layer_sums_;
-  std::vector<std::int64_t> steps_;  // [layers] demand stamps of the forward
+  std::vector<std::int64_t> steps_;           // [layers] demand stamps of the forward
+  std::vector<std::int64_t> prefetch_steps_;  // [layers] the prefetch stamps of its layer-steps
+  DeviceArray<std::int64_t> d_prefetch_steps_;
+  DeviceArray<long long> d_prefetch_totals_{3};  // prefetches' hits, misses, evictions
   DeviceArray<std::int32_t> d_blocks_;
   DeviceArray<std::int64_t> d_rowpos_, d_tablelen_, d_store_pos_, d_read_pos_, d_steps_,
       d_bypass_read_pos_;
@@ -611,10 +658,13 @@ ReplayResult replay_trace(const traces::TraceInput& input, const ReplayConfig& c
   if (cfg.write_through && cfg.placement != Placement::device)
     throw ConfigError("write-through applies to placement device only");
   if (cfg.pool_pages > INT32_MAX - 1) throw ConfigError("pool pages beyond 2^31 - 2");
-  if (cfg.policy != MirrorPolicy::lru)
+  if (cfg.policy == MirrorPolicy::hybrid)
+    throw ConfigError(
+        "policy hybrid: the GPU trace replay runs the lru and prefetch policies (kvtier sim "
+        "--policy hybrid simulates it)");
+  if (cfg.policy != MirrorPolicy::lru && !mirror)
     throw ConfigError("policy " + std::string(to_string(cfg.policy)) +
-                      ": the GPU trace replay runs the lru policy only (kvtier sim --policy " +
-                      std::string(to_string(cfg.policy)) + " simulates it)");
+                      ": only the mirror placement has a pool to fill");
   if (cfg.read == ReadMode::attend) check_attend_geometry(g);
   if (device_count() == 0) throw std::runtime_error("no CUDA device found");
 

@@ -50,8 +50,9 @@ struct ReplayConfig {
   KvDtype dtype = KvDtype::bf16;
   std::int64_t pool_pages = 0;  // mirror: slots per QSA layer
   EnsureForm form = EnsureForm::block;
-  // Mirror: the replay runs the lru policy only and refuses the others by name (the
-  // simulator runs every policy).
+  // Mirror: lru, or prefetch (PrefetchNextLayer: each layer's query ensured into the next
+  // layer's pool beside the main stream; the step first, as with copy_first). hybrid is
+  // refused by name (the simulator runs every policy).
   MirrorPolicy policy = MirrorPolicy::lru;
   // Device placement only: also write every stored token to a host bank, as the mirror
   // does (isolates the cost of the write-through store on the same trace).
@@ -87,6 +88,7 @@ struct ReplayStep {
   std::int64_t hits = 0;
   std::int64_t misses = 0;
   std::int64_t evictions = 0;
+  std::int64_t prefetched = 0;  // prefetch policy: pages its ensures copied ahead
   std::int64_t drops = 0;
   // checksum: selected tokens read from a page that was not resident; attend (mirror):
   // selected pages not resident after the ensure (read as the zero dummy slot).

@@ -12,6 +12,11 @@ constexpr ScheduledOp kReplayInPlace[] = {{store, M}, {residency, Lane::beside},
 constexpr ScheduledOp kModelPlain[] = {{non_qsa, M}, {index_topk, M}, {store, M}, {attend, M}};
 constexpr ScheduledOp kModelCopyFirst[] = {
     {non_qsa, M}, {index_topk, M}, {residency, M}, {store, M}, {attend, M}};
+constexpr ScheduledOp kReplayPrefetch[] = {
+    {residency, M}, {prefetch, Lane::beside}, {store, M}, {attend, M}};
+constexpr ScheduledOp kModelPrefetch[] = {{non_qsa, M},   {index_topk, M},
+                                          {residency, M}, {prefetch, Lane::beside},
+                                          {store, M},     {attend, M}};
 constexpr ScheduledOp kModelInPlace[] = {
     {non_qsa, M}, {index_topk, M}, {store, M}, {residency, Lane::beside}, {attend, M}};
 
@@ -29,6 +34,8 @@ std::string_view to_string(LayerOp op) {
       return "store";
     case attend:
       return "attend";
+    case prefetch:
+      return "prefetch next layer";
   }
   return "?";
 }
@@ -45,6 +52,7 @@ std::span<const ScheduledOp> layer_schedule(const ScheduleShape& s) {
   if (s.mirror_in_place) {
     return model ? std::span<const ScheduledOp>(kModelInPlace) : kReplayInPlace;
   }
+  if (s.prefetch) return model ? std::span<const ScheduledOp>(kModelPrefetch) : kReplayPrefetch;
   return model ? std::span<const ScheduledOp>(kModelCopyFirst) : kReplayCopyFirst;
 }
 

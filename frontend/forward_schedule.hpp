@@ -18,6 +18,8 @@ enum class LayerOp : std::uint8_t {
   residency,   // mirror: compaction + ensure + miss copy (+ translate), one launch
   store,       // the new tokens' K/V into the pool or bank (written through for mirror, host)
   attend,      // the attention over the rows' selections (+ the split merge)
+  prefetch,    // mirror, prefetch policy: the layer's query ensured into the next layer's pool
+               // and its misses copied, one launch beside (not after the last layer)
 };
 std::string_view to_string(LayerOp op);
 
@@ -42,6 +44,11 @@ struct ScheduleShape {
   // residency step runs beside it (the default for bf16); false: the step first, then the
   // attention reads every page from the pool (--copy-first, --verify, fp8).
   bool mirror_in_place = true;
+  // Mirror, the step first, per-layer pools: MirrorPolicy::prefetch's ensure of each layer's
+  // query into the next layer's pool runs beside the main stream from the end of the layer's
+  // residency step; the next layer's residency step waits for it (the ensures of one state
+  // run in stamp order, and the store must not write a page its copy is still filling).
+  bool prefetch = false;
 };
 
 // Mirror in place: one launch before the forward's first layer locates every layer's table

@@ -148,6 +148,7 @@ class Simulation {
     shape_.kind = cfg.forward;
     shape_.mirror_in_place = !cfg.copy_first && cfg.dtype == KvDtype::bf16 &&
                              cfg.policy == MirrorPolicy::lru && !all_layers_;
+    shape_.prefetch = mirror_ && cfg.policy == MirrorPolicy::prefetch && !all_layers_;
     res_.layers.resize(L_);
     const MemoryBudget mb = price_memory(g_, stats, cost, cfg);
     res_.device_bytes = mb.device_bytes;
@@ -268,7 +269,7 @@ class Simulation {
     std::vector<OpId>& beside_done = beside_done_;  // [layers] each step beside, once done
     beside_done.assign(static_cast<std::size_t>(L_), kNoOp);
     OpId prev = kNoOp;  // the main stream's last op
-    prefetch_op_ = kNoOp;
+    prefetch_done_ = kNoOp;
     if (frontend::locates_first(shape_)) {
       prev = tl_.add(Resource::compute, cost_.launch_ns(1), {prev}, "locate tables", -1);
     }
@@ -298,8 +299,14 @@ class Simulation {
             if (so.lane == frontend::Lane::beside) {
               beside_done[l] = residency_op(ls, Resource::beside, {prev, waits}, name);
             } else {
-              prev = residency_op(ls, Resource::compute, {prev, waits}, name);
+              // the previous layer's prefetch into this layer's pool comes first
+              prev = residency_op(ls, Resource::compute, {prev, prefetch_done_}, name);
             }
+            break;
+          case frontend::LayerOp::prefetch:
+            prefetch_done_ = PrefetchNextLayer::applies(cfg_.unit, l, L_)
+                                 ? prefetch_op(q, prev, l, layer_step(fi_, L_, l), name)
+                                 : kNoOp;
             break;
           case frontend::LayerOp::attend:
             prev = attend_op(ls, {prev, waits}, name);
@@ -405,11 +412,8 @@ class Simulation {
                         ? tl_.add(Resource::h2d, cost_.in_place_read_ns(ls.in_place_bytes), ready,
                                   "in-place read", ls.layer)
                         : kNoOp;
-    const OpId pf = prefetch_op_;
-    prefetch_op_ = pending_prefetch_;
-    pending_prefetch_ = kNoOp;
     return tl_.add(Resource::compute, cost_.kernel_launch_ns(2) + attend_cost(q, ls.pool_sel_bytes),
-                   {deps[0], deps[1], ls.copied, rd, pf}, name, ls.layer);
+                   {deps[0], deps[1], ls.copied, rd}, name, ls.layer);
   }
 
   // The model attends every token of a row; the trace replay one query per row (its last).
@@ -534,9 +538,6 @@ class Simulation {
     // In place the attention does not wait for the step (it reads what the step did not have
     // from the host bank, beside it); first, it waits for the step's copy.
     if (lane != Resource::beside) ls.copied = cp != kNoOp ? cp : ens;
-    if (cfg_.policy == MirrorPolicy::prefetch && PrefetchNextLayer::applies(cfg_.unit, l, L_)) {
-      pending_prefetch_ = prefetch_next(q, ens, l, ls_index);
-    }
     return cp != kNoOp ? cp : ens;
   }
   // The step's link bytes to the requests whose pages crossed: each copied page its copy,
@@ -573,24 +574,33 @@ class Simulation {
     }
   }
 
-  // Layer l's pages, copied for layer l + 1 while the GPU runs what lies between.
-  OpId prefetch_next(const frontend::LayerQuery& q, OpId after, int l, std::int64_t ls_index) {
+  // Layer l's pages ensured into layer l + 1's pool and copied, one launch beside the main
+  // stream from the end of layer l's step (`after`), as the backend runs it: the ensure on the
+  // lane beside, its copy on the link. Returns the op after which the prefetch is done. A
+  // prefetch that does not fit still runs its ensure (and installs nothing).
+  OpId prefetch_op(const frontend::LayerQuery& q, OpId after, int l, std::int64_t ls_index,
+                   const char* name) {
     PoolState& next = pools_[l + 1];
+    const int n = static_cast<int>(q.pages.size());
+    sc_.fit(q.pages.size());
     const EnsureScratch es{sc_.miss.data(), sc_.victims.data(), sc_.bypass.data()};
-    const EnsureResult pr = PrefetchNextLayer::prefetch(next.state.view(), q.pages.data(),
-                                                        static_cast<int>(q.pages.size()), ls_index,
-                                                        next.victims, es, sc_.copies.data());
-    if (pr.status != EnsureStatus::ok || pr.misses == 0) return kNoOp;
+    const EnsureResult pr = PrefetchNextLayer::prefetch(
+        next.state.view(), q.pages.data(), n, ls_index, next.victims, es, sc_.copies.data());
+    const int copied = pr.status == EnsureStatus::ok ? pr.misses : 0;
+    const OpId ens = tl_.add(
+        Resource::beside, cost_.kernel_launch_ns(1) + cost_.ensure_ns(n, cfg_.pool_slots, copied),
+        {after}, name, l + 1);
+    if (copied == 0) return ens;
     frontend::log_installs(cfg_.decisions, fi_, l + 1, prefetch_stamp(ls_index),
                            frontend::InstallKind::prefetch,
-                           {sc_.copies.data(), static_cast<std::size_t>(pr.misses)});
-    res_.layers[l + 1].prefetched += pr.misses;
-    for (int i = 0; i < pr.misses; ++i)
+                           {sc_.copies.data(), static_cast<std::size_t>(copied)});
+    res_.layers[l + 1].prefetched += copied;
+    for (int i = 0; i < copied; ++i)
       lat_.charge_page(sc_.copies[i].page, static_cast<double>(page_bytes_));
-    const std::int64_t pb = std::int64_t{pr.misses} * page_bytes_;
+    const std::int64_t pb = std::int64_t{copied} * page_bytes_;
     res_.copy_bytes += pb;
     res_.h2d_bytes += pb;
-    return tl_.add(Resource::h2d, cost_.zero_copy_read_ns(pb), {after}, "prefetch copy", l + 1);
+    return tl_.add(Resource::h2d, cost_.zero_copy_read_ns(pb), {ens}, "prefetch copy", l + 1);
   }
 
   const Geometry& g_;
@@ -618,8 +628,7 @@ class Simulation {
   int width_ = 0;
   std::int64_t tokens_ = 0;
   TimeNs non_qsa_ns_ = 0;
-  OpId prefetch_op_ = kNoOp;       // the prefetch copy the coming layer must wait for
-  OpId pending_prefetch_ = kNoOp;  // issued by this layer's step, for the next layer
+  OpId prefetch_done_ = kNoOp;     // the prefetch into the coming layer's pool, done
   std::vector<OpId> beside_done_;  // the forward's residency steps beside, reused
   frontend::ScheduleShape shape_;
 };

@@ -189,12 +189,14 @@ QsaRunner::QsaRunner(const weights::SafetensorsFile& file, const Geometry& g, st
   m.trow_pos = DeviceArray<std::int64_t>(R);
   m.trow_bypass = DeviceArray<std::uint8_t>(R);
   m.stamps = DeviceArray<std::int64_t>(static_cast<std::size_t>(m.L));
+  m.prefetch_stamps = DeviceArray<std::int64_t>(static_cast<std::size_t>(m.L));
   KVT_CUDA_CHECK(cudaEventCreate(&m.ev_a));
   KVT_CUDA_CHECK(cudaEventCreate(&m.ev_b));
   KVT_CUDA_CHECK(cudaStreamCreateWithFlags(&m.side, cudaStreamNonBlocking));
   KVT_CUDA_CHECK(cudaEventCreateWithFlags(&m.ev_fork, cudaEventDisableTiming));
   for (cudaEvent_t& e : m.ev_join)
     KVT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  KVT_CUDA_CHECK(cudaEventCreateWithFlags(&m.ev_prefetched, cudaEventDisableTiming));
   m.query = DeviceArray<PageId>(static_cast<std::size_t>(std::max<std::int64_t>(1, c.pool_pages)));
   m.counters = DeviceArray<DeviceCounters>(1);
   m.hidden = DeviceArray<float>(MR * H);
@@ -247,6 +249,7 @@ QsaRunner::~QsaRunner() {
     cudaEventDestroy(e);
   if (impl_->ev_b) cudaEventDestroy(impl_->ev_b);
   if (impl_->ev_fork) cudaEventDestroy(impl_->ev_fork);
+  if (impl_->ev_prefetched) cudaEventDestroy(impl_->ev_prefetched);
   for (cudaEvent_t e : impl_->ev_join)
     if (e) cudaEventDestroy(e);
   if (impl_->side) {

@@ -30,6 +30,7 @@
 #include "cuda/weights/safetensors.hpp"
 #include "model/geometry.hpp"
 #include "model/kv_dtype.hpp"
+#include "model/mirror_policy.hpp"
 #include "model/placement.hpp"
 #include "traces/trace_io.hpp"
 
@@ -51,6 +52,10 @@ struct RunnerConfig {
   // reads every page from the pool) instead of beside it, the attention reading the pages it
   // misses from the host bank in place. The same bytes and decisions either way.
   bool copy_first = false;
+  // Mirror: lru, or prefetch (PrefetchNextLayer: each QSA layer's query ensured into the next
+  // layer's pool on the stream beside, from the end of its residency step until the next
+  // layer's step; the step runs before the attention, as with copy_first).
+  MirrorPolicy policy = MirrorPolicy::lru;
   std::int64_t host_pages = 0;  // logical pages; 0: max_requests x the pages of max_context
   std::int64_t staging_window_tokens = 131072;  // host / mirror prefill
   int stand_in_width = 0;  // width of the stand-in gated MLP of every non-QSA layer; 0: off

@@ -90,7 +90,8 @@ struct QsaRunner::Impl {
   DeviceArray<std::uint32_t> bitmap;
   DeviceArray<PageId> trow_tables, query;
   DeviceArray<std::int64_t> trow_len, trow_pos, stamps;
-  DeviceArray<std::uint8_t> trow_bypass;  // mirror: FrontEnd::bypass (compaction's tail_only)
+  DeviceArray<std::int64_t> prefetch_stamps;  // [layers] the prefetch policy's
+  DeviceArray<std::uint8_t> trow_bypass;      // mirror: FrontEnd::bypass (compaction's tail_only)
   std::vector<std::uint8_t> trow_bypass_host;
   DeviceArray<DeviceCounters> counters;
   DeviceArray<float> hidden, o, o_w, lse, lse_w, work, logits_idx, logits_vocab, last_hidden;
@@ -109,6 +110,15 @@ struct QsaRunner::Impl {
   cudaEvent_t ev_fork = nullptr, ev_join[2] = {nullptr, nullptr};
   int pending_join = -1;
   void join_residency();
+  // Mirror, prefetch policy: the last prefetch (issued on `side` after a layer's residency
+  // step, into the next layer's pool) is done at ev_prefetched; the next step waits for it.
+  cudaEvent_t ev_prefetched = nullptr;
+  bool prefetch_pending = false;
+  bool prefetches() const {
+    return c.placement == Placement::mirror && c.policy == MirrorPolicy::prefetch;
+  }
+  void prefetch_next_layer(int li, int n);
+  void wait_for_prefetch();
   // Mirror decode reads the pages it misses in place (bf16, unless copy_first).
   bool in_place_decode() const;
   bool in_place(const ForwardPlan& p) const { return p.decode && in_place_decode(); }

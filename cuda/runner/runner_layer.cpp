@@ -25,7 +25,26 @@ void QsaRunner::Impl::mark(const char* phase) {
 }
 
 bool QsaRunner::Impl::in_place_decode() const {
-  return c.placement == Placement::mirror && !c.copy_first && c.dtype == KvDtype::bf16;
+  return c.placement == Placement::mirror && !c.copy_first && c.dtype == KvDtype::bf16 &&
+         c.policy == MirrorPolicy::lru;
+}
+
+void QsaRunner::Impl::prefetch_next_layer(int li, int n) {
+  if (!prefetches() || !PrefetchNextLayer::applies(ResidencyUnit::layer_page, li, L)) return;
+  KVT_CUDA_CHECK(cudaEventRecord(ev_fork, s));
+  KVT_CUDA_CHECK(cudaStreamWaitEvent(side, ev_fork));
+  // The query holds layer li's pages until layer li + 1's step rewrites it, which waits.
+  kv->mirror().prefetch_async(
+      li + 1, query.get(), n, side,
+      cuda::EnsureHooks{prefetch_stamps.get() + li, counters.get()->prefetch});
+  KVT_CUDA_CHECK(cudaEventRecord(ev_prefetched, side));
+  prefetch_pending = true;
+}
+
+void QsaRunner::Impl::wait_for_prefetch() {
+  if (!prefetch_pending) return;
+  KVT_CUDA_CHECK(cudaStreamWaitEvent(s, ev_prefetched));
+  prefetch_pending = false;
 }
 
 void QsaRunner::Impl::join_residency() {
@@ -192,7 +211,9 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
       // translated table (slot per resident page, -1 otherwise) serves the store (writes go to
       // the host bank and to the slot of every resident page: all written pages are, they head
       // the query) and the decode attention (-1 reads the zero dummy slot).
+      wait_for_prefetch();  // the previous layer's, into this layer's pool
       m.residency_step_async(li, cp, query.get(), n, pool_target, s, hooks);
+      prefetch_next_layer(li, n);
       qsa::store_kv(kk.get(), v.get(), r, logical, logical_table, store.pool_banks(li), pool_table,
                     s);
       mark("residency, store");

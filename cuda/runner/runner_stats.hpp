@@ -21,6 +21,8 @@ struct RunnerStats {
   std::int64_t evictions = 0;
   std::int64_t drops = 0;  // pages past the select width (mirror)
   std::int64_t miss_copy_bytes = 0;
+  std::int64_t prefetched = 0;  // mirror, prefetch policy: pages copied ahead, all layers
+  std::int64_t prefetch_copy_bytes = 0;
   std::int64_t staged_bytes = 0;
   std::int64_t staged_windows = 0;
   std::int64_t in_place_bytes = 0;

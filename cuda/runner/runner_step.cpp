@@ -131,6 +131,12 @@ void QsaRunner::launch_step(const std::vector<RequestRows>& batch) {
   for (int l = 0; l < m.L; ++l)
     stamps[static_cast<std::size_t>(l)] = demand_stamp(p.step_base + l);  // the simulator's
   upload(m.stamps, stamps, m.s);
+  std::vector<std::int64_t> prefetch_stamps(stamps.size());
+  if (m.prefetches()) {
+    for (int l = 0; l < m.L; ++l)
+      prefetch_stamps[static_cast<std::size_t>(l)] = prefetch_stamp(p.step_base + l);
+    upload(m.prefetch_stamps, prefetch_stamps, m.s);
+  }
   if (p.decode) p.max_blocks = m.slab_stride;  // one shape per batch size (graphs)
   upload(m.tokens, tokens, m.s);
   upload(m.req, p.row_req, m.s);
@@ -240,6 +246,8 @@ std::vector<std::int32_t> QsaRunner::finish_step() {
   st.evictions += dc.ensure[2];
   st.drops += dc.dropped;
   st.miss_copy_bytes += dc.ensure[1] * lay.layer_page_bytes();
+  st.prefetched += dc.prefetch[1];
+  st.prefetch_copy_bytes += dc.prefetch[1] * lay.layer_page_bytes();
   if (m.c.placement != Placement::device) st.write_through_bytes += rows * token_bytes * m.L;
   const bool in_place =
       m.c.placement == Placement::host ? !p.staged : (mirror && !p.decode && !p.staged);

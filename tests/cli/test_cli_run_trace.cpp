@@ -30,6 +30,23 @@ TEST(CliRunTrace, HelpTellsTheReadModes) {
   EXPECT_TRUE(has(r.out, "implies --read")) << r.out;
   EXPECT_TRUE(has(r.out, "is not timed")) << r.out;
   EXPECT_TRUE(has(r.out, "--copy-first")) << r.out;
+  EXPECT_TRUE(has(r.out, "--policy")) << r.out;
+  EXPECT_TRUE(has(r.out, "prefetch (also each layer's query")) << r.out;
+}
+
+// The policy's checks come before the trace is read or a device looked for.
+TEST(CliRunTrace, PolicyIsCheckedBeforeAnythingRuns) {
+  const std::string base = "run --trace " + sample_trace();
+  const auto hybrid = run_kvtier(base + " --pool-pages 64 --policy hybrid");
+  EXPECT_EQ(hybrid.exit_code, 1) << hybrid.out;
+  EXPECT_TRUE(has(hybrid.out, "--policy hybrid: kvtier run replays lru and prefetch"))
+      << hybrid.out;
+  const auto device = run_kvtier(base + " --placement device --policy prefetch");
+  EXPECT_EQ(device.exit_code, 1) << device.out;
+  EXPECT_TRUE(has(device.out, "--policy applies to placement mirror only")) << device.out;
+  const auto bad = run_kvtier(base + " --pool-pages 64 --policy fifo");
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  EXPECT_TRUE(has(bad.out, "policy: expected lru, hybrid or prefetch, got 'fifo'")) << bad.out;
 }
 
 TEST(CliRunTrace, BadReadModeOrNoDeviceIsAnError) {

@@ -39,13 +39,15 @@ inline std::vector<traces::Record> generated_records(const Geometry& g,
 }
 
 // The simulator's --decisions lines for the mirror placement with `pool` slots per layer.
-inline std::string simulator_decisions(const traces::TraceInput& in, std::int64_t pool) {
+inline std::string simulator_decisions(const traces::TraceInput& in, std::int64_t pool,
+                                       MirrorPolicy policy = MirrorPolicy::lru) {
   const frontend::TraceBounds stats = frontend::scan_trace(in);
   const CostModel cost(sim::load_profile("h200-pcie5"));
   std::ostringstream out;
   sim::SimConfig c;
   c.placement = Placement::mirror;
   c.pool_slots = pool;
+  c.policy = policy;
   c.check_memory = false;
   c.decisions = &out;
   sim::simulate(in, stats, cost, c);

@@ -204,6 +204,43 @@ TEST(TraceAttend, EvictingMirrorMatchesDevice) {
   }
 }
 
+// The prefetch policy on the evicting pool: each layer's query ensured into the next layer's
+// pool beside the main stream. The outputs are still the device placement's bit for bit and
+// the decisions (prefetches included) the simulator's; without --verify (a CUDA graph per
+// forward, the prefetch on the stream beside) the same outputs and counts.
+TEST(TraceAttend, PrefetchMirrorMatchesDevice) {
+  KVT_REQUIRE_GPU();
+  const traces::TraceInput in = long_request();
+  const std::string expected = test::simulator_decisions(in, kLongPool, MirrorPolicy::prefetch);
+  ASSERT_NE(expected.find("\"kind\":\"prefetch\""), std::string::npos);
+  for (KvDtype dt : {KvDtype::bf16, KvDtype::fp8}) {
+    const ReplayResult dev = replay_trace(in, attend_config(Placement::device, dt));
+    std::ostringstream decisions;
+    ReplayConfig c = attend_config(Placement::mirror, dt, kLongPool);
+    c.policy = MirrorPolicy::prefetch;
+    c.verify = true;
+    c.decisions = &decisions;
+    const ReplayResult checked = replay_trace(in, c);
+    EXPECT_EQ(checked.query_mismatches, 0) << checked.first_mismatch;
+    EXPECT_EQ(checked.decision_mismatches, 0) << checked.first_mismatch;
+    EXPECT_EQ(decisions.str(), expected);
+    EXPECT_GT(checked.total.prefetched, 0);
+    EXPECT_EQ(checked.total.drops, 0);
+    EXPECT_EQ(checked.total.missing, 0);
+    EXPECT_EQ(checked.checksum, dev.checksum) << to_string(dt);
+    c.verify = false;
+    c.decisions = nullptr;
+    const ReplayResult fast = replay_trace(in, c);
+    EXPECT_EQ(fast.mirror_reads, "through the pool after the ensure and miss copy");
+    EXPECT_EQ(fast.checksum, dev.checksum) << to_string(dt);
+    EXPECT_EQ(fast.total.hits, checked.total.hits);
+    EXPECT_EQ(fast.total.misses, checked.total.misses);
+    EXPECT_EQ(fast.total.evictions, checked.total.evictions);
+    EXPECT_EQ(fast.total.prefetched, checked.total.prefetched);
+    EXPECT_EQ(fast.total.missing, 0);
+  }
+}
+
 // The checksum mode (what --verify proves on the CPU) on the same sample: the device
 // placement, and the mirror with a pool that never drops and one that evicts and drops.
 TEST(TraceAttend, ChecksumModeStillVerifiesOnTheSample) {

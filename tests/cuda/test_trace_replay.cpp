@@ -47,6 +47,7 @@ struct Case {
   std::int64_t pool;
   KvDtype dtype;
   EnsureForm form;
+  MirrorPolicy policy = MirrorPolicy::lru;
 };
 
 class ReplayMatchesSimulator : public ::testing::TestWithParam<Case> {};
@@ -61,6 +62,7 @@ TEST_P(ReplayMatchesSimulator, SameDecisionsAndBytes) {
   c.dtype = k.dtype;
   c.pool_pages = k.pool;
   c.form = k.form;
+  c.policy = k.policy;
   c.verify = true;
   c.decisions = &gpu_decisions;
   const ReplayResult r = replay_trace(in, c);
@@ -70,17 +72,25 @@ TEST_P(ReplayMatchesSimulator, SameDecisionsAndBytes) {
   EXPECT_EQ(r.decision_mismatches, 0) << r.first_mismatch;
   EXPECT_EQ(r.total.missing, 0);
   EXPECT_EQ(r.checksum, r.expected_checksum);
-  const std::string expected = test::simulator_decisions(in, k.pool);
+  const std::string expected = test::simulator_decisions(in, k.pool, k.policy);
   EXPECT_FALSE(expected.empty());
   EXPECT_EQ(gpu_decisions.str(), expected);
+  if (k.policy == MirrorPolicy::prefetch) {
+    EXPECT_GT(r.total.prefetched, 0);
+    EXPECT_NE(expected.find("\"kind\":\"prefetch\""), std::string::npos);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Traces, ReplayMatchesSimulator,
-                         ::testing::Values(Case{1, 40, KvDtype::bf16, EnsureForm::block},
-                                           Case{2, 48, KvDtype::fp8, EnsureForm::block},
-                                           Case{3, 40, KvDtype::bf16, EnsureForm::multi_block},
-                                           Case{4, 64, KvDtype::fp8, EnsureForm::multi_block},
-                                           Case{5, 2000, KvDtype::bf16, EnsureForm::core_thread}));
+INSTANTIATE_TEST_SUITE_P(
+    Traces, ReplayMatchesSimulator,
+    ::testing::Values(Case{1, 40, KvDtype::bf16, EnsureForm::block},
+                      Case{2, 48, KvDtype::fp8, EnsureForm::block},
+                      Case{3, 40, KvDtype::bf16, EnsureForm::multi_block},
+                      Case{4, 64, KvDtype::fp8, EnsureForm::multi_block},
+                      Case{5, 2000, KvDtype::bf16, EnsureForm::core_thread},
+                      Case{6, 40, KvDtype::bf16, EnsureForm::block, MirrorPolicy::prefetch},
+                      Case{7, 48, KvDtype::fp8, EnsureForm::multi_block, MirrorPolicy::prefetch},
+                      Case{8, 64, KvDtype::bf16, EnsureForm::core_thread, MirrorPolicy::prefetch}));
 
 // With a pool that never truncates a row, every placement reads the same bytes.
 TEST(TraceReplay, PlacementsReadTheSameBytes) {

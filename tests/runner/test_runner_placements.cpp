@@ -218,6 +218,66 @@ TEST(RunnerPlacements, RecordedTraceReplaysWithTheSameDecisions) {
   EXPECT_EQ(gpu_decisions.str(), sim_decisions.str());
 }
 
+// The prefetch policy in the runner: each layer's pages ensured into the next layer's pool
+// beside the main stream. The device placement's tokens and logits bit for bit, and the
+// decisions (demand and prefetch) those of the simulator and of the GPU trace replay on the
+// run's recorded trace.
+TEST(RunnerPlacements, PrefetchPolicyKeepsTheBytesAndTheCoresDecisions) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Weights w(26);
+  const RunOut dev = run(w, config(Placement::device), prompts(), 256, 10);
+  TempDir dir("runner-prefetch");
+  const std::string trace = dir.file("run.ktr");
+  const std::int64_t pool = 40;
+  runner::RunnerConfig c = config(Placement::mirror, pool);
+  c.policy = MirrorPolicy::prefetch;
+  RunOut mir;
+  {
+    runner::QsaRunner r(*w.file, small_gpu_geometry(), kVocab, c);
+    r.set_capture(true);
+    auto writer = traces::TraceWriter::create(trace, r.trace_header("runner prefetch"),
+                                              traces::TraceFormat::binary);
+    r.set_recorder(writer.get());
+    mir.tokens = r.generate(prompts(), 256, 10);
+    mir.logits = r.last_logits();
+    r.close();
+    writer->close();
+    mir.stats = r.stats();
+  }
+  EXPECT_EQ(mir.tokens, dev.tokens);
+  EXPECT_EQ(mir.logits, dev.logits);
+  EXPECT_GT(mir.stats.prefetched, 0);
+  EXPECT_EQ(mir.stats.drops, 0);
+
+  const traces::TraceInput in = traces::file_trace(trace);
+  sim::SimConfig sc;
+  sc.placement = Placement::mirror;
+  sc.pool_slots = pool;
+  sc.policy = MirrorPolicy::prefetch;
+  sc.check_memory = false;
+  std::ostringstream sim_decisions;
+  sc.decisions = &sim_decisions;
+  const sim::SimResult sr =
+      sim::simulate(in, frontend::scan_trace(in), CostModel(sim::load_profile("h200-pcie5")), sc);
+  const sim::LayerStats t = sr.total();
+  EXPECT_EQ(t.hits, mir.stats.hits);
+  EXPECT_EQ(t.misses, mir.stats.misses);
+  EXPECT_EQ(t.evictions, mir.stats.evictions);
+  EXPECT_EQ(t.prefetched, mir.stats.prefetched);
+
+  cuda::ReplayConfig rc;
+  rc.placement = Placement::mirror;
+  rc.pool_pages = pool;
+  rc.policy = MirrorPolicy::prefetch;
+  rc.verify = true;
+  std::ostringstream gpu_decisions;
+  rc.decisions = &gpu_decisions;
+  const cuda::ReplayResult rr = cuda::replay_trace(in, rc);
+  EXPECT_EQ(rr.decision_mismatches, 0) << rr.first_mismatch;
+  EXPECT_EQ(rr.total.prefetched, mir.stats.prefetched);
+  EXPECT_EQ(gpu_decisions.str(), sim_decisions.str());
+}
+
 // Decode at depth without a prefill: the same tokens on every placement.
 TEST(RunnerPlacements, FilledDepthDecodesAlikeOnEveryPlacement) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
