@@ -18,6 +18,7 @@ const std::vector<CalibrationTerm>& calibration_terms() {
       {"indexer", {"row_blocks"}},
       {"topk", {"row_blocks"}},
       {"ensure", {"lookups", "slots", "misses"}},
+      {"ensure_beside", {"lookups", "slots", "misses"}},
       {"attention", {"hbm_bytes", "ctas"}},
       {"attention_fp8", {"hbm_bytes", "rows"}},
       {"attention_fp8_host", {"bytes", "rows"}},

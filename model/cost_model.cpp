@@ -14,6 +14,11 @@ std::int64_t ns(double x) {
 double d(std::int64_t x) {
   return static_cast<double>(x);
 }
+// ns for `x` bytes in two pieces joined at `knee` bytes: `per_kib` ns per KiB up to it, the
+// bytes past it at `gbps` (knee 0: every byte at `gbps`).
+double two_pieces(double x, double knee, double per_kib, double gbps) {
+  return std::min(x, knee) * per_kib / 1024.0 + std::max(0.0, x - knee) / gbps;
+}
 }  // namespace
 
 CostModel::CostModel(HardwareProfile profile, bool graphs)
@@ -72,11 +77,21 @@ std::int64_t CostModel::ensure_ns(std::int64_t lookups, std::int64_t slots,
             d(misses) * p_.ensure_ns_per_miss);
 }
 
+std::int64_t CostModel::ensure_beside_ns(std::int64_t lookups, std::int64_t slots,
+                                         std::int64_t misses) const {
+  return ns(p_.ensure_beside_fixed_us * 1e3 + d(lookups) * p_.ensure_beside_ns_per_lookup +
+            ensure_slots_scanned(d(slots), d(misses)) * p_.ensure_beside_ns_per_slot +
+            d(misses) * p_.ensure_beside_ns_per_miss);
+}
+
 std::int64_t CostModel::store_ns(std::int64_t device_bytes, std::int64_t host_bytes,
                                  KvDtype dtype) const {
   const bool fp8 = dtype == KvDtype::fp8;
-  const double hbm_gbps = fp8 ? p_.store_fp8_hbm_gbps : p_.store_hbm_gbps;
-  double t = device_bytes > 0 ? d(device_bytes) / hbm_gbps : 0.0;
+  double t = device_bytes <= 0 ? 0.0
+             : fp8 ? two_pieces(d(device_bytes), p_.store_fp8_knee_bytes, p_.store_fp8_ns_per_kib,
+                                p_.store_fp8_hbm_gbps)
+                   : two_pieces(d(device_bytes), p_.store_knee_bytes, p_.store_ns_per_kib,
+                                p_.store_hbm_gbps);
   if (host_bytes > 0) {
     const double knee = fp8 ? p_.store_fp8_host_knee_bytes : p_.store_host_knee_bytes;
     const double per_kib = fp8 ? p_.store_fp8_host_ns_per_kib : p_.store_host_ns_per_kib;
@@ -98,7 +113,9 @@ std::int64_t CostModel::attention_ns(std::int64_t hbm_bytes, std::int64_t rows, 
                                      KvDtype dtype) const {
   if (dtype == KvDtype::fp8) {
     return ns(p_.attention_fp8_fixed_us * 1e3 + d(rows) * p_.attention_fp8_ns_per_row +
-              (hbm_bytes <= 0 ? 0.0 : d(hbm_bytes) / p_.attention_fp8_gbps));
+              (hbm_bytes <= 0 ? 0.0
+                              : two_pieces(d(hbm_bytes), p_.attention_fp8_knee_bytes,
+                                           p_.attention_fp8_ns_per_kib, p_.attention_fp8_gbps)));
   }
   return ns(p_.attention_fixed_us * 1e3 + d(ctas) * p_.attention_ns_per_cta) +
          hbm_read_ns(hbm_bytes);
@@ -106,7 +123,10 @@ std::int64_t CostModel::attention_ns(std::int64_t hbm_bytes, std::int64_t rows, 
 
 std::int64_t CostModel::attention_fp8_host_ns(std::int64_t bytes, std::int64_t rows) const {
   return ns(p_.attention_fp8_host_fixed_us * 1e3 + d(rows) * p_.attention_fp8_host_ns_per_row +
-            (bytes <= 0 ? 0.0 : d(bytes) / p_.attention_fp8_host_gbps));
+            (bytes <= 0
+                 ? 0.0
+                 : two_pieces(d(bytes), p_.attention_fp8_host_knee_bytes,
+                              p_.attention_fp8_host_ns_per_kib, p_.attention_fp8_host_gbps)));
 }
 
 std::int64_t CostModel::non_qsa_ns(std::int64_t tokens) const {

@@ -43,6 +43,10 @@ class CostModel {
   // Compaction + ensure: queried entries, the pool's slots, pages installed. Only a step that
   // misses searches the slots for victims; an all-hit step does not look at them.
   std::int64_t ensure_ns(std::int64_t lookups, std::int64_t slots, std::int64_t misses) const;
+  // The same step as the mirror in place launches it beside the attention (a few blocks on the
+  // side stream, no translate: MirrorEngine::residency_beside_async), its own terms.
+  std::int64_t ensure_beside_ns(std::int64_t lookups, std::int64_t slots,
+                                std::int64_t misses) const;
   // The slots the ensure searches: all of them when the step misses, none when all hit (the
   // calibration's fit prices its points through the same rule).
   static double ensure_slots_scanned(double slots, double misses) {
@@ -50,18 +54,28 @@ class CostModel {
   }
   // The store of a layer's new tokens (one kernel, qsa::store_kv): `device_bytes` written to
   // the pool, `host_bytes` to the host bank (mapped, over the link). Into the pool alone: its
-  // fixed part + the bytes at its rate; into the host bank: its fixed part, a small cost per
-  // KiB up to the knee, the bytes past it at the link's rate, and the pool's bytes beside (the
+  // fixed part + the bytes in two pieces joined at a knee (a small cost per KiB up to
+  // it, the rest at its rate; knee 0: one rate); into the host bank: its fixed part, a small cost
+  // per KiB up to the knee, the bytes past it at the link's rate, and the pool's bytes beside (the
   // mirror). bf16 and fp8 have their own terms.
   std::int64_t store_ns(std::int64_t device_bytes, std::int64_t host_bytes,
                         KvDtype dtype = KvDtype::bf16) const;
   // The attend's CTAs for `rows` rows of at most `width` selected tokens (model/attend_grid.hpp
   // with the profile's SM count).
   std::int64_t attend_ctas(int rows, int kv_heads, int width) const;
+  // The bytes of `bytes` read over `tokens` selected tokens, scaled to `grid_tokens` (rows x
+  // the widest row's tokens): what an attend whose span is its longest CTA's costs as, every
+  // row split as the widest is (the fp8 SIMT attend; the calibration's rows are equally wide).
+  static std::int64_t grid_bytes(std::int64_t bytes, std::int64_t grid_tokens,
+                                 std::int64_t tokens) {
+    return tokens > 0 && grid_tokens > tokens ? bytes * grid_tokens / tokens : bytes;
+  }
   // Attention over `hbm_bytes` of selected KV in device memory (in-place host reads are
   // priced separately on the PCIe link), `rows` query rows, `ctas` CTAs of its grid.
   // bf16 and fp8 run different kernels, each with its own terms: the bf16 (tensor-core) attend
-  // pays per CTA (each writes partial results the merge reads), the fp8 (SIMT) attend per row.
+  // pays per CTA (each writes partial results the merge reads), the fp8 (SIMT) attend per row, its
+  // bytes in two pieces joined at a knee (flat while its CTAs fit on the SMs, then linear; knee 0:
+  // a line).
   std::int64_t attention_ns(std::int64_t hbm_bytes, std::int64_t rows, std::int64_t ctas,
                             KvDtype dtype = KvDtype::bf16) const;
   // The fp8 attend reading `bytes` of the host bank in place over `rows` rows (the host

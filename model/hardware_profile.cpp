@@ -36,21 +36,33 @@ constexpr Field kFields[] = {
     {"ensure_ns_per_lookup", &HardwareProfile::ensure_ns_per_lookup},
     {"ensure_ns_per_slot", &HardwareProfile::ensure_ns_per_slot},
     {"ensure_ns_per_miss", &HardwareProfile::ensure_ns_per_miss},
+    {"ensure_beside_fixed_us", &HardwareProfile::ensure_beside_fixed_us},
+    {"ensure_beside_ns_per_lookup", &HardwareProfile::ensure_beside_ns_per_lookup},
+    {"ensure_beside_ns_per_slot", &HardwareProfile::ensure_beside_ns_per_slot},
+    {"ensure_beside_ns_per_miss", &HardwareProfile::ensure_beside_ns_per_miss},
     {"attention_fixed_us", &HardwareProfile::attention_fixed_us},
     {"attention_ns_per_cta", &HardwareProfile::attention_ns_per_cta},
     {"attention_fp8_fixed_us", &HardwareProfile::attention_fp8_fixed_us},
     {"attention_fp8_gbps", &HardwareProfile::attention_fp8_gbps},
     {"attention_fp8_ns_per_row", &HardwareProfile::attention_fp8_ns_per_row},
+    {"attention_fp8_knee_bytes", &HardwareProfile::attention_fp8_knee_bytes},
+    {"attention_fp8_ns_per_kib", &HardwareProfile::attention_fp8_ns_per_kib},
     {"attention_fp8_host_fixed_us", &HardwareProfile::attention_fp8_host_fixed_us},
     {"attention_fp8_host_gbps", &HardwareProfile::attention_fp8_host_gbps},
     {"attention_fp8_host_ns_per_row", &HardwareProfile::attention_fp8_host_ns_per_row},
+    {"attention_fp8_host_knee_bytes", &HardwareProfile::attention_fp8_host_knee_bytes},
+    {"attention_fp8_host_ns_per_kib", &HardwareProfile::attention_fp8_host_ns_per_kib},
     {"store_fixed_us", &HardwareProfile::store_fixed_us},
     {"store_hbm_gbps", &HardwareProfile::store_hbm_gbps},
+    {"store_knee_bytes", &HardwareProfile::store_knee_bytes},
+    {"store_ns_per_kib", &HardwareProfile::store_ns_per_kib},
     {"store_host_us", &HardwareProfile::store_host_us},
     {"store_host_knee_bytes", &HardwareProfile::store_host_knee_bytes},
     {"store_host_ns_per_kib", &HardwareProfile::store_host_ns_per_kib},
     {"store_fp8_fixed_us", &HardwareProfile::store_fp8_fixed_us},
     {"store_fp8_hbm_gbps", &HardwareProfile::store_fp8_hbm_gbps},
+    {"store_fp8_knee_bytes", &HardwareProfile::store_fp8_knee_bytes},
+    {"store_fp8_ns_per_kib", &HardwareProfile::store_fp8_ns_per_kib},
     {"store_fp8_host_us", &HardwareProfile::store_fp8_host_us},
     {"store_fp8_host_knee_bytes", &HardwareProfile::store_fp8_host_knee_bytes},
     {"store_fp8_host_ns_per_kib", &HardwareProfile::store_fp8_host_ns_per_kib},
@@ -193,7 +205,15 @@ void HardwareProfile::validate() const {
                              f.member == &HardwareProfile::store_host_knee_bytes ||
                              f.member == &HardwareProfile::store_host_ns_per_kib ||
                              f.member == &HardwareProfile::store_fp8_host_knee_bytes ||
-                             f.member == &HardwareProfile::store_fp8_host_ns_per_kib;
+                             f.member == &HardwareProfile::store_fp8_host_ns_per_kib ||
+                             f.member == &HardwareProfile::store_knee_bytes ||
+                             f.member == &HardwareProfile::store_ns_per_kib ||
+                             f.member == &HardwareProfile::store_fp8_knee_bytes ||
+                             f.member == &HardwareProfile::store_fp8_ns_per_kib ||
+                             f.member == &HardwareProfile::attention_fp8_knee_bytes ||
+                             f.member == &HardwareProfile::attention_fp8_ns_per_kib ||
+                             f.member == &HardwareProfile::attention_fp8_host_knee_bytes ||
+                             f.member == &HardwareProfile::attention_fp8_host_ns_per_kib;
     const double v = this->*f.member;
     if (!std::isfinite(v) || (may_be_zero ? !(v >= 0) : !(v > 0))) {
       fail(name + "." + f.name,

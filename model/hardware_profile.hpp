@@ -54,31 +54,50 @@ struct HardwareProfile {
   double topk_ns_per_row_block = 0;     // top-k over one row's scores, per block
   double ensure_fixed_us = 0;           // compaction + ensure kernel, fixed part
   double ensure_ns_per_lookup = 0;      // per queried page entry
-  double ensure_ns_per_slot = 0;    // victim scan, per pool slot (only a step that misses scans)
-  double ensure_ns_per_miss = 0;    // per installed page
+  double ensure_ns_per_slot = 0;  // victim scan, per pool slot (only a step that misses scans)
+  double ensure_ns_per_miss = 0;  // per installed page
+  // The same step as the mirror in place runs it beside the attention (a few blocks on a side
+  // stream, no translate: MirrorEngine::residency_beside_async), its own terms.
+  double ensure_beside_fixed_us = 0;
+  double ensure_beside_ns_per_lookup = 0;
+  double ensure_beside_ns_per_slot = 0;
+  double ensure_beside_ns_per_miss = 0;
   double attention_fixed_us = 0;    // bf16 attend + merge fixed part (bytes priced by hbm_gbps)
   double attention_ns_per_cta = 0;  // bf16 attend, per CTA of its grid (partials + merge)
   // The fp8 attend (codes + scales, its own kernel): fixed part, the rate it reads at, per row.
+  // Its bytes in two pieces joined at a knee (flat while the CTAs fit on the SMs, then
+  // linear): attention_fp8_ns_per_kib up to attention_fp8_knee_bytes, the bytes past it at
+  // attention_fp8_gbps (knee 0: one line).
   double attention_fp8_fixed_us = 0;
   double attention_fp8_gbps = 0;
   double attention_fp8_ns_per_row = 0;
+  double attention_fp8_knee_bytes = 0;  // may be 0
+  double attention_fp8_ns_per_kib = 0;  // below the knee; may be 0
   // The fp8 attend over the host bank in place (the host placement): compute-bound on the
   // link's bytes, its own fixed part, rate and per-row cost.
   double attention_fp8_host_fixed_us = 0;
   double attention_fp8_host_gbps = 0;
   double attention_fp8_host_ns_per_row = 0;
+  double attention_fp8_host_knee_bytes = 0;  // may be 0; the two pieces as attention_fp8's
+  double attention_fp8_host_ns_per_kib = 0;  // may be 0
   // The store of a forward's new K/V (one kernel per layer), bf16. Into the pool: a fixed part
   // and the bytes at a rate. Into the host bank (and the pool beside it, the mirror): two
   // pieces joined at a knee: a fixed part and a small cost per KiB up to store_host_knee_bytes
   // (the link absorbs small writes), then the bytes past it at zero_copy_write_gbps.
+  // The pool's bytes in two pieces as well: store_ns_per_kib up to store_knee_bytes, the bytes
+  // past it at store_hbm_gbps (knee 0: one line).
   double store_fixed_us = 0;
   double store_hbm_gbps = 0;
+  double store_knee_bytes = 0;  // may be 0
+  double store_ns_per_kib = 0;  // may be 0
   double store_host_us = 0;
   double store_host_knee_bytes = 0;  // may be 0
   double store_host_ns_per_kib = 0;  // below the knee; may be 0
   // The same for fp8 codes + scales (its own rates: per-token scales are small host writes).
   double store_fp8_fixed_us = 0;
   double store_fp8_hbm_gbps = 0;
+  double store_fp8_knee_bytes = 0;  // may be 0
+  double store_fp8_ns_per_kib = 0;  // may be 0
   double store_fp8_host_us = 0;
   double store_fp8_host_knee_bytes = 0;  // may be 0
   double store_fp8_host_ns_per_kib = 0;  // may be 0

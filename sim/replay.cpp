@@ -385,6 +385,11 @@ class Simulation {
 
   // The attend as launched: the replay one query per trace row (width: the widest row's
   // selection), the model every token (width: the select width); CTAs from rows and width.
+  // The fp8 (SIMT) attend's span is its longest CTA's: each walks width / splits of its row's
+  // token list, one token after another, and every row is split as the widest is
+  // (qsa::attend's grid), so the replay's fp8 attend is priced as if every row read as many
+  // tokens as the widest (the calibration's rows are all equally wide: the same bytes there).
+  // The bf16 (tensor-core) attend is bound by HBM: priced by the bytes it reads.
   std::int64_t attend_cost(const frontend::LayerQuery& q, std::int64_t hbm_bytes) const {
     const bool model = shape_.kind == frontend::ForwardKind::model;
     std::int64_t width = 1;
@@ -393,6 +398,8 @@ class Simulation {
     if (model) width = g_.select_width_tokens();
     const int rows = static_cast<int>(model ? tokens_ : std::ssize(q.rows));
     const std::int64_t ctas = cost_.attend_ctas(rows, g_.kv_heads, static_cast<int>(width));
+    if (!model && cfg_.dtype == KvDtype::fp8 && q.last_token_selected > 0)
+      hbm_bytes = CostModel::grid_bytes(hbm_bytes, rows * width, q.last_token_selected);
     return cost_.attention_ns(hbm_bytes, rows, ctas, cfg_.dtype);
   }
 
@@ -529,9 +536,11 @@ class Simulation {
     // layer's step starts once the previous layer's has copied its misses.
     const OpId previous_step = lane == Resource::beside && l > 0 ? beside_done_[l - 1] : kNoOp;
     const std::array<OpId, 3> after{deps[0], deps[1], previous_step};
-    const OpId ens =
-        tl_.add(lane, cost_.kernel_launch_ns(1) + cost_.ensure_ns(n, cfg_.pool_slots, r.misses),
-                after, name, l);
+    // Beside, the step runs on a few blocks without the translate (its own terms).
+    const std::int64_t step_ns = lane == Resource::beside
+                                     ? cost_.ensure_beside_ns(n, cfg_.pool_slots, r.misses)
+                                     : cost_.ensure_ns(n, cfg_.pool_slots, r.misses);
+    const OpId ens = tl_.add(lane, cost_.kernel_launch_ns(1) + step_ns, after, name, l);
     const OpId cp = copy_bytes > 0 ? tl_.add(Resource::h2d, cost_.zero_copy_read_ns(copy_bytes),
                                              {ens}, "miss copy", l)
                                    : kNoOp;

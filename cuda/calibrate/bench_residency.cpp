@@ -1,7 +1,7 @@
 // The mirror's residency step over lookups x pool slots x misses: MirrorEngine::
-// residency_step_async (compaction + ensure + miss copy + translate in one launch; ensure) and,
-// reported beside, residency_beside_async (the same step on a few SMs without the translate, as
-// the mirror's in-place decode runs it beside the attention).
+// residency_step_async (compaction + ensure + miss copy + translate in one launch; ensure) and
+// residency_beside_async (the same step on a few SMs without the translate, as the mirror in
+// place runs it beside the attention; ensure_beside).
 //
 // Each call of a timed graph is one layer-step of `rows` decode rows: 512 selected blocks of a
 // 128k-token context per row, compacted at 513 pages per row behind one written page per row. The
@@ -203,10 +203,10 @@ void run_residency(Bench& b, const Emit& emit) {
                             "MirrorEngine::residency_step_async (one launch, block form): "
                             "compaction + ensure + copy + translate",
                             timing);
-  Series beside = extra_series("ensure", {"lookups", "slots", "misses"},
-                               "MirrorEngine::residency_beside_async (4 blocks, no translate; "
-                               "not in the file)",
-                               timing);
+  Series beside = file_series("ensure_beside",
+                              "MirrorEngine::residency_beside_async (4 blocks, no translate): "
+                              "compaction + ensure + copy, as the mirror in place runs it",
+                              timing);
   for (const int slots : g.ensure_slots) {
     if (stop_sweep(b, step)) break;
     if (slots / 2 < kContextPages || slots / 2 < calls * max_misses)

@@ -218,7 +218,8 @@ TEST(CalibratePointsFile, RefusesWhatTheReaderWould) {
   EXPECT_THROW(points_file_json(p), std::invalid_argument);
   EXPECT_THROW(term_inputs("nonsense"), std::invalid_argument);
   EXPECT_EQ(term_inputs("ensure"), (std::vector<std::string>{"lookups", "slots", "misses"}));
-  EXPECT_EQ(points_file_terms().size(), 18u);
+  EXPECT_EQ(term_inputs("ensure_beside"), (std::vector<std::string>{"lookups", "slots", "misses"}));
+  EXPECT_EQ(points_file_terms().size(), 19u);
 }
 
 TEST(CalibratePointsFile, ShortTermsAreLeftOut) {

@@ -51,6 +51,8 @@ inline HardwareProfile unit_profile() {
   p.ensure_ns_per_lookup = 1;
   p.ensure_ns_per_slot = 1;
   p.ensure_ns_per_miss = 1;
+  p.ensure_beside_fixed_us = 0.001;
+  p.ensure_beside_ns_per_lookup = p.ensure_beside_ns_per_slot = p.ensure_beside_ns_per_miss = 1;
   p.attention_fixed_us = 0.001;
   p.attention_ns_per_cta = 1;
   p.attention_fp8_fixed_us = 0.001;

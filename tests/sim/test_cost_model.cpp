@@ -12,7 +12,7 @@ TEST(Profiles, EveryBuiltinProfileParsesWithASourcePerValue) {
   for (const auto& b : builtin_profiles()) {
     const HardwareProfile p = load_profile(b.name);
     EXPECT_EQ(p.name, b.name);
-    EXPECT_EQ(p.sources.size(), 37u) << b.name;
+    EXPECT_EQ(p.sources.size(), 49u) << b.name;
     for (const auto& [field, source] : p.sources)
       EXPECT_FALSE(source.empty()) << field;
   }
@@ -156,6 +156,58 @@ TEST(CostModel, TheStoreIsPricedByTheBytesItWritesWhere) {
   EXPECT_EQ(c.store_ns(2048, 0), 1000 + 1);
   EXPECT_EQ(c.store_ns(0, 2048), 2500 + 8);  // below the knee: the link absorbs it
   EXPECT_EQ(c.store_ns(4096 * 1040, 4096 * 1040, KvDtype::fp8), 4260 + 3000 + 106496);
+  // The pool's bytes in two pieces: 0.5 ns per KiB up to 1 MiB, 2,000 GB/s past it.
+  p.store_knee_bytes = 1 << 20;
+  p.store_ns_per_kib = 0.5;
+  const CostModel k(p);
+  EXPECT_EQ(k.store_ns(2048, 0), 1000 + 1);
+  EXPECT_EQ(k.store_ns(prefill, 0), 1000 + 512 + 3670);  // 1 MiB at 0.5 ns/KiB, 7 MiB at 2 TB/s
+  EXPECT_EQ(k.store_ns(prefill, prefill), 512 + 3670 + 2500 + 512 + 165151);
+}
+
+// The fp8 attends' bytes in two pieces: a small cost per KiB up to the knee (their CTAs fit on
+// the SMs), their rate past it; knee 0 is the line.
+TEST(CostModel, TheFp8AttendsHaveAKneeInTheirBytes) {
+  HardwareProfile p = load_profile("h200-pcie5");
+  p.attention_fp8_fixed_us = 25;
+  p.attention_fp8_gbps = 250;
+  p.attention_fp8_ns_per_row = 400;
+  p.attention_fp8_knee_bytes = 4'000'000;
+  p.attention_fp8_ns_per_kib = 1.024;  // 1 ns per 1,000 bytes
+  p.attention_fp8_host_fixed_us = 35;
+  p.attention_fp8_host_gbps = 50;
+  p.attention_fp8_host_ns_per_row = 100;
+  p.attention_fp8_host_knee_bytes = 1'000'000;
+  p.attention_fp8_host_ns_per_kib = 5.12;  // 5 ns per 1,000 bytes
+  const CostModel c(p);
+  EXPECT_EQ(c.attention_ns(2'000'000, 1, 130, KvDtype::fp8), 25000 + 400 + 2000);
+  EXPECT_EQ(c.attention_ns(8'000'000, 2, 264, KvDtype::fp8), 25000 + 800 + 4000 + 16000);
+  EXPECT_EQ(c.attention_fp8_host_ns(500'000, 1), 35000 + 100 + 2500);
+  EXPECT_EQ(c.attention_fp8_host_ns(3'000'000, 2), 35000 + 200 + 5000 + 40000);
+  p.attention_fp8_knee_bytes = 0;
+  EXPECT_EQ(CostModel(p).attention_ns(8'000'000, 2, 264, KvDtype::fp8), 25000 + 800 + 32000);
+}
+
+// The step beside (MirrorEngine::residency_beside_async) has its own terms, the same form as
+// the full-grid step's.
+TEST(CostModel, TheStepBesideHasItsOwnTerms) {
+  HardwareProfile p = load_profile("h200-pcie5");
+  p.ensure_beside_fixed_us = 10;
+  p.ensure_beside_ns_per_lookup = 2;
+  p.ensure_beside_ns_per_slot = 0.5;
+  p.ensure_beside_ns_per_miss = 40;
+  const CostModel c(p);
+  EXPECT_EQ(c.ensure_beside_ns(1000, 8192, 0), 10000 + 2000);  // all hit: no slot scanned
+  EXPECT_EQ(c.ensure_beside_ns(1000, 8192, 16), 10000 + 2000 + 4096 + 640);
+  EXPECT_NE(c.ensure_beside_ns(1000, 8192, 16), c.ensure_ns(1000, 8192, 16));
+}
+
+// The replay's fp8 attend is priced over its grid: every row as wide as the widest.
+TEST(CostModel, GridBytesScaleToTheWidestRow) {
+  EXPECT_EQ(CostModel::grid_bytes(1000, 4000, 1000), 4000);
+  EXPECT_EQ(CostModel::grid_bytes(1000, 1000, 1000), 1000);
+  EXPECT_EQ(CostModel::grid_bytes(1000, 500, 1000), 1000);  // never below the bytes read
+  EXPECT_EQ(CostModel::grid_bytes(1000, 4000, 0), 1000);
 }
 
 // The attend's in-place reads are its own: the bytes at the link's rate, no transfer latency

@@ -51,7 +51,8 @@ std::vector<Span> spans(const SimResult& r, Resource res) {
   return out;
 }
 
-SimResult run(Placement p, ResidencyUnit u, std::int64_t slots, KvDtype d = KvDtype::bf16) {
+SimResult run(Placement p, ResidencyUnit u, std::int64_t slots, KvDtype d = KvDtype::bf16,
+              const HardwareProfile& profile = unit_profile()) {
   const traces::TraceInput t = one_forward();
   SimConfig c;
   c.placement = p;
@@ -59,7 +60,7 @@ SimResult run(Placement p, ResidencyUnit u, std::int64_t slots, KvDtype d = KvDt
   c.pool_slots = slots;
   c.dtype = d;
   c.record_timeline = true;
-  return simulate(t, frontend::scan_trace(t), CostModel(unit_profile()), c);
+  return simulate(t, frontend::scan_trace(t), CostModel(profile), c);
 }
 
 // The model forward as the runner launches it (frontend::layer_schedule): per QSA layer the
@@ -124,6 +125,28 @@ TEST(ReplayTimeline, MirrorLayerUnit) {
   EXPECT_EQ(r.total().misses, 5);
   EXPECT_EQ(r.total().hits, 0);
   EXPECT_EQ(r.total().drops, 0);
+}
+
+// The step beside is priced by its own terms (ensure_beside: MirrorEngine::
+// residency_beside_async), not the full-grid step's; the decisions do not move.
+TEST(ReplayTimeline, TheStepBesideIsPricedByItsOwnTerms) {
+  HardwareProfile p = unit_profile();
+  p.ensure_beside_fixed_us = 0.101;  // 101 ns where the full-grid step's is 1
+  const SimResult base = run(Placement::mirror, ResidencyUnit::layer_page, 4);
+  const SimResult r = run(Placement::mirror, ResidencyUnit::layer_page, 4, KvDtype::bf16, p);
+  const std::vector<Span> b0 = spans(base, Resource::beside), b1 = spans(r, Resource::beside);
+  ASSERT_EQ(b0.size(), 2u);
+  ASSERT_EQ(b1.size(), 2u);
+  EXPECT_EQ(b1[0].start, b0[0].start);
+  EXPECT_EQ(b1[0].end - b1[0].start, b0[0].end - b0[0].start + 100);
+  EXPECT_EQ(r.total().misses, base.total().misses);
+  EXPECT_EQ(r.total().hits, base.total().hits);
+  EXPECT_EQ(r.total().evictions, base.total().evictions);
+  // A full-grid step (the fp8 mirror runs its step first, on the forward's stream) keeps
+  // ensure_*'s price.
+  const SimResult f0 = run(Placement::mirror, ResidencyUnit::layer_page, 4, KvDtype::fp8);
+  const SimResult f1 = run(Placement::mirror, ResidencyUnit::layer_page, 4, KvDtype::fp8, p);
+  EXPECT_EQ(f1.compute_end_ns, f0.compute_end_ns);
 }
 
 // The trace replay's bf16 mirror in place (no join within two layers): each layer's step

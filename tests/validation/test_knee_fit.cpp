@@ -51,11 +51,52 @@ TEST(KneeFit, AStraightLineGainsNothingFromAKnee) {
   EXPECT_NEAR(k.quality.r2, 1.0, 1e-12);
 }
 
-TEST(KneeFit, NeedsOneInputAndFourDistinctValues) {
+TEST(KneeFit, NeedsFourDistinctValuesOfItsFirstInput) {
   Samples s{{"x"}, {{1}, {2}, {3}, {3}, {2}}, {1, 2, 3, 3, 2}};
   EXPECT_THROW(fit_knee(s), FitError);
   Samples two{{"x", "y"}, {{1, 1}}, {1}};
   EXPECT_THROW(fit_knee(two), FitError);
+  Samples short_point{{"x", "y"}, {{1, 1}, {2}, {3, 1}, {4, 1}}, {1, 2, 3, 4}};
+  EXPECT_THROW(fit_knee(short_point), FitError);
+}
+
+// The fp8 attend: 25 us flat-ish (1.2 ns per KiB) up to 4 MB of bytes, then 300 GB/s, plus
+// 0.35 us per row; its points rows x tokens as the calibration sweeps them, 1 % noise relative
+// to y. The knee is on the bytes, the rows a line beside it; by relative residuals.
+TEST(KneeFit, ASecondInputIsALineBesideTheKnee) {
+  SCOPED_TRACE("seed " + std::to_string(kSeed));
+  std::mt19937_64 rng(kSeed);
+  std::normal_distribution<double> noise(0.0, 0.01);
+  auto truth = [](double bytes, double rows) {
+    const double knee = 4259840;
+    return 25 + std::min(bytes, knee) * 1.2e-3 / 1024 + std::max(0.0, bytes - knee) / 300e3 +
+           0.35 * rows;
+  };
+  Samples s{{"hbm_bytes", "rows"}, {}, {}};
+  for (int rows : {1, 2, 4, 8, 16, 32})
+    for (int tokens : {512, 1024, 2051}) {
+      const double bytes = rows * tokens * 1040.0;
+      s.x.push_back({bytes, static_cast<double>(rows)});
+      s.y.push_back(truth(bytes, rows) * (1 + noise(rng)));
+    }
+  const KneeFit k = fit_knee(s, true);
+  EXPECT_EQ(k.knee, 4259840.0);
+  ASSERT_EQ(k.other_slopes.size(), 1u);
+  EXPECT_NEAR(k.other_slopes[0], 0.35, 0.1);
+  EXPECT_NEAR(1.0 / (1000 * k.slope_above), 300.0, 15.0);
+  EXPECT_NEAR(k.intercept, 25.0, 1.0);
+  const std::vector<double> at{17039360.0, 16.0};
+  EXPECT_NEAR(k.predict(at) / truth(at[0], at[1]), 1.0, 0.02);
+  // Exact points: every coefficient back.
+  Samples exact = s;
+  for (std::size_t i = 0; i < exact.y.size(); ++i)
+    exact.y[i] = truth(exact.x[i][0], exact.x[i][1]);
+  const KneeFit e = fit_knee(exact, true);
+  EXPECT_EQ(e.knee, 4259840.0);
+  EXPECT_NEAR(e.intercept, 25.0, 1e-6);
+  EXPECT_NEAR(e.slope_below, 1.2e-3 / 1024, 1e-12);
+  EXPECT_NEAR(e.slope_above, 1.0 / 300e3, 1e-12);
+  EXPECT_NEAR(e.other_slopes[0], 0.35, 1e-9);
 }
 
 }  // namespace

@@ -22,14 +22,28 @@ constexpr std::uint64_t kSeed = 20261203;
 struct Truth {
   double h2d_gbps = 53.0, latency_us = 2.4, zc_read_gbps = 48.0, hbm_gbps = 4100.0;
   double attend_gbps = 2300.0, attend_fixed_us = 7.5, attend_per_cta_ns = 9.0;
+  // The fp8 attends: two pieces in bytes (a small cost per KiB up to the knee, a rate past it)
+  // and a cost per row.
   double fp8_gbps = 300.0, fp8_fixed_us = 21.0, fp8_per_row_ns = 350.0;
+  double fp8_knee = 4259840, fp8_ns_per_kib = 1.2;
   double fp8_host_gbps = 30.0, fp8_host_fixed_us = 24.0, fp8_host_per_row_ns = 900.0;
-  double store_fixed_us = 1.1, store_hbm_gbps = 1600.0;
+  double fp8_host_knee = 1064960, fp8_host_ns_per_kib = 5.0;
+  // The pool's store: 1.1 us + 0.45 ns per KiB up to 8 MiB, then 1,600 GB/s.
+  double store_fixed_us = 1.1, store_hbm_gbps = 1600.0, store_knee = 8388608,
+         store_ns_per_kib = 0.45;
   // The host bank's store: 2.4 us + 3.4 ns per KiB up to 128 KiB, then the link at 52 GB/s.
   double host_us = 2.4, host_knee = 131072, host_ns_per_kib = 3.4, store_zc_gbps = 52.0;
   double ensure_fixed_us = 6.0, per_lookup_ns = 0.8, per_slot_ns = 0.03, per_miss_ns = 35.0;
+  // The step beside (a few blocks): a smaller fixed part, dearer per lookup.
+  double beside_fixed_us = 4.0, beside_per_lookup_ns = 2.5, beside_per_slot_ns = 0.05,
+         beside_per_miss_ns = 40.0;
   double indexer_ns = 0.09, launch_us = 3.9;
 };
+
+// us for `x` bytes in two pieces: ns per KiB up to the knee, GB/s past it.
+double pieces(double x, double knee, double ns_per_kib, double gbps) {
+  return std::min(x, knee) * ns_per_kib / 1024e3 + std::max(0.0, x - knee) / (1000 * gbps);
+}
 
 PointsFile synthetic(const Truth& t, double noise_rel) {
   std::mt19937_64 rng(kSeed);
@@ -64,11 +78,14 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
       att.samples.y.push_back(noisy(t.attend_fixed_us + bytes / (1000 * t.attend_gbps) +
                                     ctas * t.attend_per_cta_ns * 1e-3));
       fp8.samples.x.push_back({bytes8, static_cast<double>(rows)});
-      fp8.samples.y.push_back(
-          noisy(t.fp8_fixed_us + bytes8 / (1000 * t.fp8_gbps) + rows * t.fp8_per_row_ns * 1e-3));
+      fp8.samples.y.push_back(noisy(t.fp8_fixed_us +
+                                    pieces(bytes8, t.fp8_knee, t.fp8_ns_per_kib, t.fp8_gbps) +
+                                    rows * t.fp8_per_row_ns * 1e-3));
       fp8_host.samples.x.push_back({bytes8, static_cast<double>(rows)});
-      fp8_host.samples.y.push_back(noisy(t.fp8_host_fixed_us + bytes8 / (1000 * t.fp8_host_gbps) +
-                                         rows * t.fp8_host_per_row_ns * 1e-3));
+      fp8_host.samples.y.push_back(
+          noisy(t.fp8_host_fixed_us +
+                pieces(bytes8, t.fp8_host_knee, t.fp8_host_ns_per_kib, t.fp8_host_gbps) +
+                rows * t.fp8_host_per_row_ns * 1e-3));
     }
   }
   // The store into the pool and into the host bank, as the calibration sweeps them.
@@ -77,22 +94,28 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
   for (double tokens : {1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0}) {
     const double x = tokens * 2048;
     store.samples.x.push_back({x});
-    store.samples.y.push_back(noisy(t.store_fixed_us + x / (1000 * t.store_hbm_gbps)));
+    store.samples.y.push_back(
+        noisy(t.store_fixed_us + pieces(x, t.store_knee, t.store_ns_per_kib, t.store_hbm_gbps)));
     store_host.samples.x.push_back({x});
     store_host.samples.y.push_back(
         noisy(t.host_us + std::min(x, t.host_knee) * t.host_ns_per_kib / 1024e3 +
               std::max(0.0, x - t.host_knee) / (1000 * t.store_zc_gbps)));
   }
   PointSeries ens{"ensure", {{"lookups", "slots", "misses"}, {}, {}}};
+  PointSeries beside{"ensure_beside", {{"lookups", "slots", "misses"}, {}, {}}};
   for (double lookups : {512.0, 4096.0, 32768.0}) {
     for (double slots : {1024.0, 8192.0, 65536.0}) {
       for (double misses : {0.0, 64.0, 512.0}) {
+        const double scanned = CostModel::ensure_slots_scanned(slots, misses);
         ens.samples.x.push_back({lookups, slots, misses});
         ens.samples.y.push_back(
-            noisy(t.ensure_fixed_us +
-                  1e-3 * (lookups * t.per_lookup_ns +
-                          CostModel::ensure_slots_scanned(slots, misses) * t.per_slot_ns +
-                          misses * t.per_miss_ns)));
+            noisy(t.ensure_fixed_us + 1e-3 * (lookups * t.per_lookup_ns + scanned * t.per_slot_ns +
+                                              misses * t.per_miss_ns)));
+        beside.samples.x.push_back({lookups, slots, misses});
+        beside.samples.y.push_back(
+            noisy(t.beside_fixed_us +
+                  1e-3 * (lookups * t.beside_per_lookup_ns + scanned * t.beside_per_slot_ns +
+                          misses * t.beside_per_miss_ns)));
       }
     }
   }
@@ -104,7 +127,7 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
     launch.samples.x.push_back({10.0 * i});
     launch.samples.y.push_back(noisy(1.0 + 10.0 * i * t.launch_us));  // 1 us event overhead
   }
-  p.series = {h2d, zc, store, store_host, hbm, att, fp8, fp8_host, ens, idx, launch};
+  p.series = {h2d, zc, store, store_host, hbm, att, fp8, fp8_host, ens, beside, idx, launch};
   return p;
 }
 
@@ -126,9 +149,15 @@ TEST(ProfileFit, RecoversTheCardFromExactPoints) {
   EXPECT_NEAR(p.attention_fp8_host_fixed_us, t.fp8_host_fixed_us, 1e-6);
   EXPECT_NEAR(p.attention_fp8_host_gbps, t.fp8_host_gbps, 1e-6);
   EXPECT_NEAR(p.attention_fp8_host_ns_per_row, t.fp8_host_per_row_ns, 1e-6);
-  // The store into the pool: its fixed part and rate; into the host bank: the two pieces.
+  EXPECT_EQ(p.attention_fp8_knee_bytes, t.fp8_knee);
+  EXPECT_NEAR(p.attention_fp8_ns_per_kib, t.fp8_ns_per_kib, 1e-6);
+  EXPECT_EQ(p.attention_fp8_host_knee_bytes, t.fp8_host_knee);
+  EXPECT_NEAR(p.attention_fp8_host_ns_per_kib, t.fp8_host_ns_per_kib, 1e-6);
+  // The store into the pool and into the host bank: two pieces each.
   EXPECT_NEAR(p.store_fixed_us, t.store_fixed_us, 1e-6);
   EXPECT_NEAR(p.store_hbm_gbps, t.store_hbm_gbps, 1e-6);
+  EXPECT_EQ(p.store_knee_bytes, t.store_knee);
+  EXPECT_NEAR(p.store_ns_per_kib, t.store_ns_per_kib, 1e-6);
   EXPECT_NEAR(p.store_host_us, t.host_us, 1e-6);
   EXPECT_EQ(p.store_host_knee_bytes, t.host_knee);
   EXPECT_NEAR(p.store_host_ns_per_kib, t.host_ns_per_kib, 1e-6);
@@ -137,6 +166,11 @@ TEST(ProfileFit, RecoversTheCardFromExactPoints) {
   EXPECT_NEAR(p.ensure_ns_per_lookup, t.per_lookup_ns, 1e-9);
   EXPECT_NEAR(p.ensure_ns_per_slot, t.per_slot_ns, 1e-9);
   EXPECT_NEAR(p.ensure_ns_per_miss, t.per_miss_ns, 1e-9);
+  // The step beside: its own series, its own fields.
+  EXPECT_NEAR(p.ensure_beside_fixed_us, t.beside_fixed_us, 1e-6);
+  EXPECT_NEAR(p.ensure_beside_ns_per_lookup, t.beside_per_lookup_ns, 1e-9);
+  EXPECT_NEAR(p.ensure_beside_ns_per_slot, t.beside_per_slot_ns, 1e-9);
+  EXPECT_NEAR(p.ensure_beside_ns_per_miss, t.beside_per_miss_ns, 1e-9);
   EXPECT_NEAR(p.indexer_ns_per_row_block, t.indexer_ns, 1e-9);
   EXPECT_NEAR(p.launch_us, t.launch_us, 1e-9);
   for (const SeriesFit& s : f.report.series)
@@ -161,6 +195,10 @@ TEST(ProfileFit, RecoversTheCardFromNoisyPoints) {
   EXPECT_NEAR(p.store_hbm_gbps / t.store_hbm_gbps, 1.0, 0.05);
   EXPECT_NEAR(p.store_host_us / t.host_us, 1.0, 0.05);
   EXPECT_NEAR(p.zero_copy_write_gbps / t.store_zc_gbps, 1.0, 0.02);
+  EXPECT_EQ(p.store_knee_bytes, t.store_knee);
+  EXPECT_NEAR(p.attention_fp8_gbps / t.fp8_gbps, 1.0, 0.05);
+  EXPECT_NEAR(p.attention_fp8_host_gbps / t.fp8_host_gbps, 1.0, 0.02);
+  EXPECT_NEAR(p.ensure_beside_ns_per_miss / t.beside_per_miss_ns, 1.0, 0.05);
   for (const SeriesFit& s : f.report.series)
     EXPECT_GT(s.linear.quality.r2, 0.99) << s.term;
 }
@@ -293,6 +331,32 @@ TEST(ProfileFit, AHostStoreWithoutAKneePricesTheLine) {
   EXPECT_NEAR(f.profile.zero_copy_write_gbps, 50.0, 1e-6);
   ASSERT_FALSE(f.report.series[0].notes.empty());
   EXPECT_NE(f.report.series[0].notes[0].find("no knee"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvtier::fit
+
+namespace kvtier::fit {
+namespace {
+
+// Points files before the ensure_beside series (2026-12-02's): the step beside keeps the base
+// profile's values and sources, which say what they stand for until it is measured.
+TEST(ProfileFit, WithoutTheBesideSeriesTheBaseStepBesideStands) {
+  PointsFile p = synthetic(Truth{}, 0.0);
+  std::erase_if(p.series, [](const PointSeries& s) { return s.term == "ensure_beside"; });
+  const HardwareProfile base = sim::load_profile("h200-pcie5");
+  const ProfileFit f = fit_profile(p, base);
+  for (const char* field : {"ensure_beside_fixed_us", "ensure_beside_ns_per_lookup",
+                            "ensure_beside_ns_per_slot", "ensure_beside_ns_per_miss"}) {
+    EXPECT_EQ(f.profile.param(field), base.param(field)) << field;
+    EXPECT_EQ(f.profile.source(field), base.source(field)) << field;
+    EXPECT_NE(base.source(field).find("until the ensure_beside series"), std::string::npos)
+        << field;
+  }
+  EXPECT_NE(std::find(f.report.kept.begin(), f.report.kept.end(), "ensure_beside"),
+            f.report.kept.end());
+  // The full-grid step's own fit moves on without it.
+  EXPECT_NE(f.profile.source("ensure_fixed_us").find("fitted"), std::string::npos);
 }
 
 }  // namespace

@@ -16,10 +16,12 @@ namespace {
 // 1 GB/s = 1,000 bytes per us).
 enum class Coef { intercept, slope, knee, slope_below };
 enum class As { us, ns, ns_per_kib, gbps, raw };
-// How a series is fitted: a line by least squares; by relative residuals (a store's y spans
-// 1 us to 1 ms: the decode's small stores weigh as much as the prefill's); two pieces joined
-// at a knee by relative residuals (the host bank's store: the link absorbs small writes).
-enum class Form { line, relative_line, relative_knee };
+// How a series is fitted: a line by least squares, or two pieces of its first input joined at a
+// knee (any further inputs a line beside) by relative residuals: the stores (their y spans 1 us
+// to 1 ms, and the decode's small stores weigh as much as the prefill's; the host bank's: the
+// link absorbs small writes; the pool's: a slower rate past 8 MB on the H200) and the fp8
+// attends (flat while their CTAs fit on the SMs, then linear in their bytes).
+enum class Form { line, relative_knee };
 struct Rule {
   const char* field;
   Coef coef;
@@ -62,14 +64,18 @@ const std::vector<TermMap>& term_maps() {
        {{Coef::intercept, 0, "the store's fixed parts come from the store series"}}},
       {"store",
        {{"store_fixed_us", Coef::intercept, 0, As::us},
+        {"store_knee_bytes", Coef::knee, 0, As::raw},
+        {"store_ns_per_kib", Coef::slope_below, 0, As::ns_per_kib},
         {"store_hbm_gbps", Coef::slope, 0, As::gbps}},
        {},
-       Form::relative_line},
+       Form::relative_knee},
       {"store_fp8",
        {{"store_fp8_fixed_us", Coef::intercept, 0, As::us},
+        {"store_fp8_knee_bytes", Coef::knee, 0, As::raw},
+        {"store_fp8_ns_per_kib", Coef::slope_below, 0, As::ns_per_kib},
         {"store_fp8_hbm_gbps", Coef::slope, 0, As::gbps}},
        {},
-       Form::relative_line},
+       Form::relative_knee},
       {"store_host",
        {{"store_host_us", Coef::intercept, 0, As::us},
         {"store_host_knee_bytes", Coef::knee, 0, As::raw},
@@ -99,6 +105,12 @@ const std::vector<TermMap>& term_maps() {
         {"ensure_ns_per_slot", Coef::slope, 1, As::ns},
         {"ensure_ns_per_miss", Coef::slope, 2, As::ns}},
        {}},
+      {"ensure_beside",
+       {{"ensure_beside_fixed_us", Coef::intercept, 0, As::us},
+        {"ensure_beside_ns_per_lookup", Coef::slope, 0, As::ns},
+        {"ensure_beside_ns_per_slot", Coef::slope, 1, As::ns},
+        {"ensure_beside_ns_per_miss", Coef::slope, 2, As::ns}},
+       {}},
       {"attention",
        {{"attention_fixed_us", Coef::intercept, 0, As::us},
         {"hbm_gbps", Coef::slope, 0, As::gbps},
@@ -106,14 +118,20 @@ const std::vector<TermMap>& term_maps() {
        {}},
       {"attention_fp8",
        {{"attention_fp8_fixed_us", Coef::intercept, 0, As::us},
+        {"attention_fp8_knee_bytes", Coef::knee, 0, As::raw},
+        {"attention_fp8_ns_per_kib", Coef::slope_below, 0, As::ns_per_kib},
         {"attention_fp8_gbps", Coef::slope, 0, As::gbps},
         {"attention_fp8_ns_per_row", Coef::slope, 1, As::ns}},
-       {}},
+       {},
+       Form::relative_knee},
       {"attention_fp8_host",
        {{"attention_fp8_host_fixed_us", Coef::intercept, 0, As::us},
+        {"attention_fp8_host_knee_bytes", Coef::knee, 0, As::raw},
+        {"attention_fp8_host_ns_per_kib", Coef::slope_below, 0, As::ns_per_kib},
         {"attention_fp8_host_gbps", Coef::slope, 0, As::gbps},
         {"attention_fp8_host_ns_per_row", Coef::slope, 1, As::ns}},
-       {}},
+       {},
+       Form::relative_knee},
       {"non_qsa",
        {{"non_qsa_forward_us", Coef::intercept, 0, As::us},
         {"non_qsa_token_us", Coef::slope, 0, As::us}},
@@ -183,7 +201,7 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
   s.points = ps.samples.y.size();
   // The ensure's slots enter the cost as the slots it searches (CostModel::ensure_ns).
   Samples samples = ps.samples;
-  if (ps.term == "ensure") {
+  if (ps.term == "ensure" || ps.term == "ensure_beside") {
     for (auto& x : samples.x)
       x[1] = CostModel::ensure_slots_scanned(x[1], x[2]);
   }
@@ -199,7 +217,12 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
     } catch (const FitError& e) {
       // fewer than 4 distinct x: one piece, the line from 0 bytes
       s.notes.push_back(std::string("no knee (") + e.what() + "): priced as the line");
-      s.knee = KneeFit{0, s.linear.intercept, 0, s.linear.slopes[0], s.linear.quality};
+      s.knee = KneeFit{0,
+                       s.linear.intercept,
+                       0,
+                       s.linear.slopes[0],
+                       {s.linear.slopes.begin() + 1, s.linear.slopes.end()},
+                       s.linear.quality};
     }
   }
   if (m.form == Form::relative_knee) {
@@ -209,7 +232,9 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
                       fmt("%g", s.knee->knee) + ", R² " + fmt("%.4f", s.knee->quality.r2) +
                       "; a line: R² " + fmt("%.4f", s.linear.quality.r2) + ", worst residual " +
                       fmt("%+.1f %%", 100 * s.linear.quality.worst_rel));
-    s.linear = LinearFit{s.knee->intercept, {s.knee->slope_above}, s.knee->quality};
+    std::vector<double> slopes{s.knee->slope_above};
+    slopes.insert(slopes.end(), s.knee->other_slopes.begin(), s.knee->other_slopes.end());
+    s.linear = LinearFit{s.knee->intercept, std::move(slopes), s.knee->quality};
     if (s.knee->slope_below < 0) {
       s.notes.push_back("the slope below the knee came out negative (" +
                         fmt("%g", s.knee->slope_below) + " us per unit): priced as 0");
