@@ -585,8 +585,9 @@ class Simulation {
 
   // Layer l's pages ensured into layer l + 1's pool and copied, one launch beside the main
   // stream from the end of layer l's step (`after`), as the backend runs it: the ensure on the
-  // lane beside, its copy on the link. Returns the op after which the prefetch is done. A
-  // prefetch that does not fit still runs its ensure (and installs nothing).
+  // lane beside (the step's few blocks: its beside terms), its copy on the link. Returns the op
+  // after which the prefetch is done. A prefetch that does not fit still runs its ensure (and
+  // installs nothing).
   OpId prefetch_op(const frontend::LayerQuery& q, OpId after, int l, std::int64_t ls_index,
                    const char* name) {
     PoolState& next = pools_[l + 1];
@@ -596,9 +597,10 @@ class Simulation {
     const EnsureResult pr = PrefetchNextLayer::prefetch(
         next.state.view(), q.pages.data(), n, ls_index, next.victims, es, sc_.copies.data());
     const int copied = pr.status == EnsureStatus::ok ? pr.misses : 0;
-    const OpId ens = tl_.add(
-        Resource::beside, cost_.kernel_launch_ns(1) + cost_.ensure_ns(n, cfg_.pool_slots, copied),
-        {after}, name, l + 1);
+    const OpId ens =
+        tl_.add(Resource::beside,
+                cost_.kernel_launch_ns(1) + cost_.ensure_beside_ns(n, cfg_.pool_slots, copied),
+                {after}, name, l + 1);
     if (copied == 0) return ens;
     frontend::log_installs(cfg_.decisions, fi_, l + 1, prefetch_stamp(ls_index),
                            frontend::InstallKind::prefetch,
