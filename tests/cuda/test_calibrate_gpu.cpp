@@ -137,7 +137,7 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
   // The residency steps missed exactly the planned pages (quick grid: 0 or 32 per step).
   for (const auto& p : sweep("ensure / MirrorEngine::residency_step_async"))
     EXPECT_TRUE(p[2] == 0 || p[2] == 32) << p[2];
-  for (const auto& p : sweep("ensure / MirrorEngine::residency_beside_async"))
+  for (const auto& p : sweep("ensure_beside / MirrorEngine::residency_beside_async"))
     EXPECT_TRUE(p[2] == 0 || p[2] == 32) << p[2];
 
   // The points file, as docs/validation.md defines it.
@@ -169,10 +169,11 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
       EXPECT_GT(p.back(), 0);
     }
   }
-  EXPECT_EQ(terms, (std::set<std::string>{"launch_eager", "launch_graph", "h2d_copy", "d2h_copy",
-                                          "zero_copy_read", "store", "store_fp8", "store_host",
-                                          "store_host_fp8", "hbm_read", "indexer", "topk", "ensure",
-                                          "attention", "attention_fp8", "attention_fp8_host"}));
+  EXPECT_EQ(terms,
+            (std::set<std::string>{
+                "launch_eager", "launch_graph", "h2d_copy", "d2h_copy", "zero_copy_read", "store",
+                "store_fp8", "store_host", "store_host_fp8", "hbm_read", "indexer", "topk",
+                "ensure", "ensure_beside", "attention", "attention_fp8", "attention_fp8_host"}));
   std::filesystem::remove(path);
 }
 
