@@ -377,6 +377,7 @@ void print_json(const runner::SessionOptions& o, const std::string& weights_path
                                               "after the first"
                                             : "CUDA events around each decode forward"},
       {"graph_forwards", s.graph_forwards},
+      {"decode_in_place_forwards", s.in_place_forwards},
       {"hits", s.hits},
       {"misses", s.misses},
       {"evictions", s.evictions},

@@ -40,6 +40,10 @@ std::string_view to_string(LayerOp op) {
   return "?";
 }
 
+bool decode_reads_in_place(const LastForward& last) {
+  return last.decode && last.misses <= kInPlaceMissesPerRowLayer * last.row_layers;
+}
+
 bool locates_first(const ScheduleShape& s) {
   return s.placement == Placement::mirror && s.mirror_in_place;
 }

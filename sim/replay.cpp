@@ -146,8 +146,9 @@ class Simulation {
         lat_(num_pages_) {
     shape_.placement = cfg.placement;
     shape_.kind = cfg.forward;
-    shape_.mirror_in_place = !cfg.copy_first && cfg.dtype == KvDtype::bf16 &&
-                             cfg.policy == MirrorPolicy::lru && !all_layers_;
+    may_read_in_place_ = !cfg.copy_first && cfg.dtype == KvDtype::bf16 &&
+                         cfg.policy == MirrorPolicy::lru && !all_layers_;
+    shape_.mirror_in_place = may_read_in_place_;
     shape_.prefetch = mirror_ && cfg.policy == MirrorPolicy::prefetch && !all_layers_;
     res_.layers.resize(L_);
     const MemoryBudget mb = price_memory(g_, stats, cost, cfg);
@@ -262,6 +263,14 @@ class Simulation {
     // Per-forward counts (record_forwards) as differences of the running totals.
     const LayerStats before = cfg_.record_forwards ? res_.total() : LayerStats{};
 
+    // The trace replay reads in place in every forward; the model (the runner) in its decode
+    // forwards when frontend::decode_reads_in_place says so of the forward before.
+    const bool decode = tokens_ == rows;
+    if (shape_.kind == frontend::ForwardKind::model)
+      shape_.mirror_in_place =
+          may_read_in_place_ && decode && frontend::decode_reads_in_place(last_);
+    const std::int64_t misses_before = mirror_ ? res_.total().misses : 0;
+
     tl_.set_forward(fi_);
     const TimeNs fstart = tl_.now();
     const auto ops = frontend::layer_schedule(shape_);
@@ -330,6 +339,8 @@ class Simulation {
           dt * static_cast<double>(tokens_ - decode_tokens) / static_cast<double>(tokens_);
     }
     res_.compute_end_ns = end;
+    last_ = frontend::LastForward{decode, mirror_ ? res_.total().misses - misses_before : 0,
+                                  std::int64_t{rows} * L_};
     lat_.end_forward(f.rows, fi_, fstart, end);
     if (cfg_.record_forwards) {
       const LayerStats after = res_.total();
@@ -639,8 +650,10 @@ class Simulation {
   int width_ = 0;
   std::int64_t tokens_ = 0;
   TimeNs non_qsa_ns_ = 0;
-  OpId prefetch_done_ = kNoOp;     // the prefetch into the coming layer's pool, done
-  std::vector<OpId> beside_done_;  // the forward's residency steps beside, reused
+  OpId prefetch_done_ = kNoOp;      // the prefetch into the coming layer's pool, done
+  bool may_read_in_place_ = false;  // mirror, bf16, lru, per-layer pools, not --copy-first
+  frontend::LastForward last_;      // the forward before, for decode_reads_in_place
+  std::vector<OpId> beside_done_;   // the forward's residency steps beside, reused
   frontend::ScheduleShape shape_;
 };
 

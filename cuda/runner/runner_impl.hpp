@@ -15,6 +15,7 @@
 #include "cuda/runner/gemm.hpp"
 #include "cuda/runner/paged_kv.hpp"
 #include "cuda/runner/qsa_runner.hpp"
+#include "frontend/forward_schedule.hpp"
 #include "frontend/front_end.hpp"
 
 namespace kvtier::runner {
@@ -44,6 +45,7 @@ struct ForwardPlan {
   int rows = 0;                 // query rows
   int trows = 0;                // trace rows (requests in the forward)
   bool decode = false;          // every request has one row
+  bool in_place = false;        // mirror decode: misses read in place beside the step
   int request_rows = 1;         // the most rows any request has in this forward
   bool staged = false;          // host / mirror prefill through staging windows
   int width_pages = 0;          // mirror: the core's select width
@@ -99,7 +101,7 @@ struct QsaRunner::Impl {
 
   // Decode graphs by shape (rows, mirror width pages, write pages; the attend splits follow
   // from the rows): seen once -> captured.
-  using GraphKey = std::tuple<int, int, int>;
+  using GraphKey = std::tuple<int, int, int, bool>;  // ... and ForwardPlan::in_place
   std::map<GraphKey, int> graph_seen;
   std::map<GraphKey, cudaGraphExec_t> graphs;
   cudaEvent_t ev_a = nullptr, ev_b = nullptr;
@@ -119,9 +121,11 @@ struct QsaRunner::Impl {
   }
   void prefetch_next_layer(int li, int n);
   void wait_for_prefetch();
-  // Mirror decode reads the pages it misses in place (bf16, unless copy_first).
+  // Mirror decode may read the pages it misses in place (bf16, lru, unless copy_first); a
+  // decode forward does when frontend::decode_reads_in_place says so of the forward before it.
   bool in_place_decode() const;
-  bool in_place(const ForwardPlan& p) const { return p.decode && in_place_decode(); }
+  bool in_place(const ForwardPlan& p) const { return p.in_place; }
+  frontend::LastForward last;  // the forward before (mirror: its demand misses)
   // Phase timing (profile_phases): an event per mark, names of the phase each closes.
   std::vector<cudaEvent_t> phase_events;
   std::vector<std::string> phase_names;

@@ -14,6 +14,7 @@ RunnerStats& operator+=(RunnerStats& a, const RunnerStats& b) {
   a.drops += b.drops;
   a.miss_copy_bytes += b.miss_copy_bytes;
   a.prefetched += b.prefetched;
+  a.in_place_forwards += b.in_place_forwards;
   a.prefetch_copy_bytes += b.prefetch_copy_bytes;
   a.staged_bytes += b.staged_bytes;
   a.staged_windows += b.staged_windows;

@@ -27,9 +27,10 @@ struct RunnerStats {
   std::int64_t staged_windows = 0;
   std::int64_t in_place_bytes = 0;
   std::int64_t write_through_bytes = 0;
-  std::int64_t filled_tokens = 0;   // positions written by fill() instead of prefill
-  std::int64_t graph_forwards = 0;  // decode forwards replayed from a CUDA graph
-  double decode_gpu_ms = 0;         // CUDA events around the decode forwards' GPU work
+  std::int64_t filled_tokens = 0;      // positions written by fill() instead of prefill
+  std::int64_t graph_forwards = 0;     // decode forwards replayed from a CUDA graph
+  std::int64_t in_place_forwards = 0;  // mirror decode forwards that read misses in place
+  double decode_gpu_ms = 0;            // CUDA events around the decode forwards' GPU work
   // With profile_phases: GPU milliseconds per phase, decode and prefill forwards apart
   // ("decode/attend", "prefill/index", ...), summed over layers and forwards.
   std::map<std::string, double> phases;

@@ -90,6 +90,7 @@ void QsaRunner::launch_step(const std::vector<RequestRows>& batch) {
     last_idx.push_back(static_cast<std::int32_t>(tokens.size()) - 1);
     p.max_blocks = std::max<std::int64_t>(p.max_blocks, (m.pos[i] + count) / g.compress_ratio);
   }
+  p.in_place = p.decode && m.in_place_decode() && frontend::decode_reads_in_place(m.last);
   p.splits = p.decode && m.c.decode_splits > 0 ? m.c.decode_splits
              : m.c.splits > 0                  ? m.c.splits
                               : qsa::attend_default_splits(rows, g.kv_heads, m.width);
@@ -160,7 +161,7 @@ void QsaRunner::launch_step(const std::vector<RequestRows>& batch) {
   m.phase_used = 0;
   m.mark("other");
   if (graph_ok) {
-    const Impl::GraphKey key{rows, p.width_pages, p.writes};
+    const Impl::GraphKey key{rows, p.width_pages, p.writes, p.in_place};
     auto it = m.graphs.find(key);
     if (it == m.graphs.end() && m.graph_seen[key]++ > 0) {
       cudaGraph_t graph = nullptr;
@@ -241,6 +242,8 @@ std::vector<std::int32_t> QsaRunner::finish_step() {
       st.phases[kind + m.phase_names[i]] += e;
     }
   }
+  m.last = frontend::LastForward{p.decode, dc.ensure[1], std::int64_t{rows} * m.L};
+  if (p.in_place) ++st.in_place_forwards;
   st.hits += dc.ensure[0];
   st.misses += dc.ensure[1];
   st.evictions += dc.ensure[2];

@@ -32,6 +32,23 @@ traces::TraceInput one_forward() {
   return traces::memory_trace("one", h, std::move(r));
 }
 
+// one_forward() after a decode forward of another request that missed one page per layer: the
+// model forward then reads in place (frontend::decode_reads_in_place), as the runner does in
+// its steady state; the first forward of a run (a cold pool) runs the step first.
+traces::TraceInput warm_one_forward() {
+  const Geometry g = tiny_geometry();
+  std::vector<traces::Record> r;
+  r.emplace_back(traces::RequestBegin{2, 1, 0, 0});
+  add_forward(r, g, {{2, 0, 1, traces::RowKind::decode}}, {{{}}, {{}}});
+  r.emplace_back(traces::RequestEnd{2});
+  r.emplace_back(traces::RequestBegin{1, 8, 0, 0});
+  add_forward(r, g, {{1, 8, 1, traces::RowKind::decode}}, {{{0, 3}}, {{1}}});
+  r.emplace_back(traces::RequestEnd{1});
+  traces::TraceHeader h;
+  h.geometry = g;
+  return traces::memory_trace("warm", h, std::move(r));
+}
+
 struct Span {
   std::string name;
   int layer;
@@ -51,9 +68,29 @@ std::vector<Span> spans(const SimResult& r, Resource res) {
   return out;
 }
 
+// The spans of forward `forward` on `res`, in time from that forward's start.
+std::vector<Span> spans_of(const SimResult& r, Resource res, std::int64_t forward) {
+  TimeNs start = -1;
+  for (const auto& o : r.timeline)
+    if (o.forward == forward && (start < 0 || o.start < start)) start = o.start;
+  std::vector<Span> out;
+  for (const auto& o : r.timeline) {
+    if (o.resource == res && o.forward == forward)
+      out.push_back({o.name, o.layer, o.start - start, o.end - start});
+  }
+  return out;
+}
+
+TimeNs forward_start(const SimResult& r, std::int64_t forward) {
+  TimeNs start = -1;
+  for (const auto& o : r.timeline)
+    if (o.forward == forward && (start < 0 || o.start < start)) start = o.start;
+  return start;
+}
+
 SimResult run(Placement p, ResidencyUnit u, std::int64_t slots, KvDtype d = KvDtype::bf16,
-              const HardwareProfile& profile = unit_profile()) {
-  const traces::TraceInput t = one_forward();
+              const HardwareProfile& profile = unit_profile(), bool warm = false) {
+  const traces::TraceInput t = warm ? warm_one_forward() : one_forward();
   SimConfig c;
   c.placement = p;
   c.unit = u;
@@ -93,7 +130,9 @@ TEST(ReplayTimeline, Device) {
 // bf16 mirror, layer unit: the backend's default, the attention reading its misses in place
 // while the residency step runs beside it.
 TEST(ReplayTimeline, MirrorLayerUnit) {
-  const SimResult r = run(Placement::mirror, ResidencyUnit::layer_page, 4);
+  const SimResult r =
+      run(Placement::mirror, ResidencyUnit::layer_page, 4, KvDtype::bf16, unit_profile(), true);
+  // The forward after the warm one (times from its start):
   // One launch locates every layer's table first. Layer 0: the store writes the host bank only
   // (page 2 is not resident yet): 1 + 16 = 17 ns, the link's share beside it. The step beside
   // (1 fixed + 4 entries + 4 slots + 3 misses = 12 ns, 34 .. 46); the attention reads its 5
@@ -109,20 +148,23 @@ TEST(ReplayTimeline, MirrorLayerUnit) {
                                      {"projections, index, top-k", 1, 307, 318},
                                      {"store", 1, 318, 335},
                                      {"attend", 1, 383, 385}};
-  EXPECT_EQ(spans(r, Resource::compute), compute);
+  EXPECT_EQ(spans_of(r, Resource::compute, 1), compute);
   const std::vector<Span> beside = {{"residency step", 0, 34, 46}, {"residency step", 1, 335, 346}};
-  EXPECT_EQ(spans(r, Resource::beside), beside);
+  EXPECT_EQ(spans_of(r, Resource::beside, 1), beside);
   // The store's write into the host bank shares the link with the step's copy and the reads.
   const std::vector<Span> h2d = {{"write-through", 0, 17, 34},   {"in-place read", 0, 34, 114},
                                  {"miss copy", 0, 114, 307},     {"write-through", 1, 318, 335},
                                  {"in-place read", 1, 335, 383}, {"miss copy", 1, 383, 512}};
-  EXPECT_EQ(spans(r, Resource::h2d), h2d);
-  EXPECT_TRUE(spans(r, Resource::d2h).empty());
-  EXPECT_EQ(r.compute_end_ns, 512);  // the forward ends with layer 1's step (its copy)
-  EXPECT_EQ(r.copy_bytes, 5 * 64);
+  EXPECT_EQ(spans_of(r, Resource::h2d, 1), h2d);
+  EXPECT_TRUE(spans_of(r, Resource::d2h, 1).empty());  // (the warm forward's write: step first)
+  // the forward ends with layer 1's step (its copy)
+  EXPECT_EQ(r.compute_end_ns - forward_start(r, 1), 512);
+  // The warm forward ran its step first (cold pool): 1 page copied per layer, none in place,
+  // its token written through in each layer.
+  EXPECT_EQ(r.copy_bytes, (2 + 5) * 64);
   EXPECT_EQ(r.in_place_bytes, 8 * 16);
-  EXPECT_EQ(r.d2h_bytes, 2 * 16);
-  EXPECT_EQ(r.total().misses, 5);
+  EXPECT_EQ(r.d2h_bytes, (2 + 2) * 16);
+  EXPECT_EQ(r.total().misses, 2 + 5);
   EXPECT_EQ(r.total().hits, 0);
   EXPECT_EQ(r.total().drops, 0);
 }
@@ -132,9 +174,11 @@ TEST(ReplayTimeline, MirrorLayerUnit) {
 TEST(ReplayTimeline, TheStepBesideIsPricedByItsOwnTerms) {
   HardwareProfile p = unit_profile();
   p.ensure_beside_fixed_us = 0.101;  // 101 ns where the full-grid step's is 1
-  const SimResult base = run(Placement::mirror, ResidencyUnit::layer_page, 4);
-  const SimResult r = run(Placement::mirror, ResidencyUnit::layer_page, 4, KvDtype::bf16, p);
-  const std::vector<Span> b0 = spans(base, Resource::beside), b1 = spans(r, Resource::beside);
+  const SimResult base =
+      run(Placement::mirror, ResidencyUnit::layer_page, 4, KvDtype::bf16, unit_profile(), true);
+  const SimResult r = run(Placement::mirror, ResidencyUnit::layer_page, 4, KvDtype::bf16, p, true);
+  const std::vector<Span> b0 = spans_of(base, Resource::beside, 1),
+                          b1 = spans_of(r, Resource::beside, 1);
   ASSERT_EQ(b0.size(), 2u);
   ASSERT_EQ(b1.size(), 2u);
   EXPECT_EQ(b1[0].start, b0[0].start);
@@ -246,7 +290,8 @@ TEST(ReplayTimeline, OpsFollowTheBackendsSchedule) {
       for (int order = 0; order < 3; ++order) {  // in place, --copy-first, prefetch policy
         const bool copy_first = order == 1;
         const bool prefetch = order == 2 && p == Placement::mirror;
-        const traces::TraceInput t = one_forward();
+        // the forward after a warm one: the model's decode reads in place there
+        const traces::TraceInput t = warm_one_forward();
         SimConfig c;
         c.placement = p;
         c.forward = k;
@@ -265,7 +310,7 @@ TEST(ReplayTimeline, OpsFollowTheBackendsSchedule) {
               if ((op.lane == frontend::Lane::beside) == (lane == Resource::beside) &&
                   (op.op != frontend::LayerOp::prefetch || l + 1 < 2))  // none after the last
                 want.emplace_back(frontend::to_string(op.op));
-          for (const Span& x : spans(r, lane))
+          for (const Span& x : spans_of(r, lane, 1))
             got.push_back(x.name);  // a resource runs its ops in order: by start time
           EXPECT_EQ(got, want) << to_string(p) << (k == ForwardKind::model ? " model" : " replay")
                                << (copy_first ? " copy-first" : "") << (prefetch ? " prefetch" : "")
@@ -273,6 +318,30 @@ TEST(ReplayTimeline, OpsFollowTheBackendsSchedule) {
         }
       }
     }
+  }
+}
+
+// The model forward (the runner) reads a decode forward's misses in place only in the steady
+// state of decode: the first forward (a cold pool) runs its step first, on the forward's stream;
+// the next one, after a forward that missed a page per row and layer, runs it beside. The trace
+// replay reads in place in every forward.
+TEST(ReplayTimeline, ModelDecodeReadsInPlaceOnlyInTheSteadyState) {
+  const traces::TraceInput t = warm_one_forward();
+  for (frontend::ForwardKind k :
+       {frontend::ForwardKind::model, frontend::ForwardKind::trace_replay}) {
+    SimConfig c;
+    c.placement = Placement::mirror;
+    c.forward = k;
+    c.pool_slots = 4;
+    c.record_timeline = true;
+    const SimResult r = simulate(t, frontend::scan_trace(t), CostModel(unit_profile()), c);
+    const bool model = k == frontend::ForwardKind::model;
+    EXPECT_EQ(spans_of(r, Resource::beside, 0).empty(), model);
+    EXPECT_FALSE(spans_of(r, Resource::beside, 1).empty());
+    int steps_on_main = 0;
+    for (const Span& x : spans_of(r, Resource::compute, 0))
+      steps_on_main += x.name == "residency step" ? 1 : 0;
+    EXPECT_EQ(steps_on_main, model ? 2 : 0);
   }
 }
 
