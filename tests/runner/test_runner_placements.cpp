@@ -250,7 +250,6 @@ TEST(RunnerPlacements, PrefetchPolicyKeepsTheBytesAndTheCoresDecisions) {
               static_cast<long long>(mir.stats.evictions),
               static_cast<long long>(mir.stats.prefetched),
               static_cast<long long>(mir.stats.drops));
-  EXPECT_EQ(mir.stats.drops, 0);
   EXPECT_EQ(mir.tokens, dev.tokens);
   EXPECT_EQ(mir.logits, dev.logits);
   EXPECT_GT(mir.stats.prefetched, 0);
@@ -270,6 +269,9 @@ TEST(RunnerPlacements, PrefetchPolicyKeepsTheBytesAndTheCoresDecisions) {
   EXPECT_EQ(t.misses, mir.stats.misses);
   EXPECT_EQ(t.evictions, mir.stats.evictions);
   EXPECT_EQ(t.prefetched, mir.stats.prefetched);
+  // Drops are the prefill rows' pages past the select width (their attention reads the
+  // logical pages, so the outputs above are the device's): the same count in the simulator.
+  EXPECT_EQ(t.drops, mir.stats.drops);
 
   cuda::ReplayConfig rc;
   rc.placement = Placement::mirror;
