@@ -5,6 +5,7 @@
 #include "model/cache_hint.hpp"
 #include "model/hd.hpp"
 #include "model/heap_sort.hpp"
+#include "model/rank_sort.hpp"
 #include "model/residency_state.hpp"
 
 namespace kvtier {
@@ -124,7 +125,11 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
       scratch.miss_pages[m++] = p;
     }
   }
-  heap_sort(scratch.miss_pages, m, [](PageId a, PageId b) { return a < b; });
+  if (m <= kRankSortMax) {  // misses are distinct: kPendingSlot collected each once
+    rank_sort_distinct(scratch.miss_pages, m);
+  } else {
+    heap_sort(scratch.miss_pages, m, [](PageId a, PageId b) { return a < b; });
+  }
 
   // Admission runs in ascending page order so that its own state evolves deterministically.
   int admitted = 0;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "model/cache_hint.hpp"
+#include "model/rank_sort.hpp"
 
 namespace kvtier {
 namespace {
@@ -284,8 +285,8 @@ void QueueVictims::take_blocks(const ResidencyView& st, std::int32_t first,
 // The front run by slot index: an LSD radix sort, 8 bits a pass over the bits slot numbers
 // use (a run is a step's slots, thousands for a planner's layer-step).
 void QueueVictims::sort_slots() {
-  if (run_.size() < 64) {
-    std::sort(run_.begin(), run_.end());
+  if (run_.size() <= static_cast<std::size_t>(kRankSortMax)) {  // a slot is in one bucket
+    rank_sort_distinct(run_.data(), static_cast<int>(run_.size()));
     return;
   }
   sort_scratch_.resize(run_.size());
