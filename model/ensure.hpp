@@ -47,6 +47,13 @@ struct EnsureScratch {
 // to cover a cache miss with the work of the lookups between, few enough to stay in L1.
 inline constexpr int kHintAhead = 8;
 
+// Whether hints pay for their instructions: only where the state arrays outgrow a core's cache
+// (a page's slot entries from 1 MiB, a slot's last uses from 256 KiB); below, every lookup
+// finds its lines in cache anyway (a planner's pools mostly do).
+KVT_HD inline bool hints_pay(const ResidencyView& st) {
+  return st.num_pages >= (PageId{1} << 18) || st.num_slots >= (SlotId{1} << 15);
+}
+
 // The hints of ensure_pages; queried pages are range-checked before any is hinted.
 KVT_HD inline void hint_slot_entry(const ResidencyView& st, PageId p) {
   if (p >= 0) cache_hint_read(st.slot_of_page + p);
@@ -102,14 +109,15 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
   // lookups ahead are hinted in two stages: a page's slot entry kHintAhead lookups before the
   // one that hints its slot's last use (by then the slot entry is in cache). A query too short
   // to look ahead in is not hinted at all.
-  if (n > kHintAhead) {
+  const bool hint = n > kHintAhead && hints_pay(st);
+  if (hint) {
     for (int i = 0; i < 2 * kHintAhead && i < n; ++i)
       hint_slot_entry(st, query[i]);
   }
   int m = 0;
   for (int i = 0; i < n; ++i) {
-    if (i + 2 * kHintAhead < n) hint_slot_entry(st, query[i + 2 * kHintAhead]);
-    if (i + kHintAhead < n) hint_last_use(st, query[i + kHintAhead]);
+    if (hint && i + 2 * kHintAhead < n) hint_slot_entry(st, query[i + 2 * kHintAhead]);
+    if (hint && i + kHintAhead < n) hint_last_use(st, query[i + kHintAhead]);
     const PageId p = query[i];
     if (p == kNoPage) continue;
     ++r.lookups;
@@ -155,13 +163,16 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
   }
   // Each install reads its victim's page and clears that page's slot entry: hinted ahead in
   // two stages, like the lookups.
-  if (admitted > kHintAhead) {
+  const bool hint_installs = admitted > kHintAhead && hints_pay(st);
+  if (hint_installs) {
     for (int i = 0; i < 2 * kHintAhead && i < admitted; ++i)
       hint_victim(st, scratch.victims[i]);
   }
   for (int i = 0; i < admitted; ++i) {
-    if (i + 2 * kHintAhead < admitted) hint_victim(st, scratch.victims[i + 2 * kHintAhead]);
-    if (i + kHintAhead < admitted) hint_evicted_entry(st, scratch.victims[i + kHintAhead]);
+    if (hint_installs && i + 2 * kHintAhead < admitted)
+      hint_victim(st, scratch.victims[i + 2 * kHintAhead]);
+    if (hint_installs && i + kHintAhead < admitted)
+      hint_evicted_entry(st, scratch.victims[i + kHintAhead]);
     const PageId p = scratch.miss_pages[i];
     const SlotId s = scratch.victims[i];
     const PageId old = st.page_of_slot[s];

@@ -5,7 +5,6 @@
 #include <stdexcept>
 #include <utility>
 
-#include "model/cache_hint.hpp"
 #include "model/rank_sort.hpp"
 
 namespace kvtier {
@@ -20,14 +19,12 @@ std::vector<std::uint64_t> all_free(std::size_t num_slots) {
 }  // namespace
 
 QueueVictims::QueueVictims(SlotId num_slots, Config)
-    : hint_ahead_(num_slots >= kHintFromSlots),
-      where_(static_cast<std::size_t>(num_slots), Where::unlisted),
+    : next_(static_cast<std::size_t>(num_slots), kUnlisted),
       ring_(64, Bucket{0, kEnd, kEnd}),
       free_(all_free(static_cast<std::size_t>(num_slots))) {}
 
 QueueVictims::QueueVictims(const ResidencyView& st, Config)
-    : hint_ahead_(st.num_slots >= kHintFromSlots),
-      where_(static_cast<std::size_t>(st.num_slots), Where::unlisted),
+    : next_(static_cast<std::size_t>(st.num_slots), kUnlisted),
       ring_(64, Bucket{0, kEnd, kEnd}),
       free_((static_cast<std::size_t>(st.num_slots) + 63) / 64, 0) {
   std::vector<std::pair<std::int64_t, SlotId>> used;
@@ -46,7 +43,7 @@ QueueVictims::QueueVictims(const ResidencyView& st, Config)
 }
 
 void QueueVictims::open_bucket(const ResidencyView& st, std::int64_t step) {
-  if (held() + 1 > 2 * where_.size() + 64) {
+  if (held() + 1 > 2 * next_.size() + 64) {
     compact(st, step);  // which opens this step's bucket too
     return;
   }
@@ -70,9 +67,9 @@ void QueueVictims::open_bucket(const ResidencyView& st, std::int64_t step) {
 void QueueVictims::compact(const ResidencyView& st, std::int64_t step) {
   const std::int64_t oldest = held() > 0 ? bucket(front_).step : step;
   std::vector<std::int64_t> steps{step};
-  for (std::size_t s = 0; s < where_.size(); ++s) {
+  for (std::size_t s = 0; s < next_.size(); ++s) {
     const std::int64_t u = st.last_use[s];
-    if (where_[s] != Where::unlisted && u != kFreeSlotStep && u >= oldest) steps.push_back(u);
+    if (next_[s] != kUnlisted && u != kFreeSlotStep && u >= oldest) steps.push_back(u);
   }
   std::sort(steps.begin(), steps.end());
   steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
@@ -81,67 +78,27 @@ void QueueVictims::compact(const ResidencyView& st, std::int64_t step) {
   for (std::int64_t u : steps)
     bucket(++newest_) = Bucket{u, kEnd, kEnd};
   newest_step_ = step;
-  clear_blocks();
-  for (std::size_t s = 0; s < where_.size(); ++s) {
-    if (where_[s] != Where::listed) continue;
-    where_[s] = Where::unlisted;
+  for (std::size_t s = 0; s < next_.size(); ++s) {
+    if (next_[s] == kUnlisted || next_[s] == kInRun) continue;
     const std::int64_t u = st.last_use[s];
-    if (u != kFreeSlotStep) hand_on(static_cast<SlotId>(s), u);
+    if (u == kFreeSlotStep) {
+      next_[s] = kUnlisted;
+    } else {
+      next_[s] = kUnlisted;
+      hand_on(static_cast<SlotId>(s), u);
+    }
   }
 }
 
 void QueueVictims::list(SlotId s, std::uint64_t b) {
-  where_[static_cast<std::size_t>(s)] = Where::listed;
   Bucket& k = bucket(b);
-  if (k.head == kEnd) {
+  next_[static_cast<std::size_t>(s)] = kEnd;
+  if (k.tail == kEnd) {
     k.head = s;
-    k.tail = kOneSlot;
-    return;
-  }
-  if (k.tail == kOneSlot) {  // a second slot: both go to a block
-    const std::int32_t first = new_block();
-    blocks_[static_cast<std::size_t>(first)].slot[0] = k.head;
-    blocks_[static_cast<std::size_t>(first)].count = 1;
-    k.head = k.tail = first;
-  } else if (blocks_[static_cast<std::size_t>(k.tail)].count == kBlockSlots) {
-    const std::int32_t more = new_block();
-    blocks_[static_cast<std::size_t>(k.tail)].next = more;
-    k.tail = more;
-  }
-  Block& t = blocks_[static_cast<std::size_t>(k.tail)];
-  t.slot[t.count++] = s;
-}
-
-std::int32_t QueueVictims::new_block() {
-  std::int32_t b = free_block_;
-  if (b != kEnd) {
-    free_block_ = blocks_[static_cast<std::size_t>(b)].next;
   } else {
-    b = static_cast<std::int32_t>(blocks_.size());
-    blocks_.emplace_back();
+    next_[static_cast<std::size_t>(k.tail)] = s;
   }
-  blocks_[static_cast<std::size_t>(b)].count = 0;
-  blocks_[static_cast<std::size_t>(b)].next = kEnd;
-  return b;
-}
-
-void QueueVictims::clear_blocks() {
-  blocks_.clear();
-  free_block_ = kEnd;
-}
-
-// Where step `use` lies between buckets lo (step a) and hi (step b), a < use < b, if the
-// buckets between are evenly spaced in steps. Exact in integers while the product fits, as it
-// does in practice.
-std::uint64_t QueueVictims::interpolate(std::uint64_t lo, std::uint64_t hi, std::int64_t a,
-                                        std::int64_t b, std::int64_t use) {
-  const auto span = hi - lo;
-  const auto off = static_cast<std::uint64_t>(use - a);
-  return span < (std::uint64_t{1} << 31) && off < (std::uint64_t{1} << 32)
-             ? lo + off * span / static_cast<std::uint64_t>(b - a)
-             : lo + static_cast<std::uint64_t>(static_cast<double>(off) /
-                                               static_cast<double>(b - a) *
-                                               static_cast<double>(span));
+  k.tail = s;
 }
 
 // The bucket of step `use`, which exists while a listed or run slot's last_use names it.
@@ -156,7 +113,15 @@ std::uint64_t QueueVictims::bucket_of_step(std::int64_t use) {
     if (b == use) return hi;
     if (use < a || use > b || hi - lo < 2) break;
     std::uint64_t mid = lo + (hi - lo) / 2;
-    if (probe < 3) mid = interpolate(lo, hi, a, b, use);
+    if (probe < 3) {  // exact in integers while the product fits, as it does in practice
+      const auto span = hi - lo;
+      const auto off = static_cast<std::uint64_t>(use - a);
+      mid = span < (std::uint64_t{1} << 31) && off < (std::uint64_t{1} << 32)
+                ? lo + off * span / static_cast<std::uint64_t>(b - a)
+                : lo + static_cast<std::uint64_t>(static_cast<double>(off) /
+                                                  static_cast<double>(b - a) *
+                                                  static_cast<double>(span));
+    }
     mid = std::clamp(mid, lo + 1, hi - 1);
     const std::int64_t v = bucket(mid).step;
     if (v == use) return mid;
@@ -170,33 +135,6 @@ std::uint64_t QueueVictims::bucket_of_step(std::int64_t use) {
   }
   throw std::logic_error("victim queue: no bucket for step " + std::to_string(use) +
                          " (a last_use changed outside ensure_pages / release_page?)");
-}
-
-// Hints what taking apart the buckets a few places behind the front will touch, so that
-// those reads overlap with this lookup's (with one request a step, the front moves a bucket
-// per miss and each bucket lists at most one slot). kFar ahead: the slot's last use and page;
-// kNear ahead, with those in cache: the slot entry of the page it will evict, or, when it was
-// used since, the bucket it will be handed on to (interpolation's first probe, which the
-// replay's near-even buckets make right). Only hints: nothing the finder decides depends on
-// them.
-void QueueVictims::hint_ahead(const ResidencyView& st) {
-  constexpr std::uint64_t kFar = 16, kNear = 8;
-  if (held() <= kFar) return;
-  const Bucket& far = bucket(front_ + kFar);
-  if (far.tail == kOneSlot) {
-    cache_hint_read(st.last_use + far.head);
-    cache_hint_read(st.page_of_slot + far.head);
-  }
-  const Bucket& near = bucket(front_ + kNear);
-  if (near.tail != kOneSlot) return;
-  const std::int64_t u = st.last_use[near.head];
-  if (u == near.step) {
-    const PageId old = st.page_of_slot[near.head];
-    if (old >= 0) cache_hint_write(st.slot_of_page + old);
-  } else if (u > near.step && u < newest_step_) {
-    const std::uint64_t lo = front_ + kNear;
-    cache_hint_write(&bucket(interpolate(lo, newest_, near.step, newest_step_, u)));
-  }
 }
 
 void QueueVictims::hand_on(SlotId s, std::int64_t use) {
@@ -227,11 +165,18 @@ bool QueueVictims::next_run(const ResidencyView& st, std::int64_t step) {
   while (held() > 0) {
     const Bucket k = bucket(front_);
     if (k.step >= step) return false;
-    if (hint_ahead_) hint_ahead(st);
-    if (k.tail == kOneSlot) {
-      take(st, k.head, k.step);
-    } else if (k.head != kEnd) {
-      take_blocks(st, k.head, k.step);
+    for (SlotId s = k.head; s != kEnd;) {
+      const SlotId next = next_[static_cast<std::size_t>(s)];
+      const std::int64_t u = st.last_use[s];
+      if (u == k.step) {
+        run_.push_back(s);
+        next_[static_cast<std::size_t>(s)] = kInRun;
+      } else if (u == kFreeSlotStep) {
+        next_[static_cast<std::size_t>(s)] = kUnlisted;
+      } else {
+        hand_on(s, u);  // used since: a later bucket
+      }
+      s = next;
     }
     ++front_;
     if (!run_.empty()) {
@@ -243,54 +188,17 @@ bool QueueVictims::next_run(const ResidencyView& st, std::int64_t step) {
   return false;
 }
 
-// One slot of a bucket being taken apart.
-void QueueVictims::take(const ResidencyView& st, SlotId s, std::int64_t bucket_step) {
-  const std::int64_t u = st.last_use[s];
-  if (u == bucket_step) {
-    run_.push_back(s);
-    where_[static_cast<std::size_t>(s)] = Where::in_run;
-  } else if (u == kFreeSlotStep) {
-    where_[static_cast<std::size_t>(s)] = Where::unlisted;
-  } else {
-    hand_on(s, u);  // used since: a later bucket
-  }
-}
-
-// The slots of a bucket's blocks from `first` on; each block is freed once read. The next
-// block's slots are hinted while this one's are taken, so that their last uses arrive
-// together. Handing on may add blocks (to later buckets): blocks_ is indexed, never pointed
-// into, across a take.
-void QueueVictims::take_blocks(const ResidencyView& st, std::int32_t first,
-                               std::int64_t bucket_step) {
-  auto hint = [&](std::int32_t b) {
-    if (b == kEnd) return;
-    const Block& blk = blocks_[static_cast<std::size_t>(b)];
-    for (int i = 0; i < blk.count; ++i)
-      cache_hint_read(st.last_use + blk.slot[i]);
-    if (blk.next != kEnd) cache_hint_read(&blocks_[static_cast<std::size_t>(blk.next)]);
-  };
-  hint(first);
-  for (std::int32_t b = first; b != kEnd;) {
-    const std::int32_t next = blocks_[static_cast<std::size_t>(b)].next;
-    hint(next);
-    const int count = blocks_[static_cast<std::size_t>(b)].count;
-    for (int i = 0; i < count; ++i)
-      take(st, blocks_[static_cast<std::size_t>(b)].slot[i], bucket_step);
-    blocks_[static_cast<std::size_t>(b)].next = free_block_;
-    free_block_ = b;
-    b = next;
-  }
-}
-
-// The front run by slot index: an LSD radix sort, 8 bits a pass over the bits slot numbers
-// use (a run is a step's slots, thousands for a planner's layer-step).
+// The front run by slot index: a rank sort up to kRankSortMax slots (the slots of a small
+// step: branch-free, where a comparison sort mispredicts half its branches), beyond that an
+// LSD radix sort, 8 bits a pass over the bits slot numbers use (a run is a step's slots,
+// thousands for a planner's layer-step).
 void QueueVictims::sort_slots() {
   if (run_.size() <= static_cast<std::size_t>(kRankSortMax)) {  // a slot is in one bucket
     rank_sort_distinct(run_.data(), static_cast<int>(run_.size()));
     return;
   }
   sort_scratch_.resize(run_.size());
-  for (unsigned shift = 0; shift < 32 && (std::size_t{1} << shift) < where_.size(); shift += 8) {
+  for (unsigned shift = 0; shift < 32 && (std::size_t{1} << shift) < next_.size(); shift += 8) {
     std::size_t count[257] = {};
     for (SlotId s : run_)
       ++count[((static_cast<std::uint32_t>(s) >> shift) & 0xff) + 1];
@@ -315,14 +223,14 @@ int QueueVictims::select_any(const ResidencyView& st, std::int64_t step, int m, 
     if (run_pos_ == run_.size() && !next_run(st, step)) break;
     const std::int64_t run_step = run_steps_.empty() ? run_step_ : run_steps_[run_pos_];
     const SlotId slot = run_[run_pos_++];
-    Where& where = where_[static_cast<std::size_t>(slot)];
-    if (where != Where::in_run) continue;  // freed and installed again since: listed elsewhere
+    std::int32_t& next = next_[static_cast<std::size_t>(slot)];
+    if (next != kInRun) continue;  // freed and installed again since: listed elsewhere
     const std::int64_t u = st.last_use[slot];
     if (u == run_step) {
       out[found++] = slot;
-      where = Where::unlisted;
+      next = kUnlisted;
     } else if (u == kFreeSlotStep) {
-      where = Where::unlisted;
+      next = kUnlisted;
     } else {
       hand_on(slot, u);
     }
@@ -333,7 +241,7 @@ int QueueVictims::select_any(const ResidencyView& st, std::int64_t step, int m, 
     // apart) is handed on from there.
     if (step != newest_step_ || held() == 0) open_bucket(st, step);
     for (int i = 0; i < m; ++i) {
-      if (where_[static_cast<std::size_t>(out[i])] == Where::unlisted) list(out[i], newest_);
+      if (next_[static_cast<std::size_t>(out[i])] == kUnlisted) list(out[i], newest_);
     }
     return m;
   }
@@ -348,7 +256,7 @@ int QueueVictims::select_any(const ResidencyView& st, std::int64_t step, int m, 
   run_steps_.clear();
   run_pos_ = 0;
   for (int i = free_found; i < found; ++i) {
-    where_[static_cast<std::size_t>(out[i])] = Where::in_run;
+    next_[static_cast<std::size_t>(out[i])] = kInRun;
     run_.push_back(out[i]);
     run_steps_.push_back(st.last_use[out[i]]);
   }
@@ -363,13 +271,12 @@ void QueueVictims::on_slot_freed(SlotId s) {
 }
 
 void QueueVictims::on_flush() {
-  std::fill(where_.begin(), where_.end(), Where::unlisted);
-  clear_blocks();
+  std::fill(next_.begin(), next_.end(), kUnlisted);
   front_ = newest_ + 1;
   run_.clear();
   run_steps_.clear();
   run_pos_ = 0;
-  free_ = all_free(where_.size());
+  free_ = all_free(next_.size());
   free_word_ = 0;
 }
 

@@ -13,14 +13,11 @@ namespace kvtier {
 // Why a queue of steps is enough: steps never decrease, so the slots used at the newest step
 // are the most recently used of all. Every step with a use gets a bucket, in step order, and
 // every slot is listed in one bucket: the one of the step it was installed at, or a later
-// one. A bucket lists its slots in blocks of a cache line (one slot alone is held in the
-// bucket itself), so taking a bucket apart reads its slots' last uses independently of each
-// other, not one dependent read per slot as a linked list of slots would. A hit touches nothing of
-// the finder's (the state's last_use records it; the finder only opens the step's bucket), so a
-// hit-heavy replay pays almost nothing for it. Eviction takes the oldest bucket apart: its slots
-// whose last_use is still its step are its victims, ordered by index ("the front run"); slots used
-// since go on to the bucket of their last_use, freed ones leave. Free slots (kFreeSlotStep, before
-// every step) are a bit set, lowest first.
+// one. A hit touches nothing of the finder's (the state's last_use records it; the finder
+// only opens the step's bucket), so a hit-heavy replay pays almost nothing for it. Eviction
+// takes the oldest bucket apart: its slots whose last_use is still its step are its victims,
+// ordered by index ("the front run"); slots used since go on to the bucket of their last_use,
+// freed ones leave. Free slots (kFreeSlotStep, before every step) are a bit set, lowest first.
 //
 // Contract: every change of a slot's last_use goes through ensure_pages, release_page or
 // flush_pool (their hooks keep the buckets); a state built in some other way is adopted
@@ -44,11 +41,10 @@ class QueueVictims {
   int select(const ResidencyView& st, std::int64_t step, int m, SlotId* out) {
     if (m == 1 && run_pos_ == run_.size() && held() > 1 && free_word_ == free_.size()) {
       const Bucket& k = bucket(front_);
-      if (k.tail == kOneSlot && st.last_use[k.head] == k.step) {
+      if (k.head != kEnd && k.head == k.tail && st.last_use[k.head] == k.step) {
         const SlotId s = k.head;
         ++front_;
-        if (hint_ahead_) hint_ahead(st);
-        where_[static_cast<std::size_t>(s)] = Where::unlisted;  // a victim: listed below
+        next_[static_cast<std::size_t>(s)] = kUnlisted;  // a victim: in no bucket until listed
         if (step != newest_step_) open_bucket(st, step);
         list(s, newest_);  // the caller installs it at `step`
         out[0] = s;
@@ -62,7 +58,7 @@ class QueueVictims {
     if (step == newest_step_ && held() > 0) return;
     // Inline while the ring has room and no compaction is due (a stream of single lookups
     // opens a bucket for every lookup).
-    if (held() + 1 <= std::min(ring_.size(), 2 * where_.size() + 64)) {
+    if (held() + 1 <= std::min(ring_.size(), 2 * next_.size() + 64)) {
       bucket(++newest_) = Bucket{step, kEnd, kEnd};
       newest_step_ = step;
     } else {
@@ -76,51 +72,28 @@ class QueueVictims {
   std::uint64_t buckets() const { return held(); }
 
  private:
-  static constexpr std::int32_t kEnd = -1;      // no slot, no block
-  static constexpr std::int32_t kOneSlot = -2;  // Bucket::tail when head is its one slot
-  static constexpr int kBlockSlots = 14;        // a Block fills one 64-byte line
-
-  enum class Where : std::uint8_t { unlisted, listed, in_run };  // unlisted: free, or a victim
+  static constexpr std::int32_t kEnd = -1;       // next_ of a bucket's last slot
+  static constexpr std::int32_t kUnlisted = -2;  // in no bucket (free, or a victim)
+  static constexpr std::int32_t kInRun = -3;     // in the front run
 
   struct Bucket {
     std::int64_t step;
-    // Empty: kEnd, kEnd. One slot: the slot, kOneSlot. More: the first and last Block.
-    std::int32_t head, tail;
+    std::int32_t head, tail;  // the slots listed, kEnd when none
   };
-  struct alignas(64) Block {
-    SlotId slot[kBlockSlots];
-    std::int32_t count;
-    std::int32_t next;  // the bucket's next block, or kEnd
-  };
-  static_assert(sizeof(Block) == 64);
 
   std::uint64_t held() const { return newest_ + 1 - front_; }
   Bucket& bucket(std::uint64_t b) { return ring_[b & (ring_.size() - 1)]; }
   void open_bucket(const ResidencyView& st, std::int64_t step);
   void compact(const ResidencyView& st, std::int64_t step);
   void list(SlotId s, std::uint64_t b);
-  std::int32_t new_block();
-  void clear_blocks();
   void hand_on(SlotId s, std::int64_t use);
-  static std::uint64_t interpolate(std::uint64_t lo, std::uint64_t hi, std::int64_t a,
-                                   std::int64_t b, std::int64_t use);
   std::uint64_t bucket_of_step(std::int64_t use);
-  void hint_ahead(const ResidencyView& st);
   SlotId pop_free();
   int select_any(const ResidencyView& st, std::int64_t step, int m, SlotId* out);
   bool next_run(const ResidencyView& st, std::int64_t step);
-  void take(const ResidencyView& st, SlotId s, std::int64_t bucket_step);
-  void take_blocks(const ResidencyView& st, std::int32_t first, std::int64_t bucket_step);
   void sort_slots();
 
-  // Hints only pay where the state arrays outgrow the core's cache: from 32,768 slots (last
-  // uses alone 256 KiB, and the page space several times the slots); below, they only cost.
-  static constexpr SlotId kHintFromSlots = 32768;
-  bool hint_ahead_;
-
-  std::vector<Where> where_;        // [slots] in a bucket, in the front run, or neither
-  std::vector<Block> blocks_;       // the buckets' blocks, used and free
-  std::int32_t free_block_ = kEnd;  // free blocks, linked through Block::next
+  std::vector<std::int32_t> next_;  // [slots] the next slot listed in the same bucket, or above
   std::vector<Bucket> ring_;        // buckets [front_, newest_], at index & (size - 1)
   std::uint64_t front_ = 1;         // the oldest bucket not yet taken apart
   std::uint64_t newest_ = 0;        // front_ > newest_: no bucket held
