@@ -105,21 +105,11 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
       return r;
     }
   }
-  // Mark hits; collect each missing page once (kPendingSlot flags it as collected). The
-  // lookups ahead are hinted in two stages: a page's slot entry kHintAhead lookups before the
-  // one that hints its slot's last use (by then the slot entry is in cache). A query too short
-  // to look ahead in is not hinted at all.
-  const bool hint = n > kHintAhead && hints_pay(st);
-  if (hint) {
-    for (int i = 0; i < 2 * kHintAhead && i < n; ++i)
-      hint_slot_entry(st, query[i]);
-  }
+  // Mark hits; collect each missing page once (kPendingSlot flags it as collected).
   int m = 0;
-  for (int i = 0; i < n; ++i) {
-    if (hint && i + 2 * kHintAhead < n) hint_slot_entry(st, query[i + 2 * kHintAhead]);
-    if (hint && i + kHintAhead < n) hint_last_use(st, query[i + kHintAhead]);
+  auto mark = [&](int i) {
     const PageId p = query[i];
-    if (p == kNoPage) continue;
+    if (p == kNoPage) return;
     ++r.lookups;
     const SlotId s = st.slot_of_page[p];
     if (s >= 0) {
@@ -132,6 +122,21 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
       st.slot_of_page[p] = kPendingSlot;
       scratch.miss_pages[m++] = p;
     }
+  };
+  // The lookups ahead are hinted in two stages: a page's slot entry kHintAhead lookups before
+  // the one that hints its slot's last use (by then the slot entry is in cache). A query too
+  // short to look ahead in, or a state in cache, is marked by the loop without hints.
+  if (n > kHintAhead && hints_pay(st)) {
+    for (int i = 0; i < 2 * kHintAhead && i < n; ++i)
+      hint_slot_entry(st, query[i]);
+    for (int i = 0; i < n; ++i) {
+      if (i + 2 * kHintAhead < n) hint_slot_entry(st, query[i + 2 * kHintAhead]);
+      if (i + kHintAhead < n) hint_last_use(st, query[i + kHintAhead]);
+      mark(i);
+    }
+  } else {
+    for (int i = 0; i < n; ++i)
+      mark(i);
   }
   if (m <= kRankSortMax) {  // misses are distinct: kPendingSlot collected each once
     rank_sort_distinct(scratch.miss_pages, m);
@@ -161,18 +166,7 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
     r.evictable = found;
     return r;
   }
-  // Each install reads its victim's page and clears that page's slot entry: hinted ahead in
-  // two stages, like the lookups.
-  const bool hint_installs = admitted > kHintAhead && hints_pay(st);
-  if (hint_installs) {
-    for (int i = 0; i < 2 * kHintAhead && i < admitted; ++i)
-      hint_victim(st, scratch.victims[i]);
-  }
-  for (int i = 0; i < admitted; ++i) {
-    if (hint_installs && i + 2 * kHintAhead < admitted)
-      hint_victim(st, scratch.victims[i + 2 * kHintAhead]);
-    if (hint_installs && i + kHintAhead < admitted)
-      hint_evicted_entry(st, scratch.victims[i + kHintAhead]);
+  auto install = [&](int i) {
     const PageId p = scratch.miss_pages[i];
     const SlotId s = scratch.victims[i];
     const PageId old = st.page_of_slot[s];
@@ -185,6 +179,20 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
     st.last_use[s] = step;
     victims.on_slot_used(st, s, step);
     copies[i] = CopyOp{p, s, old};
+  };
+  // Each install reads its victim's page and clears that page's slot entry: hinted ahead in
+  // two stages, like the lookups.
+  if (admitted > kHintAhead && hints_pay(st)) {
+    for (int i = 0; i < 2 * kHintAhead && i < admitted; ++i)
+      hint_victim(st, scratch.victims[i]);
+    for (int i = 0; i < admitted; ++i) {
+      if (i + 2 * kHintAhead < admitted) hint_victim(st, scratch.victims[i + 2 * kHintAhead]);
+      if (i + kHintAhead < admitted) hint_evicted_entry(st, scratch.victims[i + kHintAhead]);
+      install(i);
+    }
+  } else {
+    for (int i = 0; i < admitted; ++i)
+      install(i);
   }
   r.misses = admitted;
   return r;
