@@ -138,7 +138,9 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
     for (int i = 0; i < n; ++i)
       mark(i);
   }
-  if (m <= kRankSortMax) {  // misses are distinct: kPendingSlot collected each once
+  // Misses are distinct (kPendingSlot collected each once). m <= n: testing n too shows the
+  // compiler that a short query never reaches heap_sort (else it warns of bounds it cannot see).
+  if (n <= kRankSortMax || m <= kRankSortMax) {
     rank_sort_distinct(scratch.miss_pages, m);
   } else {
     heap_sort(scratch.miss_pages, m, [](PageId a, PageId b) { return a < b; });
@@ -182,7 +184,7 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
   };
   // Each install reads its victim's page and clears that page's slot entry: hinted ahead in
   // two stages, like the lookups.
-  if (admitted > kHintAhead && hints_pay(st)) {
+  if (n > kHintAhead && admitted > kHintAhead && hints_pay(st)) {  // admitted <= n, as above
     for (int i = 0; i < 2 * kHintAhead && i < admitted; ++i)
       hint_victim(st, scratch.victims[i]);
     for (int i = 0; i < admitted; ++i) {
