@@ -2,8 +2,10 @@
 // (bench/sim/page_stream.hpp) replayed through the core's ensure_pages, a step per request
 // (plain LRU, what libCacheSim measures) or per batch of requests, with the simulator's
 // victim finder (QueueVictims) and the one it replaced (HeapVictims). The pool holds a
-// fraction of the page space, so most lookups miss and the victim search is measured.
+// fraction of the page space, so most lookups miss and the victim search is measured. Each
+// stream runs without and with the replay's look-ahead hint (range(4) below).
 // Prints lookups/s (median of 3 runs) and the hit rate; never fails on speed.
+// Repeat: build-rel/bench/sim/bench_stream --benchmark_filter=Queue (bench/README.md).
 #include <benchmark/benchmark.h>
 
 #include <map>
