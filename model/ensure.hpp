@@ -2,8 +2,10 @@
 #include <cstdint>
 
 #include "model/admission.hpp"
+#include "model/cache_hint.hpp"
 #include "model/hd.hpp"
 #include "model/heap_sort.hpp"
+#include "model/rank_sort.hpp"
 #include "model/residency_state.hpp"
 
 namespace kvtier {
@@ -41,6 +43,45 @@ struct EnsureScratch {
   PageId* bypassed;  // pages admission refused, ascending; may be null
 };
 
+// How many lookups (or installs) ahead ensure_pages hints the cache lines it will touch: enough
+// to cover a cache miss with the work of the lookups between, few enough to stay in L1.
+inline constexpr int kHintAhead = 8;
+
+// Whether hints pay for their instructions: only where the state arrays outgrow a core's cache
+// (a page's slot entries from 1 MiB, a slot's last uses from 256 KiB); below, every lookup
+// finds its lines in cache anyway (a planner's pools mostly do).
+KVT_HD inline bool hints_pay(const ResidencyView& st) {
+  return st.num_pages >= (PageId{1} << 18) || st.num_slots >= (SlotId{1} << 15);
+}
+
+// The hints of ensure_pages; queried pages are range-checked before any is hinted.
+KVT_HD inline void hint_slot_entry(const ResidencyView& st, PageId p) {
+  if (p >= 0) cache_hint_read(st.slot_of_page + p);
+}
+KVT_HD inline void hint_last_use(const ResidencyView& st, PageId p) {
+  if (p < 0) return;
+  const SlotId s = st.slot_of_page[p];
+  if (s >= 0) cache_hint_write(st.last_use + s);
+}
+KVT_HD inline void hint_victim(const ResidencyView& st, SlotId s) {
+  cache_hint_write(st.page_of_slot + s);
+  cache_hint_write(st.last_use + s);
+}
+KVT_HD inline void hint_evicted_entry(const ResidencyView& st, SlotId s) {
+  const PageId old = st.page_of_slot[s];
+  if (old >= 0) cache_hint_write(st.slot_of_page + old);
+}
+
+// Hints the slot entries of pages that a replay will ensure soon: issued a few lookups ahead
+// of their ensure, their reads overlap the lookups between (a replay of single requests can
+// overlap them no other way: each lookup's next branch waits on its slot entry). Only a hint:
+// nothing changes; pages out of range are skipped.
+KVT_HD inline void hint_pages(const ResidencyView& st, const PageId* pages, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (pages[i] < st.num_pages) hint_slot_entry(st, pages[i]);
+  }
+}
+
 // The LRU residency engine, one step (or one chunk of a step) at a time.
 //
 // `query` holds the pages of every row of the step, write pages first, padded with kNoPage,
@@ -66,9 +107,9 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
   }
   // Mark hits; collect each missing page once (kPendingSlot flags it as collected).
   int m = 0;
-  for (int i = 0; i < n; ++i) {
+  auto mark = [&](int i) {
     const PageId p = query[i];
-    if (p == kNoPage) continue;
+    if (p == kNoPage) return;
     ++r.lookups;
     const SlotId s = st.slot_of_page[p];
     if (s >= 0) {
@@ -81,8 +122,29 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
       st.slot_of_page[p] = kPendingSlot;
       scratch.miss_pages[m++] = p;
     }
+  };
+  // The lookups ahead are hinted in two stages: a page's slot entry kHintAhead lookups before
+  // the one that hints its slot's last use (by then the slot entry is in cache). A query too
+  // short to look ahead in, or a state in cache, is marked by the loop without hints.
+  if (n > kHintAhead && hints_pay(st)) {
+    for (int i = 0; i < 2 * kHintAhead && i < n; ++i)
+      hint_slot_entry(st, query[i]);
+    for (int i = 0; i < n; ++i) {
+      if (i + 2 * kHintAhead < n) hint_slot_entry(st, query[i + 2 * kHintAhead]);
+      if (i + kHintAhead < n) hint_last_use(st, query[i + kHintAhead]);
+      mark(i);
+    }
+  } else {
+    for (int i = 0; i < n; ++i)
+      mark(i);
   }
-  heap_sort(scratch.miss_pages, m, [](PageId a, PageId b) { return a < b; });
+  // Misses are distinct (kPendingSlot collected each once). m <= n: testing n too shows the
+  // compiler that a short query never reaches heap_sort (else it warns of bounds it cannot see).
+  if (n <= kRankSortMax || m <= kRankSortMax) {
+    rank_sort_distinct(scratch.miss_pages, m);
+  } else {
+    heap_sort(scratch.miss_pages, m, [](PageId a, PageId b) { return a < b; });
+  }
 
   // Admission runs in ascending page order so that its own state evolves deterministically.
   int admitted = 0;
@@ -106,7 +168,7 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
     r.evictable = found;
     return r;
   }
-  for (int i = 0; i < admitted; ++i) {
+  auto install = [&](int i) {
     const PageId p = scratch.miss_pages[i];
     const SlotId s = scratch.victims[i];
     const PageId old = st.page_of_slot[s];
@@ -119,6 +181,20 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
     st.last_use[s] = step;
     victims.on_slot_used(st, s, step);
     copies[i] = CopyOp{p, s, old};
+  };
+  // Each install reads its victim's page and clears that page's slot entry: hinted ahead in
+  // two stages, like the lookups.
+  if (n > kHintAhead && admitted > kHintAhead && hints_pay(st)) {  // admitted <= n, as above
+    for (int i = 0; i < 2 * kHintAhead && i < admitted; ++i)
+      hint_victim(st, scratch.victims[i]);
+    for (int i = 0; i < admitted; ++i) {
+      if (i + 2 * kHintAhead < admitted) hint_victim(st, scratch.victims[i + 2 * kHintAhead]);
+      if (i + kHintAhead < admitted) hint_evicted_entry(st, scratch.victims[i + kHintAhead]);
+      install(i);
+    }
+  } else {
+    for (int i = 0; i < admitted; ++i)
+      install(i);
   }
   r.misses = admitted;
   return r;

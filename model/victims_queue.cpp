@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "model/rank_sort.hpp"
+
 namespace kvtier {
 namespace {
 
@@ -186,11 +188,13 @@ bool QueueVictims::next_run(const ResidencyView& st, std::int64_t step) {
   return false;
 }
 
-// The front run by slot index: an LSD radix sort, 8 bits a pass over the bits slot numbers
-// use (a run is a step's slots, thousands for a planner's layer-step).
+// The front run by slot index: a rank sort up to kRankSortMax slots (the slots of a small
+// step: branch-free, where a comparison sort mispredicts half its branches), beyond that an
+// LSD radix sort, 8 bits a pass over the bits slot numbers use (a run is a step's slots,
+// thousands for a planner's layer-step).
 void QueueVictims::sort_slots() {
-  if (run_.size() < 64) {
-    std::sort(run_.begin(), run_.end());
+  if (run_.size() <= static_cast<std::size_t>(kRankSortMax)) {  // a slot is in one bucket
+    rank_sort_distinct(run_.data(), static_cast<int>(run_.size()));
     return;
   }
   sort_scratch_.resize(run_.size());

@@ -2,8 +2,10 @@
 // (bench/sim/page_stream.hpp) replayed through the core's ensure_pages, a step per request
 // (plain LRU, what libCacheSim measures) or per batch of requests, with the simulator's
 // victim finder (QueueVictims) and the one it replaced (HeapVictims). The pool holds a
-// fraction of the page space, so most lookups miss and the victim search is measured.
+// fraction of the page space, so most lookups miss and the victim search is measured. Each
+// stream runs without and with the replay's look-ahead hint (range(4) below).
 // Prints lookups/s (median of 3 runs) and the hit rate; never fails on speed.
+// Repeat: build-rel/bench/sim/bench_stream --benchmark_filter=Queue (bench/README.md).
 #include <benchmark/benchmark.h>
 
 #include <map>
@@ -26,13 +28,16 @@ const std::vector<PageId>& stream(double zipf, PageId pages) {
 }
 
 // range(0): zipf exponent x 100 (0: uniform); range(1): page space; range(2): pool slots;
-// range(3): requests per step.
+// range(3): requests per step; range(4): look-ahead, in requests: 0, or how far ahead of its
+// ensure the replay hints a request's slot entry (hint_pages), as a replay that reads its
+// trace ahead can.
 template <class Finder>
 void BM_Stream(benchmark::State& state) {
   const double zipf = static_cast<double>(state.range(0)) / 100.0;
   const auto pages = static_cast<PageId>(state.range(1));
   const auto slots = static_cast<SlotId>(state.range(2));
   const auto per_step = static_cast<int>(state.range(3));
+  const auto ahead = static_cast<std::size_t>(state.range(4));
   const std::vector<PageId>& s = stream(zipf, pages);
   std::vector<PageId> miss(per_step);
   std::vector<SlotId> victims(per_step);
@@ -45,6 +50,8 @@ void BM_Stream(benchmark::State& state) {
     state.ResumeTiming();
     std::int64_t step = 0;
     for (std::size_t i = 0; i + per_step <= s.size(); i += per_step, ++step) {
+      if (ahead > 0 && i + ahead + per_step <= s.size())
+        hint_pages(st.view(), s.data() + i + ahead, per_step);
       const EnsureResult r = ensure_pages(st.view(), s.data() + i, per_step, step, finder,
                                           {miss.data(), victims.data(), nullptr}, copies.data());
       if (r.status != EnsureStatus::ok) state.SkipWithError("pool too small");
@@ -58,12 +65,14 @@ void BM_Stream(benchmark::State& state) {
 }
 
 void stream_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"zipf%", "pages", "slots", "per_step"});
-  b->Args({0, 1 << 12, 1 << 10, 1});   // tiny (cache-resident)
-  b->Args({0, 1 << 18, 1 << 16, 1});   // uniform over 4 x the pool
-  b->Args({0, 1 << 20, 1 << 18, 1});   // the same, 4 x larger
-  b->Args({80, 1 << 22, 1 << 18, 1});  // Zipf 0.8 over 16 x the pool
-  b->Args({0, 1 << 20, 1 << 18, 64});  // uniform, 64 requests per step (a batch of rows)
+  b->ArgNames({"zipf%", "pages", "slots", "per_step", "ahead"});
+  for (const std::int64_t ahead : {0, 16}) {
+    b->Args({0, 1 << 12, 1 << 10, 1, ahead});   // tiny (cache-resident)
+    b->Args({0, 1 << 18, 1 << 16, 1, ahead});   // uniform over 4 x the pool
+    b->Args({0, 1 << 20, 1 << 18, 1, ahead});   // the same, 4 x larger
+    b->Args({80, 1 << 22, 1 << 18, 1, ahead});  // Zipf 0.8 over 16 x the pool
+    b->Args({0, 1 << 20, 1 << 18, 64, ahead});  // uniform, 64 requests per step (a batch of rows)
+  }
   b->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
 }
 BENCHMARK_TEMPLATE(BM_Stream, QueueVictims)->Apply(stream_args);
