@@ -72,7 +72,9 @@ po::options_description model_options() {
       "needle proof (weights gen --needle): plant the needle at this position of a prompt of "
       "--prompt-tokens, decode the query token last, report per QSA layer the cosine between "
       "its attention output and the needle's value")("record", po::value<std::string>(),
-                                                     "write the indexer's selections as a trace")(
+                                                     "write the indexer's selections as a trace "
+                                                     "(with --fill-depth the requests begin at "
+                                                     "that depth: the trace has no fill forward)")(
       "micro-batches", po::value<int>()->default_value(1),
       "split the requests into this many micro-batches, each with its own runner and stream, "
       "and keep their decode steps in flight together (one's reads over the link overlap the "
@@ -168,8 +170,6 @@ ModelArgs check_args(const po::variables_map& vm) {
   if (o.fill_depth < 0 || o.fill_depth > kMaxContextTokens)
     throw ConfigError("--fill-depth: 0.." + std::to_string(kMaxContextTokens) + " positions, got " +
                       std::to_string(o.fill_depth));
-  if (o.fill_depth > 0 && vm.count("record"))
-    throw ConfigError("--record: a filled context has no trace");
   if (!prompt_file) a.lengths = parse_lengths(vm["prompt-tokens"].as<std::string>());
   rc.placement = parse_placement(vm["placement"].as<std::string>(), "--placement");
   rc.dtype = parse_kv_dtype(vm["kv-dtype"].as<std::string>(), "--kv-dtype");

@@ -396,18 +396,19 @@ void QsaRunner::fill(std::int64_t depth) {
   const Geometry& g = m.g;
   if (m.forwards != 0 || stats_.filled_tokens != 0)
     throw ConfigError("runner: fill comes before any forward");
-  if (m.recorder != nullptr)
-    throw ConfigError("runner: a filled context has no trace (fill writes no forwards)");
   if (depth < 1 || depth >= m.c.max_context)
     throw ConfigError("runner: the fill depth must be 1.." + std::to_string(m.c.max_context - 1) +
                       " (the context holds " + std::to_string(m.c.max_context) + ")");
+  // The page tables of [0, depth], grown in request order as a replay of the recorded trace
+  // (no fill forward: each request begins at the depth) grows them at its first forward, so the
+  // page ids are the replay's.
   traces::Forward all;
   for (int r = 0; r < m.R; ++r) {
     if (!m.opened[static_cast<std::size_t>(r)]) open(r, depth);
-    all.rows.push_back(
-        {static_cast<RequestId>(r), 0, static_cast<std::int32_t>(depth), traces::RowKind::prefill});
+    all.rows.push_back({static_cast<RequestId>(r), 0, static_cast<std::int32_t>(depth + 1),
+                        traces::RowKind::prefill});
   }
-  m.fe->prepare(all);  // the page tables of [0, depth)
+  m.fe->prepare(all);
   std::vector<std::int32_t> tables(static_cast<std::size_t>(m.R * m.stride), kNoPage);
   for (int r = 0; r < m.R; ++r) {
     const auto t = m.fe->table(r);

@@ -286,6 +286,58 @@ TEST(RunnerPlacements, PrefetchPolicyKeepsTheBytesAndTheCoresDecisions) {
   EXPECT_EQ(gpu_decisions.str(), sim_decisions.str());
 }
 
+// A filled run records too: its requests begin at the fill depth (the trace has no fill
+// forward), and the replays grow their pages at the first forward as the fill did. At a depth
+// on a page boundary the first decode token opens a page, which the fill allocated in request
+// order, so the page ids (and so the decisions) are the replays'.
+TEST(RunnerPlacements, RecordedFilledRunReplaysWithTheSameDecisions) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Weights w(27);
+  TempDir dir("runner-record-fill");
+  const std::string trace = dir.file("fill.ktr");
+  const std::int64_t pool = 40;
+  runner::RunnerStats stats;
+  {
+    runner::QsaRunner r(*w.file, small_gpu_geometry(), kVocab, config(Placement::mirror, pool));
+    auto writer = traces::TraceWriter::create(trace, r.trace_header("runner fill"),
+                                              traces::TraceFormat::binary);
+    r.set_recorder(writer.get());
+    r.fill(28 * 64);
+    r.generate({random_tokens(7, 1), random_tokens(8, 1), random_tokens(9, 1)}, 1, 8);
+    r.close();
+    writer->close();
+    stats = r.stats();
+  }
+  EXPECT_GT(stats.misses, 0);
+  const traces::TraceInput in = traces::file_trace(trace);
+  sim::SimConfig sc;
+  sc.placement = Placement::mirror;
+  sc.pool_slots = pool;
+  sc.check_memory = false;
+  std::ostringstream sim_decisions;
+  sc.decisions = &sim_decisions;
+  const sim::SimResult sr =
+      sim::simulate(in, frontend::scan_trace(in), CostModel(sim::load_profile("h200-pcie5")), sc);
+  const sim::LayerStats t = sr.total();
+  EXPECT_EQ(sr.forwards, stats.forwards);
+  EXPECT_EQ(sr.prefill_tokens, 0);
+  EXPECT_EQ(t.hits, stats.hits);
+  EXPECT_EQ(t.misses, stats.misses);
+  EXPECT_EQ(t.evictions, stats.evictions);
+  EXPECT_EQ(t.drops, stats.drops);
+
+  cuda::ReplayConfig rc;
+  rc.placement = Placement::mirror;
+  rc.pool_pages = pool;
+  rc.verify = true;
+  std::ostringstream gpu_decisions;
+  rc.decisions = &gpu_decisions;
+  const cuda::ReplayResult rr = cuda::replay_trace(in, rc);
+  EXPECT_EQ(rr.decision_mismatches, 0) << rr.first_mismatch;
+  EXPECT_EQ(rr.checksum, rr.expected_checksum);
+  EXPECT_EQ(gpu_decisions.str(), sim_decisions.str());
+}
+
 // Decode at depth without a prefill: the same tokens on every placement.
 TEST(RunnerPlacements, FilledDepthDecodesAlikeOnEveryPlacement) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
