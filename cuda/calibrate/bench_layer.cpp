@@ -84,7 +84,7 @@ void run_decode_layer(Bench& b, const Emit& emit) {
       qsa::compress(ik.get(), r, fwd, ik_norm.get(), kEps, rope, ring.get(), slab.get(), kBlocks,
                     st);
       qsa::index_scores(iq.get(), kIndexHeads, r, slab.get(), kBlocks, logits.get(), kBlocks,
-                        kBlocks, st);
+                        kBlocks, st, 1);  // one request per row, as the runner's decode
       qsa::topk(logits.get(), kBlocks, nullptr, r, kRatio, kTopK, blocks.get(), topk_work.get(),
                 kBlocks, st);
       qsa::expand(blocks.get(), kTopK, r, kRatio, sel.get(), kWidth, st);

@@ -97,8 +97,11 @@ void time_shape(Bench& b, SelectionBuffers& buf, const Shape& sh, Series& index,
   };
   auto logits_of = [&](int c) { return buf.logits.get() + std::int64_t{c} * sh.rows * nb; };
   const Call score = [&](int c, cudaStream_t st) {
+    // the most rows any request has, as the runner passes it: decode rows (one request each)
+    // take the decode kernel at every row count
     qsa::index_scores(buf.iq.get() + std::int64_t{c} * sh.rows * kIndexHeads * qsa::kIndexDim,
-                      kIndexHeads, rows_of(c), buf.slab.get(), nb, logits_of(c), nb, nb, st);
+                      kIndexHeads, rows_of(c), buf.slab.get(), nb, logits_of(c), nb, nb, st,
+                      sh.prefill ? sh.rows : 1);
   };
   index.points.push_back({row_blocks, b.kernel_us(score, {}, calls)});
   for (int c = 0; c < calls; ++c)  // every call's logits, for the top-k to select from
