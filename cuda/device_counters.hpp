@@ -6,7 +6,7 @@ namespace kvtier::cuda {
 
 struct DeviceCounters {
   long long ensure[3];    // hits, misses, evictions: EnsureHooks::counters points here
-  long long prefetch[3];  // the same of the prefetch policy's ensures (runner)
+  long long prefetch[3];  // the same of the prefetch policy's ensures
   int dropped;            // compaction: selected pages past the select width
   int bad_rows;           // compaction: rows that failed (a selection outside the row's table)
   // Pages looked up that were not resident. Trace replay: selected pages read as the zero

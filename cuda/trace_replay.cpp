@@ -247,8 +247,6 @@ class TraceReplay {
                                      layer_sums_.size() * sizeof(unsigned long long), s_));
     }
     if (engine_) engine_->reset_counters_async(s_);
-    if (prefetch_)
-      KVT_CUDA_CHECK(cudaMemsetAsync(d_prefetch_totals_.get(), 0, d_prefetch_totals_.bytes(), s_));
     KVT_CUDA_CHECK(cudaStreamSynchronize(s_));
     return st;
   }
@@ -422,7 +420,7 @@ class TraceReplay {
     KVT_CUDA_CHECK(cudaEventRecord(ev_fork_, s_));
     KVT_CUDA_CHECK(cudaStreamWaitEvent(side_, ev_fork_));
     engine_->prefetch_async(l + 1, query(l), sf_.query_len, side_,
-                            EnsureHooks{d_prefetch_steps_.get() + l, d_prefetch_totals_.get()});
+                            EnsureHooks{d_prefetch_steps_.get() + l, d_counters_.get()->prefetch});
     KVT_CUDA_CHECK(cudaEventRecord(ev_prefetched_, side_));
     prefetch_pending_ = true;
     if (verifier_) {
@@ -540,11 +538,7 @@ class TraceReplay {
       throw std::runtime_error("forward " + std::to_string(fi_) + ": " +
                                std::to_string(c.bad_rows) + " rows failed compaction, " +
                                std::to_string(c.bad_stores) + " stores outside the space");
-    if (prefetch_) {
-      long long pf[3] = {};
-      KVT_CUDA_CHECK(cudaMemcpy(pf, d_prefetch_totals_.get(), sizeof pf, cudaMemcpyDeviceToHost));
-      st.prefetched = pf[1];
-    }
+    st.prefetched = c.prefetch[1];
     st.hits = c.ensure[0];
     st.misses = c.ensure[1];
     st.evictions = c.ensure[2];
@@ -637,7 +631,6 @@ class TraceReplay {
   std::vector<std::int64_t> steps_;           // [layers] demand stamps of the forward
   std::vector<std::int64_t> prefetch_steps_;  // [layers] the prefetch stamps of its layer-steps
   DeviceArray<std::int64_t> d_prefetch_steps_;
-  DeviceArray<long long> d_prefetch_totals_{3};  // prefetches' hits, misses, evictions
   DeviceArray<std::int32_t> d_blocks_;
   DeviceArray<std::int64_t> d_rowpos_, d_tablelen_, d_store_pos_, d_read_pos_, d_steps_,
       d_bypass_read_pos_;

@@ -260,8 +260,8 @@ class Simulation {
     res_.decode_tokens += decode_tokens;
     res_.prefill_tokens += tokens_ - decode_tokens;
     non_qsa_ns_ = cost_.non_qsa_ns(tokens_);
-    // Per-forward counts (record_forwards) as differences of the running totals.
-    const LayerStats before = cfg_.record_forwards ? res_.total() : LayerStats{};
+    // Per-forward counts (the read-order rule, record_forwards) as differences of the totals.
+    const LayerStats before = res_.total();
 
     // The trace replay reads in place in every forward; the model (the runner) in its decode
     // forwards when frontend::decode_reads_in_place says so of the forward before.
@@ -269,7 +269,6 @@ class Simulation {
     if (shape_.kind == frontend::ForwardKind::model)
       shape_.mirror_in_place =
           may_read_in_place_ && decode && frontend::decode_reads_in_place(last_);
-    const std::int64_t misses_before = mirror_ ? res_.total().misses : 0;
 
     tl_.set_forward(fi_);
     const TimeNs fstart = tl_.now();
@@ -339,11 +338,10 @@ class Simulation {
           dt * static_cast<double>(tokens_ - decode_tokens) / static_cast<double>(tokens_);
     }
     res_.compute_end_ns = end;
-    last_ = frontend::LastForward{decode, mirror_ ? res_.total().misses - misses_before : 0,
-                                  std::int64_t{rows} * L_};
+    const LayerStats after = res_.total();
+    last_ = frontend::LastForward{decode, after.misses - before.misses, std::int64_t{rows} * L_};
     lat_.end_forward(f.rows, fi_, fstart, end);
     if (cfg_.record_forwards) {
-      const LayerStats after = res_.total();
       res_.forwards_detail.push_back({fi_, rows, tokens_, decode_tokens, fstart, end, end - fstart,
                                       after.hits - before.hits, after.misses - before.misses,
                                       after.evictions - before.evictions,

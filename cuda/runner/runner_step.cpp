@@ -132,8 +132,8 @@ void QsaRunner::launch_step(const std::vector<RequestRows>& batch) {
   for (int l = 0; l < m.L; ++l)
     stamps[static_cast<std::size_t>(l)] = demand_stamp(p.step_base + l);  // the simulator's
   upload(m.stamps, stamps, m.s);
-  std::vector<std::int64_t> prefetch_stamps(stamps.size());
   if (m.prefetches()) {
+    std::vector<std::int64_t> prefetch_stamps(stamps.size());
     for (int l = 0; l < m.L; ++l)
       prefetch_stamps[static_cast<std::size_t>(l)] = prefetch_stamp(p.step_base + l);
     upload(m.prefetch_stamps, prefetch_stamps, m.s);

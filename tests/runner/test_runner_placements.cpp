@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -170,6 +171,69 @@ TEST(RunnerPlacements, Fp8RunsAndStaysClose) {
   EXPECT_LT(rel, 0.1);
 }
 
+// A run of `c` recorded into `trace`: `work` drives the runner (its tokens are kept).
+RunOut record_run(
+    const Weights& w, const runner::RunnerConfig& c, const std::string& trace,
+    const std::function<std::vector<std::vector<std::int32_t>>(runner::QsaRunner&)>& work) {
+  runner::QsaRunner r(*w.file, small_gpu_geometry(), kVocab, c);
+  r.set_capture(true);
+  auto writer = traces::TraceWriter::create(trace, r.trace_header("runner test"),
+                                            traces::TraceFormat::binary);
+  r.set_recorder(writer.get());
+  RunOut out;
+  out.tokens = work(r);
+  out.logits = r.last_logits();
+  r.close();
+  writer->close();
+  out.stats = r.stats();
+  return out;
+}
+
+// A recorded trace replayed in the simulator and on the GPU (--verify) with the mirror of
+// `pool` slots and `policy`, each writing its decision lines.
+struct Replays {
+  sim::SimResult sim;
+  cuda::ReplayResult gpu;
+  std::string sim_decisions, gpu_decisions;
+};
+
+Replays replay_recorded(const traces::TraceInput& in, std::int64_t pool, MirrorPolicy policy) {
+  Replays out;
+  sim::SimConfig sc;
+  sc.placement = Placement::mirror;
+  sc.pool_slots = pool;
+  sc.policy = policy;
+  sc.check_memory = false;
+  std::ostringstream sim_decisions;
+  sc.decisions = &sim_decisions;
+  out.sim =
+      sim::simulate(in, frontend::scan_trace(in), CostModel(sim::load_profile("h200-pcie5")), sc);
+  cuda::ReplayConfig rc;
+  rc.placement = Placement::mirror;
+  rc.pool_pages = pool;
+  rc.policy = policy;
+  rc.verify = true;
+  std::ostringstream gpu_decisions;
+  rc.decisions = &gpu_decisions;
+  out.gpu = cuda::replay_trace(in, rc);
+  out.sim_decisions = sim_decisions.str();
+  out.gpu_decisions = gpu_decisions.str();
+  return out;
+}
+
+// The runner's residency counts are the simulator's, and the GPU replay's decision lines the
+// simulator's.
+void expect_runners_decisions(const Replays& r, const runner::RunnerStats& stats) {
+  const sim::LayerStats t = r.sim.total();
+  EXPECT_EQ(t.hits, stats.hits);
+  EXPECT_EQ(t.misses, stats.misses);
+  EXPECT_EQ(t.evictions, stats.evictions);
+  EXPECT_EQ(t.drops, stats.drops);
+  EXPECT_EQ(t.prefetched, stats.prefetched);
+  EXPECT_EQ(r.gpu.decision_mismatches, 0) << r.gpu.first_mismatch;
+  EXPECT_EQ(r.gpu_decisions, r.sim_decisions);
+}
+
 // A recorded trace replays in the simulator and on the GPU replay with the runner's own
 // residency decisions: the same hits, misses, evictions and drops.
 TEST(RunnerPlacements, RecordedTraceReplaysWithTheSameDecisions) {
@@ -178,50 +242,21 @@ TEST(RunnerPlacements, RecordedTraceReplaysWithTheSameDecisions) {
   TempDir dir("runner-record");
   const std::string trace = dir.file("run.ktr");
   const std::int64_t pool = 40;
-  runner::RunnerStats stats;
-  {
-    runner::QsaRunner r(*w.file, small_gpu_geometry(), kVocab, config(Placement::mirror, pool));
-    auto writer = traces::TraceWriter::create(trace, r.trace_header("runner test"),
-                                              traces::TraceFormat::binary);
-    r.set_recorder(writer.get());
-    r.generate(prompts(), 256, 10);
-    r.close();
-    writer->close();
-    stats = r.stats();
-  }
-  const traces::TraceInput in = traces::file_trace(trace);
-  sim::SimConfig sc;
-  sc.placement = Placement::mirror;
-  sc.pool_slots = pool;
-  sc.check_memory = false;
-  std::ostringstream sim_decisions;
-  sc.decisions = &sim_decisions;
-  const sim::SimResult sr =
-      sim::simulate(in, frontend::scan_trace(in), CostModel(sim::load_profile("h200-pcie5")), sc);
-  const sim::LayerStats t = sr.total();
-  EXPECT_EQ(t.hits, stats.hits);
-  EXPECT_EQ(t.misses, stats.misses);
-  EXPECT_EQ(t.evictions, stats.evictions);
-  EXPECT_EQ(t.drops, stats.drops);
-  EXPECT_GT(stats.evictions, 0);
-
-  cuda::ReplayConfig rc;
-  rc.placement = Placement::mirror;
-  rc.pool_pages = pool;
-  rc.verify = true;
-  std::ostringstream gpu_decisions;
-  rc.decisions = &gpu_decisions;
-  const cuda::ReplayResult rr = cuda::replay_trace(in, rc);
-  EXPECT_EQ(rr.decision_mismatches, 0) << rr.first_mismatch;
-  EXPECT_EQ(rr.total.hits, stats.hits);
-  EXPECT_EQ(rr.total.misses, stats.misses);
-  EXPECT_EQ(gpu_decisions.str(), sim_decisions.str());
+  const RunOut rec =
+      record_run(w, config(Placement::mirror, pool), trace,
+                 [](runner::QsaRunner& r) { return r.generate(prompts(), 256, 10); });
+  const Replays rep = replay_recorded(traces::file_trace(trace), pool, MirrorPolicy::lru);
+  expect_runners_decisions(rep, rec.stats);
+  EXPECT_GT(rec.stats.evictions, 0);
+  EXPECT_EQ(rep.gpu.total.hits, rec.stats.hits);
+  EXPECT_EQ(rep.gpu.total.misses, rec.stats.misses);
 }
 
 // The prefetch policy in the runner: each layer's pages ensured into the next layer's pool
 // beside the main stream. The device placement's tokens and logits bit for bit, and the
 // decisions (demand and prefetch) those of the simulator and of the GPU trace replay on the
-// run's recorded trace.
+// run's recorded trace. Drops are the prefill rows' pages past the select width (their
+// attention reads the logical pages, so the outputs are the device's).
 TEST(RunnerPlacements, PrefetchPolicyKeepsTheBytesAndTheCoresDecisions) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   // the weights and pool of SameTokensAndLogitsOnEveryPlacement, whose lru mirror drops nothing
@@ -232,19 +267,8 @@ TEST(RunnerPlacements, PrefetchPolicyKeepsTheBytesAndTheCoresDecisions) {
   const std::int64_t pool = 40;
   runner::RunnerConfig c = config(Placement::mirror, pool);
   c.policy = MirrorPolicy::prefetch;
-  RunOut mir;
-  {
-    runner::QsaRunner r(*w.file, small_gpu_geometry(), kVocab, c);
-    r.set_capture(true);
-    auto writer = traces::TraceWriter::create(trace, r.trace_header("runner prefetch"),
-                                              traces::TraceFormat::binary);
-    r.set_recorder(writer.get());
-    mir.tokens = r.generate(prompts(), 256, 12);
-    mir.logits = r.last_logits();
-    r.close();
-    writer->close();
-    mir.stats = r.stats();
-  }
+  const RunOut mir =
+      record_run(w, c, trace, [](runner::QsaRunner& r) { return r.generate(prompts(), 256, 12); });
   std::printf("mirror, prefetch: hits %lld misses %lld evictions %lld prefetched %lld drops %lld\n",
               static_cast<long long>(mir.stats.hits), static_cast<long long>(mir.stats.misses),
               static_cast<long long>(mir.stats.evictions),
@@ -253,37 +277,9 @@ TEST(RunnerPlacements, PrefetchPolicyKeepsTheBytesAndTheCoresDecisions) {
   EXPECT_EQ(mir.tokens, dev.tokens);
   EXPECT_EQ(mir.logits, dev.logits);
   EXPECT_GT(mir.stats.prefetched, 0);
-
-  const traces::TraceInput in = traces::file_trace(trace);
-  sim::SimConfig sc;
-  sc.placement = Placement::mirror;
-  sc.pool_slots = pool;
-  sc.policy = MirrorPolicy::prefetch;
-  sc.check_memory = false;
-  std::ostringstream sim_decisions;
-  sc.decisions = &sim_decisions;
-  const sim::SimResult sr =
-      sim::simulate(in, frontend::scan_trace(in), CostModel(sim::load_profile("h200-pcie5")), sc);
-  const sim::LayerStats t = sr.total();
-  EXPECT_EQ(t.hits, mir.stats.hits);
-  EXPECT_EQ(t.misses, mir.stats.misses);
-  EXPECT_EQ(t.evictions, mir.stats.evictions);
-  EXPECT_EQ(t.prefetched, mir.stats.prefetched);
-  // Drops are the prefill rows' pages past the select width (their attention reads the
-  // logical pages, so the outputs above are the device's): the same count in the simulator.
-  EXPECT_EQ(t.drops, mir.stats.drops);
-
-  cuda::ReplayConfig rc;
-  rc.placement = Placement::mirror;
-  rc.pool_pages = pool;
-  rc.policy = MirrorPolicy::prefetch;
-  rc.verify = true;
-  std::ostringstream gpu_decisions;
-  rc.decisions = &gpu_decisions;
-  const cuda::ReplayResult rr = cuda::replay_trace(in, rc);
-  EXPECT_EQ(rr.decision_mismatches, 0) << rr.first_mismatch;
-  EXPECT_EQ(rr.total.prefetched, mir.stats.prefetched);
-  EXPECT_EQ(gpu_decisions.str(), sim_decisions.str());
+  const Replays rep = replay_recorded(traces::file_trace(trace), pool, MirrorPolicy::prefetch);
+  expect_runners_decisions(rep, mir.stats);
+  EXPECT_EQ(rep.gpu.total.prefetched, mir.stats.prefetched);
 }
 
 // A filled run records too: its requests begin at the fill depth (the trace has no fill
@@ -296,46 +292,17 @@ TEST(RunnerPlacements, RecordedFilledRunReplaysWithTheSameDecisions) {
   TempDir dir("runner-record-fill");
   const std::string trace = dir.file("fill.ktr");
   const std::int64_t pool = 40;
-  runner::RunnerStats stats;
-  {
-    runner::QsaRunner r(*w.file, small_gpu_geometry(), kVocab, config(Placement::mirror, pool));
-    auto writer = traces::TraceWriter::create(trace, r.trace_header("runner fill"),
-                                              traces::TraceFormat::binary);
-    r.set_recorder(writer.get());
-    r.fill(28 * 64);
-    r.generate({random_tokens(7, 1), random_tokens(8, 1), random_tokens(9, 1)}, 1, 8);
-    r.close();
-    writer->close();
-    stats = r.stats();
-  }
-  EXPECT_GT(stats.misses, 0);
-  const traces::TraceInput in = traces::file_trace(trace);
-  sim::SimConfig sc;
-  sc.placement = Placement::mirror;
-  sc.pool_slots = pool;
-  sc.check_memory = false;
-  std::ostringstream sim_decisions;
-  sc.decisions = &sim_decisions;
-  const sim::SimResult sr =
-      sim::simulate(in, frontend::scan_trace(in), CostModel(sim::load_profile("h200-pcie5")), sc);
-  const sim::LayerStats t = sr.total();
-  EXPECT_EQ(sr.forwards, stats.forwards);
-  EXPECT_EQ(sr.prefill_tokens, 0);
-  EXPECT_EQ(t.hits, stats.hits);
-  EXPECT_EQ(t.misses, stats.misses);
-  EXPECT_EQ(t.evictions, stats.evictions);
-  EXPECT_EQ(t.drops, stats.drops);
-
-  cuda::ReplayConfig rc;
-  rc.placement = Placement::mirror;
-  rc.pool_pages = pool;
-  rc.verify = true;
-  std::ostringstream gpu_decisions;
-  rc.decisions = &gpu_decisions;
-  const cuda::ReplayResult rr = cuda::replay_trace(in, rc);
-  EXPECT_EQ(rr.decision_mismatches, 0) << rr.first_mismatch;
-  EXPECT_EQ(rr.checksum, rr.expected_checksum);
-  EXPECT_EQ(gpu_decisions.str(), sim_decisions.str());
+  const RunOut rec =
+      record_run(w, config(Placement::mirror, pool), trace, [](runner::QsaRunner& r) {
+        r.fill(28 * 64);
+        return r.generate({random_tokens(7, 1), random_tokens(8, 1), random_tokens(9, 1)}, 1, 8);
+      });
+  EXPECT_GT(rec.stats.misses, 0);
+  const Replays rep = replay_recorded(traces::file_trace(trace), pool, MirrorPolicy::lru);
+  expect_runners_decisions(rep, rec.stats);
+  EXPECT_EQ(rep.sim.forwards, rec.stats.forwards);
+  EXPECT_EQ(rep.sim.prefill_tokens, 0);
+  EXPECT_EQ(rep.gpu.checksum, rep.gpu.expected_checksum);
 }
 
 // Decode at depth without a prefill: the same tokens on every placement.
