@@ -381,6 +381,7 @@ class TraceReplay {
         return;
       case frontend::LayerOp::non_qsa:
       case frontend::LayerOp::index_topk:
+      case frontend::LayerOp::output_projection:
         break;
     }
     throw std::logic_error("trace replay: the model forward's op '" +

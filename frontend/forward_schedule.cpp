@@ -9,16 +9,18 @@ constexpr Lane M = Lane::main;
 constexpr ScheduledOp kReplayPlain[] = {{store, M}, {attend, M}};
 constexpr ScheduledOp kReplayCopyFirst[] = {{residency, M}, {store, M}, {attend, M}};
 constexpr ScheduledOp kReplayInPlace[] = {{store, M}, {residency, Lane::beside}, {attend, M}};
-constexpr ScheduledOp kModelPlain[] = {{non_qsa, M}, {index_topk, M}, {store, M}, {attend, M}};
-constexpr ScheduledOp kModelCopyFirst[] = {
-    {non_qsa, M}, {index_topk, M}, {residency, M}, {store, M}, {attend, M}};
+constexpr ScheduledOp kModelPlain[] = {
+    {non_qsa, M}, {index_topk, M}, {store, M}, {attend, M}, {output_projection, M}};
+constexpr ScheduledOp kModelCopyFirst[] = {{non_qsa, M}, {index_topk, M}, {residency, M},
+                                           {store, M},   {attend, M},     {output_projection, M}};
 constexpr ScheduledOp kReplayPrefetch[] = {
     {residency, M}, {prefetch, Lane::beside}, {store, M}, {attend, M}};
-constexpr ScheduledOp kModelPrefetch[] = {{non_qsa, M},   {index_topk, M},
-                                          {residency, M}, {prefetch, Lane::beside},
-                                          {store, M},     {attend, M}};
-constexpr ScheduledOp kModelInPlace[] = {
-    {non_qsa, M}, {index_topk, M}, {store, M}, {residency, Lane::beside}, {attend, M}};
+constexpr ScheduledOp kModelPrefetch[] = {
+    {non_qsa, M}, {index_topk, M}, {residency, M},        {prefetch, Lane::beside},
+    {store, M},   {attend, M},     {output_projection, M}};
+constexpr ScheduledOp kModelInPlace[] = {{non_qsa, M}, {index_topk, M},
+                                         {store, M},   {residency, Lane::beside},
+                                         {attend, M},  {output_projection, M}};
 
 }  // namespace
 
@@ -28,6 +30,8 @@ std::string_view to_string(LayerOp op) {
       return "non-QSA layers";
     case index_topk:
       return "projections, index, top-k";
+    case output_projection:
+      return "gate, output projection";
     case residency:
       return "residency step";
     case store:

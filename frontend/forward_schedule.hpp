@@ -14,12 +14,15 @@ namespace kvtier::frontend {
 // One op of a QSA layer-step (a kernel, or a fixed group of kernels launched together).
 enum class LayerOp : std::uint8_t {
   non_qsa,     // model forward: the layers without KV pages before this QSA layer
-  index_topk,  // model forward: projections, RoPE + compress, index scoring, top-k, expand
+  index_topk,  // model forward: RMSNorm, the six input projections, RoPE + compress, index
+               // scoring, top-k, expand
   residency,   // mirror: compaction + ensure + miss copy (+ translate), one launch
   store,       // the new tokens' K/V into the pool or bank (written through for mirror, host)
   attend,      // the attention over the rows' selections (+ the split merge)
   prefetch,    // mirror, prefetch policy: the layer's query ensured into the next layer's pool
                // and its misses copied, one launch beside (not after the last layer)
+  output_projection,  // model forward: the sigmoid gate and the output projection into the
+                      // residual stream
 };
 std::string_view to_string(LayerOp op);
 

@@ -63,11 +63,27 @@ std::int64_t CostModel::hbm_read_ns(std::int64_t bytes) const {
 }
 
 std::int64_t CostModel::indexer_ns(std::int64_t row_blocks) const {
-  return ns(d(row_blocks) * p_.indexer_ns_per_row_block);
+  return ns(p_.indexer_fixed_us * 1e3 + d(row_blocks) * p_.indexer_ns_per_row_block);
 }
 
 std::int64_t CostModel::topk_ns(std::int64_t row_blocks) const {
-  return ns(d(row_blocks) * p_.topk_ns_per_row_block);
+  return ns(p_.topk_fixed_us * 1e3 + d(row_blocks) * p_.topk_ns_per_row_block);
+}
+
+std::int64_t CostModel::projection_ns(std::int64_t weight_bytes, std::int64_t rows) const {
+  if (weight_bytes <= 0 || rows <= 0) return 0;
+  const double read = d(weight_bytes) / p_.projection_gbps;
+  if (rows <= kNarrowProjectionRows)
+    return ns(p_.projection_fixed_us * 1e3 + read + d(rows) * p_.projection_ns_per_row);
+  // weight bytes x rows = flops (2 FLOP a weight a row, 2 bytes a weight); 1 TFLOP/s = 1,000
+  // flops a ns
+  const double flops = d(weight_bytes) * d(rows);
+  return ns(p_.projection_wide_fixed_us * 1e3 +
+            std::max(read, flops / (p_.projection_wide_tflops * 1e3)));
+}
+
+std::int64_t CostModel::layer_ops_ns(std::int64_t rows) const {
+  return rows <= 0 ? 0 : ns(p_.layer_ops_fixed_us * 1e3 + d(rows) * p_.layer_ops_ns_per_row);
 }
 
 std::int64_t CostModel::ensure_ns(std::int64_t lookups, std::int64_t slots,

@@ -6,6 +6,11 @@
 
 namespace kvtier {
 
+// The runner's projections take its own GEMMs up to this many rows and cuBLAS past it
+// (cuda/runner/gemm.cpp, kMmaMaxRows, which asserts the two equal): the profile prices the two
+// with their own terms.
+inline constexpr std::int64_t kNarrowProjectionRows = 64;
+
 // Prices the operations of one QSA layer-step from a hardware profile, in integer
 // nanoseconds. Each function is a fixed part plus a rate times the work, so that each can be
 // compared with (and later fitted to) one GPU micro-benchmark. 1 GB/s moves 1 byte per ns.
@@ -37,9 +42,15 @@ class CostModel {
   std::int64_t in_place_read_ns(std::int64_t bytes) const;
   std::int64_t hbm_read_ns(std::int64_t bytes) const;
 
-  // Indexer scoring + top-k over `row_blocks` (sum over rows of visible blocks).
+  // Indexer scoring, and top-k + expand, over `row_blocks` (sum over rows of visible blocks):
+  // one call each, its fixed part included.
   std::int64_t indexer_ns(std::int64_t row_blocks) const;
   std::int64_t topk_ns(std::int64_t row_blocks) const;
+  // One projection call of `rows` rows through `weight_bytes` of bf16 weights
+  // (HardwareProfile's projection_* fields say the form).
+  std::int64_t projection_ns(std::int64_t weight_bytes, std::int64_t rows) const;
+  // The small kernels of one QSA layer-step of `rows` rows (HardwareProfile::layer_ops_*).
+  std::int64_t layer_ops_ns(std::int64_t rows) const;
   // Compaction + ensure: queried entries, the pool's slots, pages installed. Only a step that
   // misses searches the slots for victims; an all-hit step does not look at them.
   std::int64_t ensure_ns(std::int64_t lookups, std::int64_t slots, std::int64_t misses) const;

@@ -59,6 +59,17 @@ struct Geometry {
   std::int64_t slab_bytes_per_token() const {
     return std::int64_t{index_head_dim} * 2 / compress_ratio;
   }
+  // bf16 weight bytes of a QSA layer's projections, as the runner groups them: the six that read
+  // the normed hidden state in one call (q, k, v, index q, index k (one head), output gate) and
+  // the output projection (the attention's heads back to the hidden size).
+  std::int64_t input_projection_bytes() const {
+    return std::int64_t{hidden_size} * 2 *
+           (2 * q_heads * head_dim + 2 * kv_heads * head_dim + index_q_heads * index_head_dim +
+            index_head_dim);
+  }
+  std::int64_t output_projection_bytes() const {
+    return std::int64_t{q_heads} * head_dim * hidden_size * 2;
+  }
   std::int64_t pages_for_context(std::int64_t tokens) const {
     return (tokens + page_size - 1) / page_size;
   }

@@ -50,12 +50,31 @@ struct HardwareProfile {
   double graph_launch_us = 0;  // one kernel as a node of a CUDA graph
 
   // QSA layer compute, linear in the work.
+  double indexer_fixed_us = 0;          // index scoring, one call, fixed part
   double indexer_ns_per_row_block = 0;  // scoring one visible block for one row
+  double topk_fixed_us = 0;             // top-k + expand, one call, fixed part
   double topk_ns_per_row_block = 0;     // top-k over one row's scores, per block
-  double ensure_fixed_us = 0;           // compaction + ensure kernel, fixed part
-  double ensure_ns_per_lookup = 0;      // per queried page entry
-  double ensure_ns_per_slot = 0;  // victim scan, per pool slot (only a step that misses scans)
-  double ensure_ns_per_miss = 0;  // per installed page
+  // A projection of `rows` rows through `weight_bytes` of bf16 weights (one call: the runner's
+  // grouped six that read the normed input, or its output projection), y = x . W^T. Up to
+  // kNarrowProjectionRows rows (the runner's own GEMMs: model/cost_model.hpp) a fixed part, W
+  // read at projection_gbps and a cost per row (on the H200 about the same for the grouped six
+  // and the output projection: not the flops, which the tensor cores hide); past that (cuBLAS,
+  // prefill chunks) a fixed part and rows x W flops (2 FLOP a weight a row: weight bytes x
+  // rows) at projection_wide_tflops, never faster than reading W at projection_gbps.
+  double projection_fixed_us = 0;
+  double projection_gbps = 0;
+  double projection_ns_per_row = 0;
+  double projection_wide_fixed_us = 0;
+  double projection_wide_tflops = 0;
+  // The small kernels of a QSA layer-step around its projections, index, top-k, store and
+  // attend (RMSNorm, RoPE of q and k, index queries, compress, sigmoid gate): per layer-step
+  // and per row.
+  double layer_ops_fixed_us = 0;
+  double layer_ops_ns_per_row = 0;
+  double ensure_fixed_us = 0;       // compaction + ensure kernel, fixed part
+  double ensure_ns_per_lookup = 0;  // per queried page entry
+  double ensure_ns_per_slot = 0;    // victim scan, per pool slot (only a step that misses scans)
+  double ensure_ns_per_miss = 0;    // per installed page
   // The same step as the mirror in place runs it beside the attention (a few blocks on a side
   // stream, no translate: MirrorEngine::residency_beside_async), its own terms.
   double ensure_beside_fixed_us = 0;

@@ -295,10 +295,13 @@ class Simulation {
             prev = tl_.add(Resource::compute, gap_ns(l), {prev, waits}, name, l);
             break;
           case frontend::LayerOp::index_topk:
-            prev = tl_.add(
-                Resource::compute,
-                cost_.launch_ns(3) + cost_.indexer_ns(q.row_blocks) + cost_.topk_ns(q.row_blocks),
-                {prev, waits}, name, l);
+            prev = tl_.add(Resource::compute, index_topk_ns(q), {prev, waits}, name, l);
+            break;
+          case frontend::LayerOp::output_projection:
+            prev = tl_.add(Resource::compute,
+                           cost_.kernel_launch_ns(projection_kernels(1)) +
+                               cost_.projection_ns(g_.output_projection_bytes(), tokens_),
+                           {prev, waits}, name, l);
             break;
           case frontend::LayerOp::store:
             prev = store_op(ls, {prev, waits}, name);
@@ -351,6 +354,23 @@ class Simulation {
 
   // The timeline keeps the pointer: the schedule's names are string literals.
   static const char* op_name(frontend::LayerOp op) { return frontend::to_string(op).data(); }
+
+  // The launches of a projection call of the forward's rows over `matrices` matrices: one up to
+  // the runner's own GEMMs' rows (a group is one launch), one per matrix past them (cuBLAS).
+  int projection_kernels(int matrices) const {
+    return tokens_ <= kNarrowProjectionRows ? 1 : matrices;
+  }
+  // The model forward's layer before its store: RMSNorm, the six input projections (one call),
+  // RoPE of q and k, index queries, compress, index scoring, top-k and expand; the layer's
+  // small kernels (with the gate after the attend) priced together by layer_ops. Every term
+  // is a kernel term (its graph nodes included): eager adds each launch's extra.
+  TimeNs index_topk_ns(const frontend::LayerQuery& q) const {
+    constexpr int kSmallKernels = 7;      // norm, RoPE x 2, index queries, compress, expand, gate
+    constexpr int kSelectionKernels = 2;  // index scoring, top-k
+    return cost_.kernel_launch_ns(projection_kernels(6) + kSmallKernels + kSelectionKernels) +
+           cost_.projection_ns(g_.input_projection_bytes(), tokens_) + cost_.layer_ops_ns(tokens_) +
+           cost_.indexer_ns(q.row_blocks) + cost_.topk_ns(q.row_blocks);
+  }
 
   TimeNs gap_ns(int i) const { return non_qsa_ns_ * gap_layers_[i] / non_qsa_layers_; }
 

@@ -141,6 +141,8 @@ void run_launch_and_copies(Bench& b, const Emit& emit);  // bench_copies.cpp
 void run_attention(Bench& b, const Emit& emit);          // bench_attention.cpp
 void run_selection(Bench& b, const Emit& emit);          // bench_selection.cpp
 void run_residency(Bench& b, const Emit& emit);          // bench_residency.cpp
+void run_projections(Bench& b, const Emit& emit);        // bench_projections.cpp
+void run_layer_ops(Bench& b, const Emit& emit);          // bench_projections.cpp
 void run_decode_layer(Bench& b, const Emit& emit);       // bench_layer.cpp
 
 }  // namespace kvtier::calibrate

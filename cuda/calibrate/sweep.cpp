@@ -33,6 +33,9 @@ CalibrationGrid calibration_grid(bool quick) {
     g.ensure_rows = {1, 2};
     g.ensure_slots = {8192, 16384};
     g.ensure_misses = {0, 32};
+    g.projection_rows = {1, 2, 8, 64};  // two matrices each: 8 points for 3 coefficients
+    g.projection_wide_rows = {128, 512};
+    g.layer_ops_rows = {1, 8, 64};
     g.layer_rows = {1, 4};
     g.max_calls = 4;
     g.target_us = 100;
@@ -61,6 +64,9 @@ CalibrationGrid calibration_grid(bool quick) {
   g.ensure_rows = {1, 4, 16};
   g.ensure_slots = {8192, 32768, 131072};
   g.ensure_misses = {0, 16, 64, 256};
+  g.projection_rows = {1, 2, 4, 8, 16, 24, 32, 48, 64};
+  g.projection_wide_rows = {128, 256, 512, 1024, 2048, 4096, 8192};
+  g.layer_ops_rows = {1, 2, 8, 16, 64, 256, 1024, 4096};
   g.layer_rows = {1, 4, 16};
   g.max_calls = 16;
   g.target_us = 300;

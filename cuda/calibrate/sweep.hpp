@@ -44,6 +44,11 @@ struct CalibrationGrid {
   std::vector<int> ensure_rows;
   std::vector<int> ensure_slots;
   std::vector<int> ensure_misses;
+  // projection (the runner's own GEMMs) and projection_wide (cuBLAS): rows of each call
+  std::vector<int> projection_rows;
+  std::vector<int> projection_wide_rows;
+  // layer_ops: rows (one request each)
+  std::vector<int> layer_ops_rows;
   // the decode layer, graph against eager: rows
   std::vector<int> layer_rows;
   // calls of one timed graph: enough for about target_us per replay, at most max_calls

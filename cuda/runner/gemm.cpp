@@ -7,26 +7,34 @@
 
 #include "cuda/runner/mma_gemm.hpp"
 #include "cuda/runner/skinny_gemm.hpp"
+#include "model/cost_model.hpp"
 
 namespace kvtier::runner {
 
 namespace {
 
 // Which kernel takes a projection of `rows` rows, by one rule for all three entries below:
-//   1 ..  8 rows: skinny_gemm (CUDA cores; its bits are the ones the runner's decode tests pin);
-//   9 .. 64 rows: mma_gemm (tensor cores; a group of matrices in one launch);
+//   1 row       : skinny_gemm (CUDA cores: one row's products need no tensor-core tile);
+//   2 .. 64 rows: mma_gemm (tensor cores; a group of matrices in one launch);
 //   more rows   : cuBLAS (prefill chunks: compute-bound tiles are cuBLAS's ground).
-// Why not cuBLAS for 9 - 64 rows (bench/results/projections-h200-2026-12-01.md): in the runner
-// at 16 rows its projections cost 10.6 ms a decode step (eager) and, replayed as a graph, 4.3 ms
-// a step more than mma_gemm's, against 0.2 ms more for the same calls timed alone; its first
-// call of each kernel takes 2 - 116 ms; and the six projections of a layer are six launches
-// (48 us against 26 at 16 rows). Alone, cuBLAS is still faster on a single large matrix (the
-// output projection: 12 - 13 us against 14 - 24), a gap left open. Past 64 rows mma_gemm would
+// Why mma_gemm from 2 rows (bench_projections on the H200, 2026-12-02: bench/results/
+// projections-h200-2026-12-02.md): skinny_gemm's time grows with the rows (the grouped six 21.0 us
+// at 1 row, 29.3 at 4, 50.0 at 8; the output projection 12.6, 15.3, 31.9), while mma_gemm's stays
+// near one read of W (23.8 - 24.5 us and 12.8 - 13.0 at 1 - 8 rows). At 2 rows the two tie on the
+// grouped six and mma_gemm is 0.8 us ahead on the output projection; at 1 row skinny_gemm is 2.8 us
+// ahead. Why not cuBLAS for 2 - 64 rows (bench/results/projections-h200-2026-12-01.md): in the
+// runner at 16 rows its projections cost 10.6 ms a decode step (eager) and, replayed as a
+// graph, 4.3 ms a step more than mma_gemm's, against 0.2 ms more for the same calls timed alone;
+// its first call of each kernel takes 2 - 116 ms; and the six projections of a layer are six
+// launches (48 us against 26 at 16 rows). Alone, cuBLAS is still faster on a single large matrix
+// (the output projection: 12 - 13 us against 14 - 24), a gap left open. Past 64 rows mma_gemm would
 // re-read x too often (rows / 64 bytes a byte of W), and the products near the compute bound.
 enum class Path { skinny, mma, cublas };
+// The cost model prices the two sides of this boundary with their own terms.
+static_assert(kMmaMaxRows == kNarrowProjectionRows);
 
 Path path_for(int rows, int in) {
-  if (skinny_gemm_fits(rows, in)) return Path::skinny;
+  if (rows <= kGemmSkinnyRows && skinny_gemm_fits(rows, in)) return Path::skinny;
   if (mma_gemm_fits(rows, in)) return Path::mma;
   return Path::cublas;
 }

@@ -2,7 +2,7 @@
 // The runner's projections: y [rows][out] = x [rows][in] . W^T with W [out][in] row-major
 // (the safetensors layout), bf16 inputs, fp32 accumulation; y bf16, or fp32 with an optional
 // accumulate (y += ..., the residual add of the output projection). By rows (gemm.cpp says
-// why): up to kSkinnyMaxRows skinny_gemm, up to kMmaMaxRows mma_gemm, beyond that cuBLAS.
+// why): up to kGemmSkinnyRows skinny_gemm, up to kMmaMaxRows mma_gemm, beyond that cuBLAS.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -14,6 +14,9 @@
 #include "cuda/runner/skinny_gemm.hpp"
 
 namespace kvtier::runner {
+
+// The rows up to which Gemm takes skinny_gemm (which itself takes up to kSkinnyMaxRows).
+inline constexpr int kGemmSkinnyRows = 1;
 
 class Gemm {
  public:

@@ -3,13 +3,13 @@
 // y [rows][out] = x [rows][in] . W^T, W [out][in] bf16 row-major, fp32 accumulation.
 //
 // Below ~200 rows these products are bound by reading W once from HBM (2 bytes a weight,
-// 2 x rows FLOP a weight). The skinny GEMM's CUDA-core FMAs keep up with that up to 8 rows;
-// at 64 rows the weights must be consumed at ~300 TFLOP/s, which only the tensor cores give.
-// So W is the mma's large operand (A: 16 output columns a tile) and x the small one (B: 8 rows
-// a tile): the warps of a block stream neighbouring weight rows from HBM through shared memory
-// (cp.async), share the chunk of x beside them, and run mma.sync m16n8k16 (bf16 in, fp32
-// accumulate); a cluster of blocks splits K and adds its partial sums through distributed shared
-// memory, in block order (mma_gemm.cu).
+// 2 x rows FLOP a weight). The skinny GEMM (CUDA cores) keeps up with that at one row; by 8 rows it
+// takes twice mma_gemm's time (gemm.cpp has the figures); at 64 rows the weights must be consumed
+// at ~300 TFLOP/s, which only the tensor cores give. So W is the mma's large operand (A: 16 output
+// columns a tile) and x the small one (B: 8 rows a tile): the warps of a block stream neighbouring
+// weight rows from HBM through shared memory (cp.async), share the chunk of x beside them, and run
+// mma.sync m16n8k16 (bf16 in, fp32 accumulate); a cluster of blocks splits K and adds its partial
+// sums through distributed shared memory, in block order (mma_gemm.cu).
 //
 // Bits: for a given k_split, an output depends on its x row, its W row and `in` alone: not on
 // the other rows or their number (the mma adds each (row, column) product chain on its own), nor

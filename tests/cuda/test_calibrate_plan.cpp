@@ -219,7 +219,8 @@ TEST(CalibratePointsFile, RefusesWhatTheReaderWould) {
   EXPECT_THROW(term_inputs("nonsense"), std::invalid_argument);
   EXPECT_EQ(term_inputs("ensure"), (std::vector<std::string>{"lookups", "slots", "misses"}));
   EXPECT_EQ(term_inputs("ensure_beside"), (std::vector<std::string>{"lookups", "slots", "misses"}));
-  EXPECT_EQ(points_file_terms().size(), 19u);
+  EXPECT_EQ(term_inputs("projection"), (std::vector<std::string>{"weight_bytes", "rows"}));
+  EXPECT_EQ(points_file_terms().size(), 22u);
 }
 
 TEST(CalibratePointsFile, ShortTermsAreLeftOut) {

@@ -23,7 +23,7 @@ TEST(ForwardSchedule, DecodeReadsInPlaceOnlyAfterASteadyDecodeForward) {
 TEST(ForwardSchedule, PrefetchRunsBesideAfterTheStep) {
   const ScheduleShape shape{Placement::mirror, ForwardKind::model, false, true};
   const auto ops = layer_schedule(shape);
-  ASSERT_EQ(ops.size(), 6u);
+  ASSERT_EQ(ops.size(), 7u);
   EXPECT_EQ(ops[2].op, LayerOp::residency);
   EXPECT_EQ(ops[2].lane, Lane::main);
   EXPECT_EQ(ops[3].op, LayerOp::prefetch);

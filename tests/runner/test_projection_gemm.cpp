@@ -1,8 +1,8 @@
-// The runner's projections (runner::Gemm and the kernels it picks by rows: skinny_gemm up to 8,
-// mma_gemm 9..64, cuBLAS beyond) against fp64 sums of the same bf16 products, at row counts
+// The runner's projections (runner::Gemm and the kernels it picks by rows: skinny_gemm for 1,
+// mma_gemm 2..64, cuBLAS beyond) against fp64 sums of the same bf16 products, at row counts
 // that fill, split and overrun the 8-row tiles; grouped launches, the f32 accumulate, graph
-// replay, and the bits: same run to run, a row's independent of the rows beside it, rows <= 8
-// exactly skinny_gemm's (the runner's decode tests pin those). Label gpu; skips without a device.
+// replay, and the bits: same run to run, a row's independent of the rows beside it, one row
+// exactly skinny_gemm's and 2..64 rows exactly mma_gemm's. Label gpu; skips without a device.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -150,8 +150,9 @@ TEST(ProjectionGemm, EveryRowCountMatchesExactSums) {
   check_gemm(6144, 300, {1, 8, 9, 16, 17, 32, 33, 64}, 13);
 }
 
-// Up to 8 rows Gemm is skinny_gemm, bit for bit: the decode path the runner's tests pin.
-TEST(ProjectionGemm, UpToEightRowsIsTheSkinnyGemm) {
+// Gemm is skinny_gemm at one row and mma_gemm from 2 to 8 rows, bit for bit (the rule in
+// gemm.cpp: mma_gemm reads W about once at any of these row counts, skinny_gemm once per pair).
+TEST(ProjectionGemm, OneRowIsTheSkinnyGemmThenTheMmaGemm) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   const int in = 2560, out = 300;
   const auto dx = to_device(random_bf16(static_cast<std::size_t>(8) * in, 21));
@@ -163,8 +164,13 @@ TEST(ProjectionGemm, UpToEightRowsIsTheSkinnyGemm) {
     DeviceArray<float> fa(n), fb(n);
     gemm.bf16_out(dx.get(), dw.get(), rows, in, out, a.get());
     gemm.f32_out(dx.get(), dw.get(), rows, in, out, fa.get(), false);
-    runner::skinny_gemm(dx.get(), dw.get(), rows, in, out, b.get(), false, false, nullptr);
-    runner::skinny_gemm(dx.get(), dw.get(), rows, in, out, fb.get(), true, false, nullptr);
+    if (rows <= runner::kGemmSkinnyRows) {
+      runner::skinny_gemm(dx.get(), dw.get(), rows, in, out, b.get(), false, false, nullptr);
+      runner::skinny_gemm(dx.get(), dw.get(), rows, in, out, fb.get(), true, false, nullptr);
+    } else {
+      runner::mma_gemm(dx.get(), dw.get(), rows, in, out, b.get(), false, false, nullptr);
+      runner::mma_gemm(dx.get(), dw.get(), rows, in, out, fb.get(), true, false, nullptr);
+    }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_EQ(to_host(a, n), to_host(b, n)) << "rows " << rows;
     EXPECT_EQ(to_host(fa, n), to_host(fb, n)) << "rows " << rows;

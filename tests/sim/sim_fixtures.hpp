@@ -47,6 +47,15 @@ inline HardwareProfile unit_profile() {
   p.graph_launch_us = 0.001;
   p.indexer_ns_per_row_block = 1;
   p.topk_ns_per_row_block = 1;
+  // the index and top-k calls 1 ns each; a projection call 1 ns whatever its weights and rows
+  // (the tiny geometries' weights at 10^9 GB/s, 10^-6 ns a row); the small kernels nothing
+  p.indexer_fixed_us = p.topk_fixed_us = 0.001;
+  p.projection_fixed_us = p.projection_wide_fixed_us = 0.001;
+  p.projection_gbps = 1e9;
+  p.projection_ns_per_row = 1e-6;
+  p.projection_wide_tflops = 1e9;
+  p.layer_ops_fixed_us = 1e-9;
+  p.layer_ops_ns_per_row = 1e-6;
   p.ensure_fixed_us = 0.001;
   p.ensure_ns_per_lookup = 1;
   p.ensure_ns_per_slot = 1;

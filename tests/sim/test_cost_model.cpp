@@ -2,6 +2,7 @@
 
 #include "model/config_error.hpp"
 #include "model/cost_model.hpp"
+#include "model/geometry.hpp"
 #include "sim/profiles.hpp"
 
 namespace kvtier::sim {
@@ -12,7 +13,7 @@ TEST(Profiles, EveryBuiltinProfileParsesWithASourcePerValue) {
   for (const auto& b : builtin_profiles()) {
     const HardwareProfile p = load_profile(b.name);
     EXPECT_EQ(p.name, b.name);
-    EXPECT_EQ(p.sources.size(), 49u) << b.name;
+    EXPECT_EQ(p.sources.size(), 58u) << b.name;
     for (const auto& [field, source] : p.sources)
       EXPECT_FALSE(source.empty()) << field;
   }
@@ -229,6 +230,40 @@ TEST(CostModel, KernelTermsHoldTheirGraphNodes) {
   HardwareProfile slow_graph = p;
   slow_graph.graph_launch_us = 5;
   EXPECT_EQ(CostModel(slow_graph, /*graphs=*/false).kernel_launch_ns(3), 0);
+}
+
+// The runner's projections: up to kNarrowProjectionRows rows its own GEMMs (a fixed part, the
+// weights at a rate, a cost per row), past them cuBLAS (the flops, never faster than the read);
+// the index and top-k calls have fixed parts; the layer's small kernels are linear in the rows.
+TEST(CostModel, ProjectionsIndexTopkAndTheSmallKernels) {
+  HardwareProfile p = round_profile();
+  p.projection_fixed_us = 4;
+  p.projection_gbps = 3500;
+  p.projection_ns_per_row = 200;
+  p.projection_wide_fixed_us = 10;
+  p.projection_wide_tflops = 700;
+  p.layer_ops_fixed_us = 9;
+  p.layer_ops_ns_per_row = 40;
+  p.indexer_fixed_us = 4.5;
+  p.topk_fixed_us = 18;
+  p.indexer_ns_per_row_block = 0.5;
+  const CostModel c(p);
+  const Geometry g;
+  EXPECT_EQ(g.input_projection_bytes(), 2560LL * 13952 * 2);  // 71.4 MB
+  EXPECT_EQ(g.output_projection_bytes(), 6144LL * 2560 * 2);  // 31.5 MB
+  const std::int64_t w = 35'000'000;                          // 10 us at 3,500 GB/s
+  EXPECT_EQ(c.projection_ns(w, 0), 0);
+  EXPECT_EQ(c.projection_ns(w, 1), 4000 + 10'000 + 200);
+  EXPECT_EQ(c.projection_ns(w, kNarrowProjectionRows), 4000 + 10'000 + 64 * 200);
+  // 128 rows: 4.48 GFLOP at 700 TFLOP/s = 6.4 us, below the 10 us read
+  EXPECT_EQ(c.projection_ns(w, 128), 10'000 + 10'000);
+  // 4,096 rows: 143.36 GFLOP = 204.8 us
+  EXPECT_EQ(c.projection_ns(w, 4096), 10'000 + 204'800);
+  EXPECT_EQ(c.layer_ops_ns(0), 0);
+  EXPECT_EQ(c.layer_ops_ns(100), 9000 + 4000);
+  EXPECT_EQ(c.indexer_ns(1000) - c.indexer_ns(0), 500);
+  EXPECT_EQ(c.indexer_ns(0), 4500);
+  EXPECT_EQ(c.topk_ns(0), 18'000);
 }
 
 }  // namespace kvtier::sim

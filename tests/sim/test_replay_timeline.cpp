@@ -102,12 +102,14 @@ SimResult run(Placement p, ResidencyUnit u, std::int64_t slots, KvDtype d = KvDt
 
 // The model forward as the runner launches it (frontend::layer_schedule): per QSA layer the
 // non-QSA layers before it, projections + index + top-k, [mirror copy-first: the residency
-// step], the store, [mirror in place: the residency step beside], the attention.
-// non-QSA: 10 + 1 ns over 2 layers -> 5 ns before each QSA layer (integer share), 0 after.
-// index: 3 launches + 4 visible blocks scored + 4 in top-k = 11 ns. store: into the pool 1
-// fixed + 16 B per token; into the host bank 1 fixed + 16 B per token, + 16 B per token into
-// the pool where it writes both (no knee in the unit profile). The store, the step and the
-// attention add no launch: their terms hold their graph nodes.
+// step], the store, [mirror in place: the residency step beside], the attention, the gate and
+// output projection. non-QSA: 10 + 1 ns over 2 layers -> 5 ns before each QSA layer (integer
+// share), 0 after. projections, index, top-k: the input projections' call 1 ns + the index 1 fixed
+// + 4 visible blocks scored + top-k 1 fixed + 4 = 11 ns (the layer's small kernels priced at 0
+// here); gate, output projection: its call, 1 ns. store: into the pool 1 fixed + 16 B per token;
+// into the host bank 1 fixed + 16 B per token, + 16 B per token into the pool where it writes both
+// (no knee in the unit profile). The store, the step and the attention add no launch: their terms
+// hold their graph nodes.
 TEST(ReplayTimeline, Device) {
   const SimResult r = run(Placement::device, ResidencyUnit::layer_page, 0);
   // store: 1 + 16 = 17 ns. attention: 1 fixed + 1 CTA + 5 tokens x 16 B = 82 ns; layer 1:
@@ -116,15 +118,38 @@ TEST(ReplayTimeline, Device) {
                                   {"projections, index, top-k", 0, 5, 16},
                                   {"store", 0, 16, 33},
                                   {"attend", 0, 33, 115},
-                                  {"non-QSA layers", 1, 115, 120},
-                                  {"projections, index, top-k", 1, 120, 131},
-                                  {"store", 1, 131, 148},
-                                  {"attend", 1, 148, 198}};
+                                  {"gate, output projection", 0, 115, 116},
+                                  {"non-QSA layers", 1, 116, 121},
+                                  {"projections, index, top-k", 1, 121, 132},
+                                  {"store", 1, 132, 149},
+                                  {"attend", 1, 149, 199},
+                                  {"gate, output projection", 1, 199, 200}};
   EXPECT_EQ(spans(r, Resource::compute), want);
-  EXPECT_EQ(r.compute_end_ns, 198);
+  EXPECT_EQ(r.compute_end_ns, 200);
   EXPECT_EQ(r.h2d_bytes, 0);
   EXPECT_EQ(r.d2h_bytes, 0);
-  EXPECT_DOUBLE_EQ(r.decode_tokens_per_s(), 1e9 / 198);
+  EXPECT_DOUBLE_EQ(r.decode_tokens_per_s(), 1e9 / 200);
+}
+
+// The model forward prices the runner's projections and small kernels: the input projections'
+// call and the layer's small kernels before the index, the output projection's call after the
+// attend, each by its term (here: their fixed parts raised).
+TEST(ReplayTimeline, TheModelForwardPricesItsProjectionsAndSmallKernels) {
+  HardwareProfile p = unit_profile();
+  p.projection_fixed_us += 0.1;  // + 100 ns a projection call
+  p.layer_ops_fixed_us += 0.05;  // + 50 ns a layer-step
+  const SimResult base = run(Placement::device, ResidencyUnit::layer_page, 0);
+  const SimResult r = run(Placement::device, ResidencyUnit::layer_page, 0, KvDtype::bf16, p);
+  const std::vector<Span> a = spans(base, Resource::compute), b = spans(r, Resource::compute);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const TimeNs grew = (b[i].end - b[i].start) - (a[i].end - a[i].start);
+    const TimeNs want = a[i].name == "projections, index, top-k" ? 150
+                        : a[i].name == "gate, output projection" ? 100
+                                                                 : 0;
+    EXPECT_EQ(grew, want) << a[i].name << " of layer " << a[i].layer;
+  }
+  EXPECT_EQ(r.compute_end_ns - base.compute_end_ns, 2 * 250);
 }
 
 // bf16 mirror, layer unit: the backend's default, the attention reading its misses in place
@@ -144,10 +169,12 @@ TEST(ReplayTimeline, MirrorLayerUnit) {
                                      {"projections, index, top-k", 0, 6, 17},
                                      {"store", 0, 17, 34},
                                      {"attend", 0, 114, 116},
-                                     {"non-QSA layers", 1, 116, 121},
+                                     {"gate, output projection", 0, 116, 117},
+                                     {"non-QSA layers", 1, 117, 122},
                                      {"projections, index, top-k", 1, 307, 318},
                                      {"store", 1, 318, 335},
-                                     {"attend", 1, 383, 385}};
+                                     {"attend", 1, 383, 385},
+                                     {"gate, output projection", 1, 385, 386}};
   EXPECT_EQ(spans_of(r, Resource::compute, 1), compute);
   const std::vector<Span> beside = {{"residency step", 0, 34, 46}, {"residency step", 1, 335, 346}};
   EXPECT_EQ(spans_of(r, Resource::beside, 1), beside);
@@ -227,16 +254,13 @@ TEST(ReplayTimeline, TraceReplayMirrorStepsBesideRunOneAfterAnother) {
 // searches no slot (1 + 4 entries = 5 ns).
 TEST(ReplayTimeline, MirrorAllLayersUnit) {
   const SimResult r = run(Placement::mirror, ResidencyUnit::all_layers_page, 4);
-  const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
-                                     {"projections, index, top-k", 0, 5, 16},
-                                     {"residency step", 0, 16, 28},
-                                     {"store", 0, 413, 446},
-                                     {"attend", 0, 446, 528},
-                                     {"non-QSA layers", 1, 528, 533},
-                                     {"projections, index, top-k", 1, 533, 544},
-                                     {"residency step", 1, 544, 549},
-                                     {"store", 1, 549, 582},
-                                     {"attend", 1, 582, 632}};
+  const std::vector<Span> compute = {
+      {"non-QSA layers", 0, 0, 5},     {"projections, index, top-k", 0, 5, 16},
+      {"residency step", 0, 16, 28},   {"store", 0, 413, 446},
+      {"attend", 0, 446, 528},         {"gate, output projection", 0, 528, 529},
+      {"non-QSA layers", 1, 529, 534}, {"projections, index, top-k", 1, 534, 545},
+      {"residency step", 1, 545, 550}, {"store", 1, 550, 583},
+      {"attend", 1, 583, 633},         {"gate, output projection", 1, 633, 634}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
   EXPECT_EQ(r.copy_bytes, 3 * 128);
   EXPECT_EQ(r.layers[1].hits, 2);
@@ -251,12 +275,14 @@ TEST(ReplayTimeline, HostInPlace) {
                                      {"projections, index, top-k", 0, 5, 16},
                                      {"store", 0, 16, 33},
                                      {"attend", 0, 113, 115},
-                                     {"non-QSA layers", 1, 115, 120},
-                                     {"projections, index, top-k", 1, 120, 131},
-                                     {"store", 1, 131, 148},
-                                     {"attend", 1, 196, 198}};
+                                     {"gate, output projection", 0, 115, 116},
+                                     {"non-QSA layers", 1, 116, 121},
+                                     {"projections, index, top-k", 1, 121, 132},
+                                     {"store", 1, 132, 149},
+                                     {"attend", 1, 197, 199},
+                                     {"gate, output projection", 1, 199, 200}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
-  const std::vector<Span> h2d = {{"in-place read", 0, 33, 113}, {"in-place read", 1, 148, 196}};
+  const std::vector<Span> h2d = {{"in-place read", 0, 33, 113}, {"in-place read", 1, 149, 197}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
   EXPECT_EQ(r.in_place_bytes, 8 * 16);
 }
@@ -370,20 +396,17 @@ TEST(ReplayTimeline, LruWithEqualSelectionsMissesInEveryLayer) {
   const SimResult r = run_same_selection(MirrorPolicy::lru);
   // Layer 1 misses its 3 pages again: step 1 + 4 + 4 + 3 = 12 ns, copy 1 + 3 x 64 ns, store
   // into the pool and the host bank 33 ns, then attention 82 ns.
-  const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
-                                     {"projections, index, top-k", 0, 5, 16},
-                                     {"residency step", 0, 16, 28},
-                                     {"store", 0, 221, 254},
-                                     {"attend", 0, 254, 336},
-                                     {"non-QSA layers", 1, 336, 341},
-                                     {"projections, index, top-k", 1, 341, 352},
-                                     {"residency step", 1, 352, 364},
-                                     {"store", 1, 557, 590},
-                                     {"attend", 1, 590, 672}};
+  const std::vector<Span> compute = {
+      {"non-QSA layers", 0, 0, 5},     {"projections, index, top-k", 0, 5, 16},
+      {"residency step", 0, 16, 28},   {"store", 0, 221, 254},
+      {"attend", 0, 254, 336},         {"gate, output projection", 0, 336, 337},
+      {"non-QSA layers", 1, 337, 342}, {"projections, index, top-k", 1, 342, 353},
+      {"residency step", 1, 353, 365}, {"store", 1, 558, 591},
+      {"attend", 1, 591, 673},         {"gate, output projection", 1, 673, 674}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
-  const std::vector<Span> h2d = {{"miss copy", 0, 28, 221}, {"miss copy", 1, 364, 557}};
+  const std::vector<Span> h2d = {{"miss copy", 0, 28, 221}, {"miss copy", 1, 365, 558}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
-  EXPECT_EQ(r.compute_end_ns, 672);
+  EXPECT_EQ(r.compute_end_ns, 674);
   EXPECT_EQ(r.layers[1].misses, 3);
 }
 
@@ -395,31 +418,28 @@ TEST(ReplayTimeline, PrefetchTurnsTheNextLayersMissesIntoOverlappedCopies) {
   // non-QSA layers and index. Layer 1's step waits for the prefetch (the backend orders the
   // ensures of a pool, and the store must not write a page its copy is still filling), then
   // finds only hits (no slot search: 1 + 4 = 5 ns) and copies nothing.
-  const std::vector<Span> compute = {{"non-QSA layers", 0, 0, 5},
-                                     {"projections, index, top-k", 0, 5, 16},
-                                     {"residency step", 0, 16, 28},
-                                     {"store", 0, 221, 254},
-                                     {"attend", 0, 254, 336},
-                                     {"non-QSA layers", 1, 336, 341},
-                                     {"projections, index, top-k", 1, 341, 352},
-                                     {"residency step", 1, 426, 431},
-                                     {"store", 1, 431, 464},
-                                     {"attend", 1, 464, 546}};
+  const std::vector<Span> compute = {
+      {"non-QSA layers", 0, 0, 5},     {"projections, index, top-k", 0, 5, 16},
+      {"residency step", 0, 16, 28},   {"store", 0, 221, 254},
+      {"attend", 0, 254, 336},         {"gate, output projection", 0, 336, 337},
+      {"non-QSA layers", 1, 337, 342}, {"projections, index, top-k", 1, 342, 353},
+      {"residency step", 1, 426, 431}, {"store", 1, 431, 464},
+      {"attend", 1, 464, 546},         {"gate, output projection", 1, 546, 547}};
   EXPECT_EQ(spans(r, Resource::compute), compute);
   const std::vector<Span> beside = {{"prefetch next layer", 1, 221, 233}};
   EXPECT_EQ(spans(r, Resource::beside), beside);
   const std::vector<Span> h2d = {{"miss copy", 0, 28, 221}, {"prefetch copy", 1, 233, 426}};
   EXPECT_EQ(spans(r, Resource::h2d), h2d);
-  // The step is 672 - 546 = 126 ns shorter than lru's: layer 1's misses and slot search (7 ns
+  // The step is 674 - 547 = 127 ns shorter than lru's: layer 1's misses and slot search (7 ns
   // of its step) and its serial copy (193 ns) are replaced by the part of the prefetch that
-  // outlasts the compute it overlaps (426 - 352 = 74 ns).
-  EXPECT_EQ(r.compute_end_ns, 546);
+  // outlasts the compute it overlaps (426 - 353 = 73 ns).
+  EXPECT_EQ(r.compute_end_ns, 547);
   EXPECT_EQ(r.layers[0].misses, 3);
   EXPECT_EQ(r.layers[1].misses, 0);
   EXPECT_EQ(r.layers[1].hits, 3);
   EXPECT_EQ(r.layers[1].prefetched, 3);
   EXPECT_EQ(r.copy_bytes, 6 * 64);  // the same bytes as lru, moved earlier
-  EXPECT_DOUBLE_EQ(r.decode_tokens_per_s(), 1e9 / 546);
+  EXPECT_DOUBLE_EQ(r.decode_tokens_per_s(), 1e9 / 547);
 }
 
 TEST(ReplayTimeline, Fp8MovesCodesAndScales) {
@@ -436,7 +456,7 @@ TEST(ReplayTimeline, Fp8MovesCodesAndScales) {
 TEST(ReplayTimeline, Fp8HostAttendIsItsOwnTerm) {
   const SimResult r = run(Placement::host, ResidencyUnit::layer_page, 0, KvDtype::fp8);
   const std::vector<Span> compute = spans(r, Resource::compute);
-  ASSERT_EQ(compute.size(), 8u);
+  ASSERT_EQ(compute.size(), 10u);
   EXPECT_EQ(compute[2], (Span{"store", 0, 16, 33}));
   EXPECT_EQ(compute[3], (Span{"attend", 0, 33, 115}));
   EXPECT_EQ(spans(r, Resource::h2d)[0], (Span{"in-place read", 0, 33, 113}));

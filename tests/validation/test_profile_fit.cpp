@@ -37,7 +37,13 @@ struct Truth {
   // The step beside (a few blocks): a smaller fixed part, dearer per lookup.
   double beside_fixed_us = 4.0, beside_per_lookup_ns = 2.5, beside_per_slot_ns = 0.05,
          beside_per_miss_ns = 40.0;
-  double indexer_ns = 0.09, launch_us = 3.9;
+  double indexer_ns = 0.09, indexer_fixed_us = 4.4, launch_us = 3.9;
+  // Projections: up to 64 rows a fixed part, the weights at a rate and a cost per row; past
+  // that (cuBLAS) a fixed part and the flops (weight bytes x rows) at a rate. The layer's small
+  // kernels: a fixed part and a cost per row.
+  double proj_fixed_us = 3.9, proj_gbps = 3600.0, proj_per_row_ns = 220.0;
+  double wide_fixed_us = 12.0, wide_tflops = 650.0;
+  double ops_fixed_us = 9.0, ops_per_row_ns = 40.0;
 };
 
 // us for `x` bytes in two pieces: ns per KiB up to the knee, GB/s past it.
@@ -123,11 +129,31 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
   PointSeries launch{"launch_eager", {{"kernels"}, {}, {}}};
   for (int i = 1; i <= 10; ++i) {
     idx.samples.x.push_back({8192.0 * i});
-    idx.samples.y.push_back(noisy(8192.0 * i * t.indexer_ns * 1e-3));
+    idx.samples.y.push_back(noisy(t.indexer_fixed_us + 8192.0 * i * t.indexer_ns * 1e-3));
     launch.samples.x.push_back({10.0 * i});
     launch.samples.y.push_back(noisy(1.0 + 10.0 * i * t.launch_us));  // 1 us event overhead
   }
-  p.series = {h2d, zc, store, store_host, hbm, att, fp8, fp8_host, ens, beside, idx, launch};
+  // the grouped six and the output projection of the reference geometry
+  PointSeries proj{"projection", {{"weight_bytes", "rows"}, {}, {}}};
+  PointSeries wide{"projection_wide", {{"weight_byte_rows"}, {}, {}}};
+  for (double w : {71.4e6, 31.5e6}) {
+    for (double rows : {1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0}) {
+      proj.samples.x.push_back({w, rows});
+      proj.samples.y.push_back(
+          noisy(t.proj_fixed_us + w / (1000 * t.proj_gbps) + rows * t.proj_per_row_ns * 1e-3));
+    }
+    for (double rows : {256.0, 1024.0, 4096.0, 16384.0}) {
+      wide.samples.x.push_back({w * rows});
+      wide.samples.y.push_back(noisy(t.wide_fixed_us + w * rows / (1e6 * t.wide_tflops)));
+    }
+  }
+  PointSeries ops{"layer_ops", {{"rows"}, {}, {}}};
+  for (double rows : {1.0, 8.0, 64.0, 512.0, 4096.0}) {
+    ops.samples.x.push_back({rows});
+    ops.samples.y.push_back(noisy(t.ops_fixed_us + rows * t.ops_per_row_ns * 1e-3));
+  }
+  p.series = {h2d, zc,     store, store_host, hbm,  att,  fp8, fp8_host,
+              ens, beside, idx,   launch,     proj, wide, ops};
   return p;
 }
 
@@ -172,7 +198,15 @@ TEST(ProfileFit, RecoversTheCardFromExactPoints) {
   EXPECT_NEAR(p.ensure_beside_ns_per_slot, t.beside_per_slot_ns, 1e-9);
   EXPECT_NEAR(p.ensure_beside_ns_per_miss, t.beside_per_miss_ns, 1e-9);
   EXPECT_NEAR(p.indexer_ns_per_row_block, t.indexer_ns, 1e-9);
+  EXPECT_NEAR(p.indexer_fixed_us, t.indexer_fixed_us, 1e-6);
   EXPECT_NEAR(p.launch_us, t.launch_us, 1e-9);
+  EXPECT_NEAR(p.projection_fixed_us, t.proj_fixed_us, 1e-6);
+  EXPECT_NEAR(p.projection_gbps, t.proj_gbps, 1e-6 * t.proj_gbps);
+  EXPECT_NEAR(p.projection_ns_per_row, t.proj_per_row_ns, 1e-6);
+  EXPECT_NEAR(p.projection_wide_fixed_us, t.wide_fixed_us, 1e-6);
+  EXPECT_NEAR(p.projection_wide_tflops, t.wide_tflops, 1e-6 * t.wide_tflops);
+  EXPECT_NEAR(p.layer_ops_fixed_us, t.ops_fixed_us, 1e-6);
+  EXPECT_NEAR(p.layer_ops_ns_per_row, t.ops_per_row_ns, 1e-6);
   for (const SeriesFit& s : f.report.series)
     EXPECT_NEAR(s.linear.quality.r2, 1.0, 1e-9) << s.term;
 }
@@ -186,6 +220,11 @@ TEST(ProfileFit, RecoversTheCardFromNoisyPoints) {
   EXPECT_NEAR(p.hbm_gbps / t.attend_gbps, 1.0, 0.02);
   EXPECT_NEAR(p.ensure_ns_per_miss / t.per_miss_ns, 1.0, 0.05);
   EXPECT_NEAR(p.launch_us / t.launch_us, 1.0, 0.02);
+  EXPECT_NEAR(p.projection_gbps / t.proj_gbps, 1.0, 0.05);
+  EXPECT_NEAR(p.projection_ns_per_row / t.proj_per_row_ns, 1.0, 0.1);
+  EXPECT_NEAR(p.projection_wide_tflops / t.wide_tflops, 1.0, 0.03);
+  EXPECT_NEAR(p.layer_ops_ns_per_row / t.ops_per_row_ns, 1.0, 0.03);
+  EXPECT_NEAR(p.layer_ops_fixed_us / t.ops_fixed_us, 1.0, 0.1);
   EXPECT_NEAR(p.attention_fixed_us / t.attend_fixed_us, 1.0, 0.05);
   EXPECT_NEAR(p.attention_ns_per_cta / t.attend_per_cta_ns, 1.0, 0.2);
   EXPECT_NEAR(p.attention_fp8_ns_per_row / t.fp8_per_row_ns, 1.0, 0.2);

@@ -12,16 +12,17 @@ namespace {
 
 // How a profile field comes from a fit: from the intercept, an input's slope (b, us per
 // unit; for a two-piece term, the slope past the knee), the knee or the slope below it, as b
-// itself (us, or the knee's unit), 1000 b (ns), 1024000 b (ns per KiB) or 1 / (1000 b) (GB/s:
-// 1 GB/s = 1,000 bytes per us).
+// itself (us, or the knee's unit), 1000 b (ns), 1024000 b (ns per KiB), 1 / (1000 b) (GB/s:
+// 1 GB/s = 1,000 bytes per us) or 1 / (10^6 b) (TFLOP/s of an input counted in flops: 10^6 a us).
 enum class Coef { intercept, slope, knee, slope_below };
-enum class As { us, ns, ns_per_kib, gbps, raw };
+enum class As { us, ns, ns_per_kib, gbps, tflops, raw };
 // How a series is fitted: a line by least squares, or two pieces of its first input joined at a
 // knee (any further inputs a line beside) by relative residuals: the stores (their y spans 1 us
 // to 1 ms, and the decode's small stores weigh as much as the prefill's; the host bank's: the
 // link absorbs small writes; the pool's: a slower rate past 8 MB on the H200) and the fp8
-// attends (flat while their CTAs fit on the SMs, then linear in their bytes).
-enum class Form { line, relative_knee };
+// attends (flat while their CTAs fit on the SMs, then linear in their bytes); or a line by
+// relative residuals (the wide projections and the layer's small kernels: 1 to 16,384 rows).
+enum class Form { line, relative_knee, relative_line };
 struct Rule {
   const char* field;
   Coef coef;
@@ -94,11 +95,28 @@ const std::vector<TermMap>& term_maps() {
        {{"hbm_gbps", Coef::slope, 0, As::gbps}},
        {{Coef::intercept, 0, "HBM bytes are priced inside the attend, without a fixed part"}}},
       {"indexer",
-       {{"indexer_ns_per_row_block", Coef::slope, 0, As::ns}},
-       {{Coef::intercept, 0, "the indexer is priced per row-block, without a fixed part"}}},
+       {{"indexer_fixed_us", Coef::intercept, 0, As::us},
+        {"indexer_ns_per_row_block", Coef::slope, 0, As::ns}},
+       {}},
       {"topk",
-       {{"topk_ns_per_row_block", Coef::slope, 0, As::ns}},
-       {{Coef::intercept, 0, "top-k is priced per row-block, without a fixed part"}}},
+       {{"topk_fixed_us", Coef::intercept, 0, As::us},
+        {"topk_ns_per_row_block", Coef::slope, 0, As::ns}},
+       {}},
+      {"projection",
+       {{"projection_fixed_us", Coef::intercept, 0, As::us},
+        {"projection_gbps", Coef::slope, 0, As::gbps},
+        {"projection_ns_per_row", Coef::slope, 1, As::ns}},
+       {}},
+      {"projection_wide",
+       {{"projection_wide_fixed_us", Coef::intercept, 0, As::us},
+        {"projection_wide_tflops", Coef::slope, 0, As::tflops}},
+       {},
+       Form::relative_line},
+      {"layer_ops",
+       {{"layer_ops_fixed_us", Coef::intercept, 0, As::us},
+        {"layer_ops_ns_per_row", Coef::slope, 0, As::ns}},
+       {},
+       Form::relative_line},
       {"ensure",
        {{"ensure_fixed_us", Coef::intercept, 0, As::us},
         {"ensure_ns_per_lookup", Coef::slope, 0, As::ns},
@@ -267,6 +285,7 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
     const double value = r.as == As::ns           ? 1000.0 * b
                          : r.as == As::ns_per_kib ? 1024000.0 * b
                          : r.as == As::gbps       ? 1.0 / (1000.0 * b)
+                         : r.as == As::tflops     ? 1.0 / (1e6 * b)
                                                   : b;
     const bool may_be_zero = r.coef == Coef::knee || r.coef == Coef::slope_below;
     if (may_be_zero ? !(b >= 0) : !(b > 0)) {
