@@ -17,6 +17,8 @@ const std::vector<CalibrationTerm>& calibration_terms() {
       {"hbm_read", {"bytes"}},
       {"indexer", {"row_blocks"}},
       {"topk", {"row_blocks"}},
+      {"topk_one_cta", {"row_blocks"}},
+      {"topk_chain", {"row_blocks"}},
       {"projection", {"weight_bytes", "rows"}},
       {"projection_wide", {"weight_byte_rows"}},
       {"layer_ops", {"rows"}},

@@ -66,7 +66,15 @@ std::int64_t CostModel::indexer_ns(std::int64_t row_blocks) const {
   return ns(p_.indexer_fixed_us * 1e3 + d(row_blocks) * p_.indexer_ns_per_row_block);
 }
 
-std::int64_t CostModel::topk_ns(std::int64_t row_blocks) const {
+std::int64_t CostModel::topk_ns(std::int64_t row_blocks, TopkPath path) const {
+  switch (path) {
+    case TopkPath::one_cta:
+      return ns(p_.topk_one_cta_fixed_us * 1e3 + d(row_blocks) * p_.topk_one_cta_ns_per_row_block);
+    case TopkPath::chain:
+      return ns(p_.topk_chain_fixed_us * 1e3 + d(row_blocks) * p_.topk_chain_ns_per_row_block);
+    case TopkPath::cluster:
+      break;
+  }
   return ns(p_.topk_fixed_us * 1e3 + d(row_blocks) * p_.topk_ns_per_row_block);
 }
 

@@ -11,6 +11,22 @@ namespace kvtier {
 // with their own terms.
 inline constexpr std::int64_t kNarrowProjectionRows = 64;
 
+// Which top-k kernel the runner runs over a layer's `rows` rows whose longest sees
+// `max_blocks` blocks (cuda/runner/runner_layer.cpp and qsa::topk, which assert these values):
+// up to kTopkClusterRows rows a cluster of CTAs per row (for the longest rows the multi-CTA
+// chain, which the same term prices); from kTopkOneCtaRows rows whose blocks all fit
+// kTopkOneCtaBlocks, one CTA per row; otherwise the multi-CTA chain (a memset and five
+// launches). Each has its own terms.
+enum class TopkPath : std::uint8_t { cluster, one_cta, chain };
+inline constexpr std::int64_t kTopkClusterRows = 16;
+inline constexpr std::int64_t kTopkOneCtaRows = 64;
+inline constexpr std::int64_t kTopkOneCtaBlocks = 32768;
+constexpr TopkPath topk_path(std::int64_t rows, std::int64_t max_blocks) {
+  if (rows <= kTopkClusterRows) return TopkPath::cluster;
+  if (rows >= kTopkOneCtaRows && max_blocks <= kTopkOneCtaBlocks) return TopkPath::one_cta;
+  return TopkPath::chain;
+}
+
 // Prices the operations of one QSA layer-step from a hardware profile, in integer
 // nanoseconds. Each function is a fixed part plus a rate times the work, so that each can be
 // compared with (and later fitted to) one GPU micro-benchmark. 1 GB/s moves 1 byte per ns.
@@ -45,7 +61,7 @@ class CostModel {
   // Indexer scoring, and top-k + expand, over `row_blocks` (sum over rows of visible blocks):
   // one call each, its fixed part included.
   std::int64_t indexer_ns(std::int64_t row_blocks) const;
-  std::int64_t topk_ns(std::int64_t row_blocks) const;
+  std::int64_t topk_ns(std::int64_t row_blocks, TopkPath path = TopkPath::cluster) const;
   // One projection call of `rows` rows through `weight_bytes` of bf16 weights
   // (HardwareProfile's projection_* fields say the form).
   std::int64_t projection_ns(std::int64_t weight_bytes, std::int64_t rows) const;

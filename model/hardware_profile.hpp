@@ -54,6 +54,13 @@ struct HardwareProfile {
   double indexer_ns_per_row_block = 0;  // scoring one visible block for one row
   double topk_fixed_us = 0;             // top-k + expand, one call, fixed part
   double topk_ns_per_row_block = 0;     // top-k over one row's scores, per block
+  // The same for the runner's other top-k kernels (model/cost_model.hpp, TopkPath): one CTA per
+  // row (many rows of short contexts: prefill chunks, large decode batches) and the multi-CTA
+  // chain (more rows than a cluster takes, longer contexts).
+  double topk_one_cta_fixed_us = 0;
+  double topk_one_cta_ns_per_row_block = 0;
+  double topk_chain_fixed_us = 0;
+  double topk_chain_ns_per_row_block = 0;
   // A projection of `rows` rows through `weight_bytes` of bf16 weights (one call: the runner's
   // grouped six that read the normed input, or its output projection), y = x . W^T. Up to
   // kNarrowProjectionRows rows (the runner's own GEMMs: model/cost_model.hpp) a fixed part, W

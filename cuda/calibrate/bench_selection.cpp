@@ -1,7 +1,9 @@
-// Index scoring (qsa::index_scores: indexer) and top-k + expand (qsa::topk, qsa::expand: topk)
-// over row-blocks, as the runner calls them: decode rows (one request each) over contexts of 16k
-// to 1M tokens, written to the points file; and, reported beside, the prefill shape (many rows of
-// one request), which the cost model's one rate per row-block cannot hold together with decode.
+// Index scoring (qsa::index_scores: indexer) and top-k + expand (qsa::topk, qsa::expand: the
+// series of the kernel the runner takes, TopkPath: topk, topk_one_cta, topk_chain) over
+// row-blocks, as the runner calls them: decode rows (one request each) over contexts of 16k to 1M
+// tokens, and the prefill shape (many rows of one request), whose top-k points join the decode
+// rows' of the same kernel; its index scores (the prefill kernel, which the cost model's one
+// rate per row-block cannot hold together with decode) are reported beside, not in the file.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -9,6 +11,7 @@
 
 #include "cuda/calibrate/bench.hpp"
 #include "cuda/qsa/qsa_kernels.hpp"
+#include "model/cost_model.hpp"
 
 namespace kvtier::calibrate {
 namespace {
@@ -17,7 +20,6 @@ constexpr int kIndexHeads = 4;
 constexpr int kTopK = 512;
 constexpr int kRatio = 4;
 constexpr int kWidth = kTopK * kRatio + kRatio - 1;  // 2051 positions per row
-constexpr std::int64_t kOneCtaTopkBlocks = 32768;    // the runner's rule (runner_layer.cpp)
 
 struct Shape {
   int rows;
@@ -72,8 +74,15 @@ SelectionBuffers make_buffers(Bench& b, const std::vector<Shape>& shapes) {
 }
 
 // One point: index_scores and topk + expand of `sh`, each call over its own requests' slabs and
-// logits. Appends [row_blocks, us] to index and topk.
-void time_shape(Bench& b, SelectionBuffers& buf, const Shape& sh, Series& index, Series& topk) {
+// logits. Appends [row_blocks, us] to index and to the top-k series of the kernel the runner
+// takes for the shape (TopkPath: cluster, one CTA per row, chain).
+struct TopkSeries {
+  Series cluster, one_cta, chain;
+  Series& of(TopkPath p) {
+    return p == TopkPath::one_cta ? one_cta : p == TopkPath::chain ? chain : cluster;
+  }
+};
+void time_shape(Bench& b, SelectionBuffers& buf, const Shape& sh, Series& index, TopkSeries& topk) {
   const std::int64_t nb = blocks_of(sh);
   const int calls = static_cast<int>(std::max<std::int64_t>(
       1, std::min({std::int64_t{b.grid.max_calls},
@@ -108,7 +117,7 @@ void time_shape(Bench& b, SelectionBuffers& buf, const Shape& sh, Series& index,
     score(c, b.stream());
   KVT_CUDA_CHECK(cudaStreamSynchronize(b.stream()));
   const Call select = [&](int c, cudaStream_t st) {
-    if (sh.rows >= 64 && nb <= kOneCtaTopkBlocks) {
+    if (topk_path(sh.rows, nb) == TopkPath::one_cta) {  // the runner's rule
       qsa::topk(logits_of(c), nb, nullptr, rows_of(c), kRatio, kTopK, buf.blocks.get(), st);
     } else {
       qsa::topk(logits_of(c), nb, nullptr, rows_of(c), kRatio, kTopK, buf.blocks.get(),
@@ -116,7 +125,7 @@ void time_shape(Bench& b, SelectionBuffers& buf, const Shape& sh, Series& index,
     }
     qsa::expand(buf.blocks.get(), kTopK, rows_of(c), kRatio, buf.tokens.get(), kWidth, st);
   };
-  topk.points.push_back({row_blocks, b.kernel_us(select, {}, calls)});
+  topk.of(topk_path(sh.rows, nb)).points.push_back({row_blocks, b.kernel_us(select, {}, calls)});
 }
 
 }  // namespace
@@ -135,26 +144,38 @@ void run_selection(Bench& b, const Emit& emit) {
   SelectionBuffers buf = make_buffers(b, all);
   const std::string timing =
       "graph of calls over other requests' slabs each, after a pad; per call";
-  // Both sweeps of one shape (index and top-k share their logits), then emitted.
-  auto sweep = [&](const std::vector<Shape>& shapes, Series index, Series topk) {
+  // Both sweeps of one shape (index and top-k share their logits), then emitted: the index,
+  // then each top-k kernel's series that has points.
+  auto sweep = [&](const std::vector<Shape>& shapes, Series index, TopkSeries topk) {
     for (const Shape& sh : shapes) {
       if (stop_sweep(b, index)) {
-        topk.truncated = true;
+        for (Series* s : {&topk.cluster, &topk.one_cta, &topk.chain})
+          s->truncated = true;
         break;
       }
       time_shape(b, buf, sh, index, topk);
     }
     emit(std::move(index));
-    emit(std::move(topk));
+    for (Series* s : {&topk.cluster, &topk.one_cta, &topk.chain})
+      if (!s->points.empty()) emit(std::move(*s));
+  };
+  const auto topk_series = [&](const char* shape) {
+    const std::string what = std::string("qsa::topk + qsa::expand (k 512), ") + shape;
+    const auto make = [&](const char* term, const char* kernel) {
+      return file_series(term, what + ": " + kernel, timing);
+    };
+    return TopkSeries{make("topk", "cluster kernel, up to 16 rows"),
+                      make("topk_one_cta", "one CTA per row"),
+                      make("topk_chain", "multi-CTA chain")};
   };
   sweep(decode, file_series("indexer", "qsa::index_scores, decode rows (one request each)", timing),
-        file_series("topk", "qsa::topk + qsa::expand (k 512), decode rows", timing));
+        topk_series("decode rows"));
+  // the prefill shape: its index scores take the prefill kernel (not the decode rows' term); its
+  // top-k, the kernel the same rule picks (one CTA per row), with the decode rows' points
   sweep(prefill,
         extra_series("indexer", {"row_blocks"},
                      "qsa::index_scores, prefill rows of one request (not in the file)", timing),
-        extra_series("topk", {"row_blocks"},
-                     "qsa::topk + qsa::expand, prefill rows of one request (not in the file)",
-                     timing));
+        topk_series("prefill rows of one request"));
 }
 
 }  // namespace kvtier::calibrate

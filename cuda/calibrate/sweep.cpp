@@ -24,8 +24,8 @@ CalibrationGrid calibration_grid(bool quick) {
     g.context_pages = 256;
     g.bank_pages = 2048;
     g.store_tokens = {1, 16, 256, 4096};  // 4 sizes: the host bank's store is fitted with a knee
-    g.index_rows = {1, 4};
-    g.index_contexts = {16384, 65536};
+    g.index_rows = {1, 4, 32, 64};        // top-k: the cluster kernel, the chain, one CTA per row
+    g.index_contexts = {16384, 32768, 65536};
     g.prefill_rows = {64, 128};
     g.prefill_contexts = {16384};
     g.slab_bytes = 256 * MiB;
@@ -55,8 +55,8 @@ CalibrationGrid calibration_grid(bool quick) {
   g.context_pages = 1024;
   g.bank_pages = 16384;
   g.store_tokens = {1, 4, 16, 64, 256, 1024, 4096, 16384};
-  g.index_rows = {1, 4, 16, 32};
-  g.index_contexts = {16384, 65536, 262144, 1048576};
+  g.index_rows = {1, 4, 8, 16, 32, 64, 128};
+  g.index_contexts = {16384, 65536, 131072, 262144, 1048576};
   g.prefill_rows = {512, 2048};
   g.prefill_contexts = {32768, 131072};
   g.slab_bytes = 4 * GiB;

@@ -7,8 +7,12 @@
 
 #include "cuda/qsa/qsa_common.cuh"
 #include "cuda/qsa/topk_internal.cuh"
+#include "model/cost_model.hpp"
 
 namespace kvtier::qsa {
+
+// The cost model prices the cluster kernel's rows with their own terms (TopkPath).
+static_assert(detail::kTopkClusterMaxRows == kTopkClusterRows);
 
 namespace {
 

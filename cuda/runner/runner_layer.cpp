@@ -5,12 +5,9 @@
 #include "cuda/runner/ops.hpp"
 #include "cuda/runner/runner_impl.hpp"
 #include "cuda/runner/tier_ops.hpp"
+#include "model/cost_model.hpp"
 
 namespace kvtier::runner {
-
-namespace {
-constexpr std::int64_t kOneCtaTopkBlocks = 32768;
-}  // namespace
 
 void QsaRunner::Impl::mark(const char* phase) {
   if (!phases_on) return;
@@ -112,10 +109,11 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
                     slab_stride, p.max_blocks, s, p.request_rows);
   mark("index");
   join_residency();  // the previous layer's step reads the selection the top-k rewrites
-  // Prefill rows of contexts up to 128k: one CTA per row. Otherwise the workspace entry,
-  // which takes the one-launch cluster kernel for up to 16 rows (decode) and the multi-CTA
-  // chain beyond. The same selection either way.
-  if (rows >= 64 && p.max_blocks <= kOneCtaTopkBlocks)
+  // Many rows of contexts up to 128k (prefill chunks, large decode batches): one CTA per row.
+  // Otherwise the workspace entry, which takes the one-launch cluster kernel for up to 16 rows
+  // (decode) and the multi-CTA chain beyond. The same selection either way; the rule is the
+  // cost model's (model/cost_model.hpp, topk_path), which prices each kernel with its terms.
+  if (topk_path(rows, p.max_blocks) == TopkPath::one_cta)
     qsa::topk(logits_idx.get(), slab_stride, nullptr, r, g.compress_ratio, k, blocks.get(), s);
   else
     qsa::topk(logits_idx.get(), slab_stride, nullptr, r, g.compress_ratio, k, blocks.get(),

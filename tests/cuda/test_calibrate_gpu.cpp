@@ -81,7 +81,7 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
   // Every sweep: points, positive finite times, non-negative inputs, not cut at its budget.
   std::map<std::string, std::vector<std::vector<double>>> by_sweep;
   const auto& series = report.at("series").as_array();
-  EXPECT_EQ(series.size(), 25u);
+  EXPECT_EQ(series.size(), 30u);
   for (const auto& s : series) {
     const std::string name =
         std::string(s.at("term").as_string()) + " / " + std::string(s.at("sweep").as_string());
@@ -114,13 +114,14 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
   }
   EXPECT_GT(y_at_max_x(sweep("launch_eager / ")), y_at_min_x(sweep("launch_eager / ")));
   EXPECT_GT(y_at_max_x(sweep("launch_graph / ")), y_at_min_x(sweep("launch_graph / ")));
-  for (const char* s : {"zero_copy_read / miss copy (launch_copy), bf16 layer",
-                        "zero_copy_read / miss copy (launch_copy), bf16 all-layers",
-                        "zero_copy_read / qsa::attend, host banks in place, bf16",
-                        "attention / qsa::attend, device banks, bf16",
-                        "attention_fp8 / qsa::attend, device banks, fp8",
-                        "attention_fp8_host / qsa::attend, host banks in place, fp8", "hbm_read / ",
-                        "indexer / qsa::index_scores, decode"}) {
+  for (const char* s :
+       {"zero_copy_read / miss copy (launch_copy), bf16 layer",
+        "zero_copy_read / miss copy (launch_copy), bf16 all-layers",
+        "zero_copy_read / qsa::attend, host banks in place, bf16",
+        "attention / qsa::attend, device banks, bf16",
+        "attention_fp8 / qsa::attend, device banks, fp8",
+        "attention_fp8_host / qsa::attend, host banks in place, fp8", "hbm_read / ",
+        "indexer / qsa::index_scores, decode", "projection_wide / ", "layer_ops / "}) {
     SCOPED_TRACE(s);
     const auto pts = sweep(s);
     EXPECT_GT(y_at_max_x(pts), y_at_min_x(pts));
@@ -169,11 +170,14 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
       EXPECT_GT(p.back(), 0);
     }
   }
-  EXPECT_EQ(terms,
-            (std::set<std::string>{
-                "launch_eager", "launch_graph", "h2d_copy", "d2h_copy", "zero_copy_read", "store",
-                "store_fp8", "store_host", "store_host_fp8", "hbm_read", "indexer", "topk",
-                "ensure", "ensure_beside", "attention", "attention_fp8", "attention_fp8_host"}));
+  EXPECT_EQ(terms, (std::set<std::string>{"launch_eager",      "launch_graph",   "h2d_copy",
+                                          "d2h_copy",          "zero_copy_read", "store",
+                                          "store_fp8",         "store_host",     "store_host_fp8",
+                                          "hbm_read",          "indexer",        "topk",
+                                          "topk_one_cta",      "topk_chain",     "projection",
+                                          "projection_wide",   "layer_ops",      "ensure",
+                                          "ensure_beside",     "attention",      "attention_fp8",
+                                          "attention_fp8_host"}));
   std::filesystem::remove(path);
 }
 

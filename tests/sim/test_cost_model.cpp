@@ -13,7 +13,7 @@ TEST(Profiles, EveryBuiltinProfileParsesWithASourcePerValue) {
   for (const auto& b : builtin_profiles()) {
     const HardwareProfile p = load_profile(b.name);
     EXPECT_EQ(p.name, b.name);
-    EXPECT_EQ(p.sources.size(), 58u) << b.name;
+    EXPECT_EQ(p.sources.size(), 62u) << b.name;
     for (const auto& [field, source] : p.sources)
       EXPECT_FALSE(source.empty()) << field;
   }
@@ -264,6 +264,29 @@ TEST(CostModel, ProjectionsIndexTopkAndTheSmallKernels) {
   EXPECT_EQ(c.indexer_ns(1000) - c.indexer_ns(0), 500);
   EXPECT_EQ(c.indexer_ns(0), 4500);
   EXPECT_EQ(c.topk_ns(0), 18'000);
+}
+
+// The runner's top-k kernel by rows and blocks, each priced by its own terms.
+TEST(CostModel, TopkIsPricedByTheKernelTheRunnerTakes) {
+  EXPECT_EQ(topk_path(1, 262144), TopkPath::cluster);
+  EXPECT_EQ(topk_path(kTopkClusterRows, 262144), TopkPath::cluster);
+  EXPECT_EQ(topk_path(kTopkClusterRows + 1, 1024), TopkPath::chain);
+  EXPECT_EQ(topk_path(kTopkOneCtaRows - 1, 1024), TopkPath::chain);
+  EXPECT_EQ(topk_path(kTopkOneCtaRows, kTopkOneCtaBlocks), TopkPath::one_cta);
+  EXPECT_EQ(topk_path(kTopkOneCtaRows, kTopkOneCtaBlocks + 1), TopkPath::chain);
+  EXPECT_EQ(topk_path(4096, 8192), TopkPath::one_cta);
+  HardwareProfile p = round_profile();
+  p.topk_fixed_us = 18;
+  p.topk_ns_per_row_block = 0.02;
+  p.topk_one_cta_fixed_us = 5;
+  p.topk_one_cta_ns_per_row_block = 0.01;
+  p.topk_chain_fixed_us = 30;
+  p.topk_chain_ns_per_row_block = 0.03;
+  const CostModel c(p);
+  EXPECT_EQ(c.topk_ns(100'000), 18'000 + 2'000);
+  EXPECT_EQ(c.topk_ns(100'000, TopkPath::cluster), 18'000 + 2'000);
+  EXPECT_EQ(c.topk_ns(100'000, TopkPath::one_cta), 5'000 + 1'000);
+  EXPECT_EQ(c.topk_ns(100'000, TopkPath::chain), 30'000 + 3'000);
 }
 
 }  // namespace kvtier::sim
