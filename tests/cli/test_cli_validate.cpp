@@ -65,7 +65,7 @@ TEST(CliValidate, FitWritesAProfileThatPlanReads) {
     out << R"j({"card": "H200 (test)", "driver": "580.65", "date": "2026-12-02",
       "command": "kvtier validate calibrate", "series": [
       {"term": "topk", "inputs": ["row_blocks"], "unit": "us",
-       "points": [[1000, 1.0], [2000, 2.0], [3000, 3.0], [4000, 4.0], [5000, 5.0]]}]})j";
+       "points": [[1000, 2.0], [2000, 3.0], [3000, 4.0], [4000, 5.0], [5000, 6.0]]}]})j";
   }
   const auto f = run_kvtier("validate fit --points " + points + " --out " + profile);
   ASSERT_EQ(f.exit_code, 0) << f.out;

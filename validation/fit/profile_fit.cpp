@@ -21,7 +21,9 @@ enum class As { us, ns, ns_per_kib, gbps, tflops, raw };
 // to 1 ms, and the decode's small stores weigh as much as the prefill's; the host bank's: the
 // link absorbs small writes; the pool's: a slower rate past 8 MB on the H200) and the fp8
 // attends (flat while their CTAs fit on the SMs, then linear in their bytes); or a line by
-// relative residuals (the wide projections and the layer's small kernels: 1 to 16,384 rows).
+// relative residuals (the wide projections and the layer's small kernels: 1 to 16,384 rows; the
+// index scoring and the top-k kernels: 4,096 to 33 M row-blocks, 4 us to 2.4 ms, where the short
+// contexts of decode would otherwise weigh nothing against the longest).
 enum class Form { line, relative_knee, relative_line };
 struct Rule {
   const char* field;
@@ -97,19 +99,23 @@ const std::vector<TermMap>& term_maps() {
       {"indexer",
        {{"indexer_fixed_us", Coef::intercept, 0, As::us},
         {"indexer_ns_per_row_block", Coef::slope, 0, As::ns}},
-       {}},
+       {},
+       Form::relative_line},
       {"topk",
        {{"topk_fixed_us", Coef::intercept, 0, As::us},
         {"topk_ns_per_row_block", Coef::slope, 0, As::ns}},
-       {}},
+       {},
+       Form::relative_line},
       {"topk_one_cta",
        {{"topk_one_cta_fixed_us", Coef::intercept, 0, As::us},
         {"topk_one_cta_ns_per_row_block", Coef::slope, 0, As::ns}},
-       {}},
+       {},
+       Form::relative_line},
       {"topk_chain",
        {{"topk_chain_fixed_us", Coef::intercept, 0, As::us},
         {"topk_chain_ns_per_row_block", Coef::slope, 0, As::ns}},
-       {}},
+       {},
+       Form::relative_line},
       {"projection",
        {{"projection_fixed_us", Coef::intercept, 0, As::us},
         {"projection_gbps", Coef::slope, 0, As::gbps},
