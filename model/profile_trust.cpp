@@ -35,7 +35,10 @@ std::string trust_line(const HardwareProfile& p) {
   char buf[160];
   std::snprintf(buf, sizeof buf, ": decode median error %.1f %%, p95 %.1f %%",
                 100 * v.decode_median_error, 100 * v.decode_p95_error);
-  std::string line = "validated on " + v.card + " " + v.date + buf;
+  // What the figures hold: the trace replay's forwards (store, residency step, attend), not the
+  // model forward's projections, index and top-k (validation/results/ has those runs apart).
+  std::string line =
+      "validated on " + v.card + " " + v.date + " against the GPU trace replay" + buf;
   if (v.prefill_median_error) {
     std::snprintf(buf, sizeof buf, ", prefill median error %.1f %%", 100 * *v.prefill_median_error);
     line += buf;

@@ -103,7 +103,8 @@ TEST(CliTrust, NotValidatedValidatedAndScaled) {
       "not validated");
   const std::string validated = validated_profile();
   const std::string line =
-      "validated on NVIDIA H200 2026-12-03: decode median error 2.1 %, p95 6.4 %";
+      "validated on NVIDIA H200 2026-12-03 against the GPU trace replay: decode median error 2.1 "
+      "%, p95 6.4 %";
   EXPECT_EQ(json_of(sim_args() + "--json --profile " + validated).at("trust").as_string(), line);
   const auto table = run_kvtier(sim_args() + "--profile " + validated);
   EXPECT_NE(table.out.find("profile h200-pcie5: " + line), std::string::npos) << table.out;

@@ -45,10 +45,12 @@ TEST(TrustLine, ValidatedScaledOrNot) {
   EXPECT_EQ(trust_line(p), "not validated");
   p.validation = ProfileValidation{"NVIDIA H200", "2026-12-03", 0.0213, 0.0649, std::nullopt, {}};
   EXPECT_EQ(trust_line(p),
-            "validated on NVIDIA H200 2026-12-03: decode median error 2.1 %, p95 6.5 %");
+            "validated on NVIDIA H200 2026-12-03 against the GPU trace replay: decode median error "
+            "2.1 %, p95 6.5 %");
   p.validation->prefill_median_error = 0.031;
   EXPECT_EQ(trust_line(p),
-            "validated on NVIDIA H200 2026-12-03: decode median error 2.1 %, p95 6.5 %, prefill "
+            "validated on NVIDIA H200 2026-12-03 against the GPU trace replay: decode median error "
+            "2.1 %, p95 6.5 %, prefill "
             "median error 3.1 %");
   for (const char* scaled : {"a100-80gb-pcie4", "h100-sxm5-pcie5", "l40s-pcie4"}) {
     EXPECT_EQ(trust_line(load_profile(scaled)), "scaled from datasheets, not validated") << scaled;
