@@ -25,10 +25,13 @@
 #include "cuda/weights/qsa_tensors.hpp"
 #include "cuda/weights/safetensors.hpp"
 #include "model/config_error.hpp"
+#include "model/cost_model.hpp"
 #include "model/kv_dtype.hpp"
+#include "model/micro_batch_choice.hpp"
 #include "model/mirror_policy.hpp"
 #include "model/page_space.hpp"
 #include "model/placement.hpp"
+#include "sim/profiles.hpp"
 
 namespace kvtier::cli {
 
@@ -75,10 +78,13 @@ po::options_description model_options() {
                                                      "write the indexer's selections as a trace "
                                                      "(with --fill-depth the requests begin at "
                                                      "that depth: the trace has no fill forward)")(
-      "micro-batches", po::value<int>()->default_value(1),
+      "micro-batches", po::value<std::string>()->default_value("auto"),
       "split the requests into this many micro-batches, each with its own runner and stream, "
       "and keep their decode steps in flight together (one's reads over the link overlap the "
-      "others' GPU work); the decode figures then time the overlapped steps after the first")(
+      "others' GPU work); the decode figures then time the overlapped steps after the first. "
+      "auto: placement host takes 2 or 4 where the h200-pcie5 profile's estimate of a decode "
+      "step is at least 10 % shorter than in one batch (model/micro_batch_choice.hpp), else 1; "
+      "other placements, --needle-at, --record, --profile-phases and --decode 1 take 1")(
       "decode-splits", po::value<int>()->default_value(0),
       "attend splits of decode forwards (0: the kernels' default; with --micro-batches and "
       "placement host, enough for half the SMs, so that the micro-batches share the GPU)")(
@@ -151,7 +157,8 @@ struct ModelArgs {
   std::uint64_t seed = 1;
   std::optional<std::int64_t> needle_at;
   bool json = false;
-  runner::SessionOptions session;  // everything but the prompts and the needle's position
+  bool micro_batches_auto = false;  // --micro-batches auto: chosen once the prompts are known
+  runner::SessionOptions session;   // everything but the prompts and the needle's position
 };
 
 // The checks that need only the arguments, in every build: cheap, before a weights file of
@@ -175,8 +182,15 @@ ModelArgs check_args(const po::variables_map& vm) {
   rc.dtype = parse_kv_dtype(vm["kv-dtype"].as<std::string>(), "--kv-dtype");
   o.chunk = vm["chunk"].as<int>();
   if (o.chunk < 1) throw ConfigError("--chunk: must be positive");
-  o.micro_batches = vm["micro-batches"].as<int>();
-  if (o.micro_batches < 1) throw ConfigError("--micro-batches: must be positive");
+  const std::string micro = vm["micro-batches"].as<std::string>();
+  a.micro_batches_auto = micro == "auto";
+  if (!a.micro_batches_auto) {
+    const auto k = parse_positive_list(micro, "--micro-batches", "micro-batches (or auto)");
+    if (k.size() != 1 || k[0] > runner::kMaxSessionRequests)
+      throw ConfigError("--micro-batches: auto or one count 1.." +
+                        std::to_string(runner::kMaxSessionRequests) + ", got '" + micro + "'");
+    o.micro_batches = static_cast<int>(k[0]);
+  }
   if (o.micro_batches > 1 && (needle || vm.count("record") || vm.count("profile-phases")))
     throw ConfigError("--micro-batches: not with --needle-at, --record or --profile-phases");
   rc.decode_splits = vm["decode-splits"].as<int>();
@@ -288,7 +302,52 @@ runner::SessionOptions session_options(const ModelArgs& a, const weights::Safete
   return o;
 }
 
+// --micro-batches auto: where the groups may run (placement host; decode steps after the first
+// to overlap; none of the single-runner modes), the count model/micro_batch_choice.hpp picks on
+// the h200-pcie5 profile for these requests at their context, else one batch (nullopt).
+std::optional<MicroBatchChoice> auto_micro_batches(const ModelArgs& a, const Geometry& g,
+                                                   runner::SessionOptions& o) {
+  if (!a.micro_batches_auto) return std::nullopt;
+  o.micro_batches = 1;
+  const int requests = static_cast<int>(o.prompts.size());
+  if (o.runner.placement != Placement::host || o.decode < 2 || requests < 2 || o.needle_at >= 0 ||
+      !o.record_path.empty() || o.runner.profile_phases)
+    return std::nullopt;
+  std::size_t longest = 0;
+  for (const auto& p : o.prompts)
+    longest = std::max(longest, p.size());
+  const std::int64_t context = o.fill_depth + static_cast<std::int64_t>(longest);
+  const MicroBatchChoice c = choose_micro_batches(CostModel(sim::load_profile("h200-pcie5")), g,
+                                                  o.runner.dtype, requests, context);
+  o.micro_batches = c.micro_batches;
+  return c;
+}
+
 #if defined(KVTIER_WITH_CUDA) && defined(KVTIER_WITH_RUNNER)
+// What --micro-batches auto estimated, for the table and the JSON.
+std::string auto_micro_batches_text(const std::optional<MicroBatchChoice>& c) {
+  if (!c) return "";
+  std::string s = "auto (h200-pcie5 estimate of a step:";
+  for (const MicroBatchEstimate& e : c->estimates)
+    s += " " + fmt_int(e.micro_batches) + ": " + fmt_fixed(e.step_ms, 2) + " ms,";
+  s.back() = ')';
+  return s;
+}
+
+boost::json::value micro_batches_json(const std::optional<MicroBatchChoice>& c) {
+  if (!c) return nullptr;
+  boost::json::array est;
+  for (const MicroBatchEstimate& e : c->estimates)
+    est.push_back({{"micro_batches", e.micro_batches},
+                   {"step_ms", e.step_ms},
+                   {"link_ms", e.link_ms},
+                   {"compute_ms", e.compute_ms}});
+  return {{"profile", "h200-pcie5"},
+          {"chosen", c->micro_batches},
+          {"min_gain", kMicroBatchMinGain},
+          {"estimates", std::move(est)}};
+}
+
 // The session's progress as bars on stderr: a bar per phase from its first report (phases
 // come one after another), closed when the phase ends.
 class SessionBars {
@@ -346,7 +405,7 @@ Figures derive(const runner::SessionResult& res) {
 }
 
 void print_json(const runner::SessionOptions& o, const std::string& weights_path,
-                const runner::SessionResult& res) {
+                const runner::SessionResult& res, const std::optional<MicroBatchChoice>& micro) {
   const runner::RunnerConfig& rc = o.runner;
   const runner::RunnerStats& s = res.stats;
   const Figures f = derive(res);
@@ -371,6 +430,7 @@ void print_json(const runner::SessionOptions& o, const std::string& weights_path
       {"decode_gpu_ms", s.decode_gpu_ms},
       {"decode_gpu_ms_per_step", f.gpu_ms_per_step},
       {"micro_batches", o.micro_batches},
+      {"micro_batches_auto", micro_batches_json(micro)},
       {"allow_drops", o.allow_drops},
       {"decode_splits", res.decode_splits},
       {"decode_timing", o.micro_batches > 1 ? "wall time of the overlapped decode steps "
@@ -442,7 +502,7 @@ void print_phases(const runner::RunnerStats& s, std::int64_t decode_forwards) {
 }
 
 void print_table(const runner::SessionOptions& o, const Geometry& g,
-                 const runner::SessionResult& res) {
+                 const runner::SessionResult& res, const std::optional<MicroBatchChoice>& micro) {
   const runner::RunnerConfig& rc = o.runner;
   const runner::RunnerStats& s = res.stats;
   const Figures f = derive(res);
@@ -462,6 +522,8 @@ void print_table(const runner::SessionOptions& o, const Geometry& g,
                                       ? " in " + fmt_int(o.micro_batches) +
                                             " micro-batches (decode: overlapped steps, wall time)"
                                       : "")});
+  if (micro)
+    t.add({"micro-batches", fmt_int(o.micro_batches) + ", " + auto_micro_batches_text(micro)});
   if (o.fill_depth > 0)
     t.add(
         {"filled depth (written directly, not prefilled)", fmt_int(o.fill_depth) + " per request"});
@@ -533,7 +595,8 @@ int run_model(const std::vector<std::string>& args) {
   const std::int64_t vocab = weights::file_vocab(file);
   std::vector<std::vector<std::int32_t>> prompts;
   if (a.prompt_file) prompts = read_prompts(*a.prompt_file, vocab);
-  const runner::SessionOptions o = session_options(a, file, g, vocab, std::move(prompts));
+  runner::SessionOptions o = session_options(a, file, g, vocab, std::move(prompts));
+  const std::optional<MicroBatchChoice> micro = auto_micro_batches(a, g, o);
   // The session's checks (context, micro-batches, a mirror pool that would drop selected
   // pages) before a device is looked for: run_session plans again with the SM count, which
   // only sets decode splits.
@@ -542,9 +605,9 @@ int run_model(const std::vector<std::string>& args) {
   SessionBars bars;
   const runner::SessionResult res = runner::run_session(file, g, vocab, o, bars.callbacks());
   if (a.json)
-    print_json(o, file.path(), res);
+    print_json(o, file.path(), res, micro);
   else
-    print_table(o, g, res);
+    print_table(o, g, res, micro);
   return 0;
 #else
   throw ConfigError("run --weights: this kvtier was built without the CUDA model runner");

@@ -214,6 +214,21 @@ TEST(CliBadInput, RunTimesPhasesWithProfilePhases) {
                  {"not with --needle-at, --record or --profile-phases"});
 }
 
+// --micro-batches: auto (the default) or one count; anything else is refused by name, and
+// --profile-phases with the default runs (auto takes one batch there).
+TEST(CliBadInput, MicroBatchesAreAutoOrACount) {
+  const TinyInputs& in = testing::tiny_inputs();
+  const CliRun help = run_kvtier_argv({"run", "--weights", in.weights, "--help"}, 10);
+  ASSERT_EQ(help.exit_code, 0);
+  EXPECT_TRUE(has(help.out, "--micro-batches arg (=auto)")) << help.out;
+  for (const char* bad : {"0", "two", "2,4", "-1", "5000"})
+    expect_refused({"run", "--weights", in.weights, "--prompt-tokens", "8", "--micro-batches", bad},
+                   {"--micro-batches"});
+  const CliRun r = run_kvtier_argv(
+      {"run", "--weights", in.weights, "--prompt-tokens", "8", "--profile-phases"}, 30);
+  EXPECT_FALSE(has(r.out, "--micro-batches")) << r.out;
+}
+
 TEST(CliBadInput, TraceInfoSaysNaWhereThereIsNoFigure) {
   const TinyInputs& in = testing::tiny_inputs();
   // 12 decode steps: no 64- or 512-step window is whole
