@@ -65,22 +65,30 @@ void QsaRunner::Impl::attend_staged(int li, const ForwardPlan& p, qsa::Rows r, R
   const PagedKv& store = *kv;
   const std::int64_t wp = store.window_pages();
   const qsa::PageTable wt{wtable.get(), stride, static_cast<std::int32_t>(wp)};
+  const std::int64_t qd_row = std::int64_t{g.q_heads} * g.head_dim;
   qsa::fold_reset(o.get(), lse.get(), p.rows, g.q_heads, s);
+  // A trace row's tokens are the forward's rows [first, first + count): each of its windows is
+  // attended by those rows alone (the other requests' rows would find no token of the window).
+  std::int64_t first = 0;
   for (const auto& row : p.trace.rows) {
     const int rq = static_cast<int>(row.request);
+    const int n = static_cast<int>(row.count);
+    const qsa::Rows rr{r.req + first, r.pos + first, n};
     const std::int64_t pages = g.pages_for_context(row.position + row.count);
     for (std::int64_t p0 = 0; p0 < pages; p0 += wp) {
       const std::int64_t p1 = std::min(pages, p0 + wp);
       store.stage(li, tables.get() + rq * stride + p0, p1 - p0, s);
       window_table(R, stride, rq, p0, p1, wtable.get(), s);
-      window_tokens(sel.get(), width, req.get(), p.rows, rq, p0 * g.page_size, p1 * g.page_size,
-                    sel_w.get(), s);
-      qsa::attend(q.get(), g.q_heads, r, sel_w.get(), width, store.window_banks(), wt, p.splits,
-                  work.get(), o_w.get(), lse_w.get(), s);
-      qsa::fold(o.get(), lse.get(), o_w.get(), lse_w.get(), p.rows, g.q_heads, s);
+      window_tokens(sel.get() + first * width, width, rr.req, n, rq, p0 * g.page_size,
+                    p1 * g.page_size, sel_w.get(), s);
+      qsa::attend(q.get() + first * qd_row, g.q_heads, rr, sel_w.get(), width, store.window_banks(),
+                  wt, p.splits, work.get(), o_w.get(), lse_w.get(), s);
+      qsa::fold(o.get() + first * qd_row, lse.get() + first * g.q_heads, o_w.get(), lse_w.get(), n,
+                g.q_heads, s);
       st.staged_bytes += (p1 - p0) * store.layout().layer_page_bytes();
       ++st.staged_windows;
     }
+    first += n;
   }
 }
 
