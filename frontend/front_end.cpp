@@ -103,6 +103,7 @@ void FrontEnd::prepare(const Forward& f) {
   bypassed_ = 0;
   max_row_pages_ = 1;
   max_row_blocks_ = 0;
+  max_row_tokens_ = 0;
   tokens_ = 0;
   decode_tokens_ = 0;
   for (const auto& row : f.rows) {
@@ -121,6 +122,7 @@ void FrontEnd::prepare(const Forward& f) {
     row_kind_.push_back(row.kind);
     max_row_pages_ = std::max(max_row_pages_, rp);
     max_row_blocks_ = std::max(max_row_blocks_, end / g_.compress_ratio);
+    max_row_tokens_ = std::max<std::int64_t>(max_row_tokens_, row.count);
   }
   std::sort(writes_.begin(), writes_.end());
   writes_.erase(std::unique(writes_.begin(), writes_.end()), writes_.end());

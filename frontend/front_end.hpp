@@ -79,6 +79,8 @@ class FrontEnd {
   std::int64_t max_row_pages() const { return max_row_pages_; }
   // Most indexer blocks a token of the prepared forward sees (its last token's).
   std::int64_t max_row_blocks() const { return max_row_blocks_; }
+  // Most tokens one row (one request) of the prepared forward has.
+  std::int64_t max_row_tokens() const { return max_row_tokens_; }
   // Which rows of the prepared forward go through a pool of `pool_slots` (mirror), and the
   // pages per row of its query; every backend that replays a trace takes both from here.
   // Without a pool (pool_slots <= 0) the width is every page a row can touch. With one, it is
@@ -121,6 +123,7 @@ class FrontEnd {
   std::vector<RowTokens> row_tokens_;
   std::int64_t max_row_pages_ = 1;
   std::int64_t max_row_blocks_ = 0;
+  std::int64_t max_row_tokens_ = 0;
   std::int64_t tokens_ = 0;
   std::int64_t decode_tokens_ = 0;
   std::int64_t window_;

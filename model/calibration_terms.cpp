@@ -16,6 +16,7 @@ const std::vector<CalibrationTerm>& calibration_terms() {
       {"store_host_fp8", {"bytes"}},
       {"hbm_read", {"bytes"}},
       {"indexer", {"row_blocks"}},
+      {"indexer_prefill", {"row_blocks"}},
       {"topk", {"row_blocks"}},
       {"topk_one_cta", {"row_blocks"}},
       {"topk_chain", {"row_blocks"}},

@@ -62,7 +62,10 @@ std::int64_t CostModel::hbm_read_ns(std::int64_t bytes) const {
   return bytes <= 0 ? 0 : ns(d(bytes) / p_.hbm_gbps);
 }
 
-std::int64_t CostModel::indexer_ns(std::int64_t row_blocks) const {
+std::int64_t CostModel::indexer_ns(std::int64_t row_blocks, IndexPath path) const {
+  if (path == IndexPath::prefill)
+    return ns(p_.indexer_prefill_fixed_us * 1e3 +
+              d(row_blocks) * p_.indexer_prefill_ns_per_row_block);
   return ns(p_.indexer_fixed_us * 1e3 + d(row_blocks) * p_.indexer_ns_per_row_block);
 }
 

@@ -18,6 +18,15 @@ inline constexpr std::int64_t kNarrowProjectionRows = 64;
 // kTopkOneCtaBlocks, one CTA per row; otherwise the multi-CTA chain (a memset and five
 // launches). Each has its own terms.
 enum class TopkPath : std::uint8_t { cluster, one_cta, chain };
+// Which index-scoring kernel (qsa::index_scores, which asserts these values): the decode
+// kernel for up to kIndexDecodeRows rows, or for requests of at most kIndexDecodeRows rows
+// each (batched decode); the prefill kernel's 128-row tiles of one request otherwise.
+enum class IndexPath : std::uint8_t { decode, prefill };
+inline constexpr std::int64_t kIndexDecodeRows = 16;
+constexpr IndexPath index_path(std::int64_t rows, std::int64_t rows_per_request) {
+  return rows <= kIndexDecodeRows || rows_per_request <= kIndexDecodeRows ? IndexPath::decode
+                                                                          : IndexPath::prefill;
+}
 inline constexpr std::int64_t kTopkClusterRows = 16;
 inline constexpr std::int64_t kTopkOneCtaRows = 64;
 inline constexpr std::int64_t kTopkOneCtaBlocks = 32768;
@@ -60,7 +69,7 @@ class CostModel {
 
   // Indexer scoring, and top-k + expand, over `row_blocks` (sum over rows of visible blocks):
   // one call each, its fixed part included.
-  std::int64_t indexer_ns(std::int64_t row_blocks) const;
+  std::int64_t indexer_ns(std::int64_t row_blocks, IndexPath path = IndexPath::decode) const;
   std::int64_t topk_ns(std::int64_t row_blocks, TopkPath path = TopkPath::cluster) const;
   // One projection call of `rows` rows through `weight_bytes` of bf16 weights
   // (HardwareProfile's projection_* fields say the form).

@@ -32,6 +32,8 @@ constexpr Field kFields[] = {
     {"graph_launch_us", &HardwareProfile::graph_launch_us},
     {"indexer_fixed_us", &HardwareProfile::indexer_fixed_us},
     {"indexer_ns_per_row_block", &HardwareProfile::indexer_ns_per_row_block},
+    {"indexer_prefill_fixed_us", &HardwareProfile::indexer_prefill_fixed_us},
+    {"indexer_prefill_ns_per_row_block", &HardwareProfile::indexer_prefill_ns_per_row_block},
     {"topk_fixed_us", &HardwareProfile::topk_fixed_us},
     {"topk_ns_per_row_block", &HardwareProfile::topk_ns_per_row_block},
     {"topk_one_cta_fixed_us", &HardwareProfile::topk_one_cta_fixed_us},

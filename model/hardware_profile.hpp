@@ -52,8 +52,11 @@ struct HardwareProfile {
   // QSA layer compute, linear in the work.
   double indexer_fixed_us = 0;          // index scoring, one call, fixed part
   double indexer_ns_per_row_block = 0;  // scoring one visible block for one row
-  double topk_fixed_us = 0;             // top-k + expand, one call, fixed part
-  double topk_ns_per_row_block = 0;     // top-k over one row's scores, per block
+  // The same by the prefill kernel (tiles of 128 rows of one request: IndexPath::prefill).
+  double indexer_prefill_fixed_us = 0;
+  double indexer_prefill_ns_per_row_block = 0;
+  double topk_fixed_us = 0;          // top-k + expand, one call, fixed part
+  double topk_ns_per_row_block = 0;  // top-k over one row's scores, per block
   // The same for the runner's other top-k kernels (model/cost_model.hpp, TopkPath): one CTA per
   // row (many rows of short contexts: prefill chunks, large decode batches) and the multi-CTA
   // chain (more rows than a cluster takes, longer contexts).

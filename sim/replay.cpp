@@ -361,7 +361,8 @@ class Simulation {
     return tokens_ <= kNarrowProjectionRows ? 1 : matrices;
   }
   // The model forward's layer before its store: RMSNorm, the six input projections (one call),
-  // RoPE of q and k, index queries, compress, index scoring, top-k (the runner's kernel for
+  // RoPE of q and k, index queries, compress, index scoring (the decode or the prefill kernel,
+  // IndexPath, as qsa::index_scores picks it), top-k (the runner's kernel for
   // these rows, TopkPath: the runner sizes a decode forward's choice by the run's longest
   // context, this by the forward's) and expand; the layer's small kernels (with the gate after
   // the attend) priced together by layer_ops. Every term is a kernel term (its graph nodes
@@ -371,7 +372,7 @@ class Simulation {
     constexpr int kSelectionKernels = 2;  // index scoring, top-k
     return cost_.kernel_launch_ns(projection_kernels(6) + kSmallKernels + kSelectionKernels) +
            cost_.projection_ns(g_.input_projection_bytes(), tokens_) + cost_.layer_ops_ns(tokens_) +
-           cost_.indexer_ns(q.row_blocks) +
+           cost_.indexer_ns(q.row_blocks, index_path(tokens_, fe_.max_row_tokens())) +
            cost_.topk_ns(q.row_blocks, topk_path(tokens_, fe_.max_row_blocks()));
   }
 

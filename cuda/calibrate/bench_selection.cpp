@@ -2,8 +2,7 @@
 // series of the kernel the runner takes, TopkPath: topk, topk_one_cta, topk_chain) over
 // row-blocks, as the runner calls them: decode rows (one request each) over contexts of 16k to 1M
 // tokens, and the prefill shape (many rows of one request), whose top-k points join the decode
-// rows' of the same kernel; its index scores (the prefill kernel, which the cost model's one
-// rate per row-block cannot hold together with decode) are reported beside, not in the file.
+// rows' of the same kernel and whose index scores take the prefill kernel (indexer_prefill).
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -170,11 +169,12 @@ void run_selection(Bench& b, const Emit& emit) {
   };
   sweep(decode, file_series("indexer", "qsa::index_scores, decode rows (one request each)", timing),
         topk_series("decode rows"));
-  // the prefill shape: its index scores take the prefill kernel (not the decode rows' term); its
-  // top-k, the kernel the same rule picks (one CTA per row), with the decode rows' points
+  // the prefill shape: its index scores take the prefill kernel (IndexPath::prefill, its own
+  // term); its top-k, the kernel the same rule picks (one CTA per row), with the decode rows'
+  // points
   sweep(prefill,
-        extra_series("indexer", {"row_blocks"},
-                     "qsa::index_scores, prefill rows of one request (not in the file)", timing),
+        file_series("indexer_prefill",
+                    "qsa::index_scores, prefill rows of one request (the prefill kernel)", timing),
         topk_series("prefill rows of one request"));
 }
 

@@ -27,7 +27,7 @@ CalibrationGrid calibration_grid(bool quick) {
     g.index_rows = {1, 4, 32, 64};        // top-k: the cluster kernel, the chain, one CTA per row
     g.index_contexts = {16384, 32768, 65536};
     g.prefill_rows = {64, 128};
-    g.prefill_contexts = {16384};
+    g.prefill_contexts = {16384, 32768};
     g.slab_bytes = 256 * MiB;
     g.logits_bytes = 64 * MiB;
     g.ensure_rows = {1, 2};
@@ -57,8 +57,8 @@ CalibrationGrid calibration_grid(bool quick) {
   g.store_tokens = {1, 4, 16, 64, 256, 1024, 4096, 16384};
   g.index_rows = {1, 4, 8, 16, 32, 64, 128};
   g.index_contexts = {16384, 65536, 131072, 262144, 1048576};
-  g.prefill_rows = {512, 2048};
-  g.prefill_contexts = {32768, 131072};
+  g.prefill_rows = {256, 512, 2048};
+  g.prefill_contexts = {16384, 32768, 131072};
   g.slab_bytes = 4 * GiB;
   g.logits_bytes = 512 * MiB;
   g.ensure_rows = {1, 4, 16};

@@ -23,6 +23,7 @@
 #include <algorithm>
 
 #include "cuda/qsa/qsa_common.cuh"
+#include "model/cost_model.hpp"
 
 namespace kvtier::qsa {
 
@@ -369,6 +370,8 @@ constexpr int kDecStages = 4;
 constexpr int kDecTile = 16;     // blocks per warp step
 constexpr int kDecMaxRows = 16;  // index_scores takes this kernel at or below this many rows
 constexpr int kDecGroup = 16;    // rows of one warp's A fragments
+// The cost model prices the two kernels by this rule (IndexPath).
+static_assert(kDecMaxRows == kIndexDecodeRows && kDecGroup == kIndexDecodeRows);
 constexpr std::size_t kDecSmemBytes =
     std::size_t{kDecWarps} * kDecStages * kDecTile * kIndexDim * sizeof(std::uint16_t);  // 64 KiB
 

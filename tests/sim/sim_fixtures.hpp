@@ -49,7 +49,8 @@ inline HardwareProfile unit_profile() {
   p.topk_ns_per_row_block = 1;
   // the index and top-k calls 1 ns each; a projection call 1 ns whatever its weights and rows
   // (the tiny geometries' weights at 10^9 GB/s, 10^-6 ns a row); the small kernels nothing
-  p.indexer_fixed_us = p.topk_fixed_us = 0.001;
+  p.indexer_fixed_us = p.topk_fixed_us = p.indexer_prefill_fixed_us = 0.001;
+  p.indexer_prefill_ns_per_row_block = 1;
   p.topk_one_cta_fixed_us = p.topk_chain_fixed_us = 0.001;
   p.topk_one_cta_ns_per_row_block = p.topk_chain_ns_per_row_block = 1;
   p.projection_fixed_us = p.projection_wide_fixed_us = 0.001;

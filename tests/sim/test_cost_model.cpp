@@ -13,7 +13,7 @@ TEST(Profiles, EveryBuiltinProfileParsesWithASourcePerValue) {
   for (const auto& b : builtin_profiles()) {
     const HardwareProfile p = load_profile(b.name);
     EXPECT_EQ(p.name, b.name);
-    EXPECT_EQ(p.sources.size(), 62u) << b.name;
+    EXPECT_EQ(p.sources.size(), 64u) << b.name;
     for (const auto& [field, source] : p.sources)
       EXPECT_FALSE(source.empty()) << field;
   }

@@ -289,9 +289,10 @@ TEST(ProfileFit, EveryFittedValueSaysHowItWasFittedAndAbsentTermsKeepTheBase) {
     EXPECT_EQ(f.profile.param(field), base.param(field)) << field;
     EXPECT_EQ(f.profile.source(field), base.source(field)) << field;
   }
-  EXPECT_EQ(f.report.kept, (std::vector<std::string>{"launch_graph", "d2h_copy", "zero_copy_write",
-                                                     "store_fp8", "store_host_fp8", "topk",
-                                                     "topk_one_cta", "topk_chain", "non_qsa"}));
+  EXPECT_EQ(f.report.kept,
+            (std::vector<std::string>{"launch_graph", "d2h_copy", "zero_copy_write", "store_fp8",
+                                      "store_host_fp8", "indexer_prefill", "topk", "topk_one_cta",
+                                      "topk_chain", "non_qsa"}));
   // The fixed parts the cost model does not price are reported, not dropped.
   for (const SeriesFit& s : f.report.series) {
     if (s.term != "launch_eager") continue;
