@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "model/layer_compute.hpp"
+
 namespace kvtier {
 namespace {
 
@@ -12,9 +14,9 @@ struct StepParts {
 };
 
 // One decode step of `rows` requests (one row each) at `context` tokens, host placement, as the
-// simulator's model forward prices it: per QSA layer the input projections and small kernels,
-// index and top-k, the store into the host bank, the attend (its reads over the link apart) and
-// the output projection.
+// simulator's model forward prices it: per QSA layer the layer's work besides the KV tier
+// (model/layer_compute.hpp), the store into the host bank and the attend (its reads over the
+// link apart).
 StepParts step_parts(const CostModel& c, const Geometry& g, KvDtype dtype, std::int64_t rows,
                      std::int64_t context) {
   const std::int64_t blocks = context / g.compress_ratio;
@@ -23,10 +25,7 @@ StepParts step_parts(const CostModel& c, const Geometry& g, KvDtype dtype, std::
   const std::int64_t bytes = rows * selected * g.kv_bytes_per_token(dtype);
   StepParts p;
   double link = 0, compute = 0;
-  compute += static_cast<double>(c.projection_ns(g.input_projection_bytes(), rows) +
-                                 c.projection_ns(g.output_projection_bytes(), rows) +
-                                 c.layer_ops_ns(rows) + c.indexer_ns(row_blocks) +
-                                 c.topk_ns(row_blocks, topk_path(rows, blocks)) +
+  compute += static_cast<double>(layer_compute(c, g, {rows, row_blocks, blocks, 1}).total_ns() +
                                  c.store_ns(0, rows * g.kv_bytes_per_token(dtype), dtype));
   if (dtype == KvDtype::fp8) {
     // the fp8 attend over the host bank: one term for its reads and its work

@@ -14,6 +14,7 @@
 #include "model/config_error.hpp"
 #include "model/device_budget.hpp"
 #include "model/ensure.hpp"
+#include "model/layer_compute.hpp"
 #include "model/memory_budget.hpp"
 #include "model/residency_state.hpp"
 #include "model/step_stamp.hpp"
@@ -295,12 +296,11 @@ class Simulation {
             prev = tl_.add(Resource::compute, gap_ns(l), {prev, waits}, name, l);
             break;
           case frontend::LayerOp::index_topk:
-            prev = tl_.add(Resource::compute, index_topk_ns(q), {prev, waits}, name, l);
+            prev = tl_.add(Resource::compute, layer_compute_of(q).before_store_ns, {prev, waits},
+                           name, l);
             break;
           case frontend::LayerOp::output_projection:
-            prev = tl_.add(Resource::compute,
-                           cost_.kernel_launch_ns(projection_kernels(1)) +
-                               cost_.projection_ns(g_.output_projection_bytes(), tokens_),
+            prev = tl_.add(Resource::compute, layer_compute_of(q).output_projection_ns,
                            {prev, waits}, name, l);
             break;
           case frontend::LayerOp::store:
@@ -355,25 +355,11 @@ class Simulation {
   // The timeline keeps the pointer: the schedule's names are string literals.
   static const char* op_name(frontend::LayerOp op) { return frontend::to_string(op).data(); }
 
-  // The launches of a projection call of the forward's rows over `matrices` matrices: one up to
-  // the runner's own GEMMs' rows (a group is one launch), one per matrix past them (cuBLAS).
-  int projection_kernels(int matrices) const {
-    return tokens_ <= kNarrowProjectionRows ? 1 : matrices;
-  }
-  // The model forward's layer before its store: RMSNorm, the six input projections (one call),
-  // RoPE of q and k, index queries, compress, index scoring (the decode or the prefill kernel,
-  // IndexPath, as qsa::index_scores picks it), top-k (the runner's kernel for
-  // these rows, TopkPath: the runner sizes a decode forward's choice by the run's longest
-  // context, this by the forward's) and expand; the layer's small kernels (with the gate after
-  // the attend) priced together by layer_ops. Every term is a kernel term (its graph nodes
-  // included): eager adds each launch's extra.
-  TimeNs index_topk_ns(const frontend::LayerQuery& q) const {
-    constexpr int kSmallKernels = 7;      // norm, RoPE x 2, index queries, compress, expand, gate
-    constexpr int kSelectionKernels = 2;  // index scoring, top-k
-    return cost_.kernel_launch_ns(projection_kernels(6) + kSmallKernels + kSelectionKernels) +
-           cost_.projection_ns(g_.input_projection_bytes(), tokens_) + cost_.layer_ops_ns(tokens_) +
-           cost_.indexer_ns(q.row_blocks, index_path(tokens_, fe_.max_row_tokens())) +
-           cost_.topk_ns(q.row_blocks, topk_path(tokens_, fe_.max_row_blocks()));
+  // The model forward's layer besides the KV tier's ops (model/layer_compute.hpp): the runner
+  // sizes a decode forward's top-k choice by the run's longest context, this by the forward's.
+  LayerCompute layer_compute_of(const frontend::LayerQuery& q) const {
+    return layer_compute(cost_, g_,
+                         {tokens_, q.row_blocks, fe_.max_row_blocks(), fe_.max_row_tokens()});
   }
 
   TimeNs gap_ns(int i) const { return non_qsa_ns_ * gap_layers_[i] / non_qsa_layers_; }
