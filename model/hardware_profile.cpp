@@ -136,6 +136,12 @@ ProfileValidation validation_from_json(const json::value& v, const std::string& 
       pv.decode_p95_error = error_of(kv.value(), where + "." + key);
     } else if (key == "prefill_median_error") {
       pv.prefill_median_error = error_of(kv.value(), where + "." + key);
+    } else if (key == "model_decode_median_error") {
+      pv.model_decode_median_error = error_of(kv.value(), where + "." + key);
+    } else if (key == "model_decode_worst_error") {
+      pv.model_decode_worst_error = error_of(kv.value(), where + "." + key);
+    } else if (key == "model_prefill_worst_error") {
+      pv.model_prefill_worst_error = error_of(kv.value(), where + "." + key);
     } else if (key == "traces") {
       if (!kv.value().is_array()) fail(where + ".traces", "expected an array of strings");
       for (const json::value& t : kv.value().as_array()) {
@@ -175,6 +181,13 @@ std::string validation_text(const ProfileValidation& pv) {
                   ", \"decode_p95_error\": " + number_text(pv.decode_p95_error);
   if (pv.prefill_median_error) {
     o += ", \"prefill_median_error\": " + number_text(*pv.prefill_median_error);
+  }
+  const std::pair<const char*, const std::optional<double>*> model[] = {
+      {"model_decode_median_error", &pv.model_decode_median_error},
+      {"model_decode_worst_error", &pv.model_decode_worst_error},
+      {"model_prefill_worst_error", &pv.model_prefill_worst_error}};
+  for (const auto& [key, value] : model) {
+    if (*value) o += std::string(", \"") + key + "\": " + number_text(**value);
   }
   return o + ", \"traces\": [" + traces + "]}";
 }

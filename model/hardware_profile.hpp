@@ -16,6 +16,12 @@ struct ProfileValidation {
   double decode_p95_error = 0;
   std::optional<double> prefill_median_error;  // absent when prefill was not compared
   std::vector<std::string> traces;             // what was replayed on both sides
+  // The model forward (what `kvtier plan` prices): the simulator on traces `kvtier run
+  // --weights --record` wrote, against the runner's own figures (validation/results/); absent
+  // when not held. Decode: the median and the worst |error| per step; prefill: the worst.
+  std::optional<double> model_decode_median_error;
+  std::optional<double> model_decode_worst_error;
+  std::optional<double> model_prefill_worst_error;
 };
 
 // What a profile written over a base changed (model/profile_override.hpp); absent for a

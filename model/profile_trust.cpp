@@ -43,6 +43,17 @@ std::string trust_line(const HardwareProfile& p) {
     std::snprintf(buf, sizeof buf, ", prefill median error %.1f %%", 100 * *v.prefill_median_error);
     line += buf;
   }
+  if (v.model_decode_median_error && v.model_decode_worst_error) {
+    std::snprintf(buf, sizeof buf,
+                  "; the model forward against the runner: decode median error "
+                  "%.1f %%, worst %.1f %%",
+                  100 * *v.model_decode_median_error, 100 * *v.model_decode_worst_error);
+    line += buf;
+    if (v.model_prefill_worst_error) {
+      std::snprintf(buf, sizeof buf, ", prefill worst %.1f %%", 100 * *v.model_prefill_worst_error);
+      line += buf;
+    }
+  }
   if (d) {
     // Kept only when every changed field lies outside the validation (model/profile_override).
     line += " (as " + d->base;

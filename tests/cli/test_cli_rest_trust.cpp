@@ -37,8 +37,15 @@ double num(const boost::json::object& o, const char* key) {
 
 std::string validated_profile() {
   HardwareProfile p = sim::load_profile("h200-pcie5");
-  p.validation = ProfileValidation{"NVIDIA H200", "2026-12-03", 0.021,
-                                   0.064,         std::nullopt, {"single-32k-decode1000.ktr"}};
+  p.validation = ProfileValidation{"NVIDIA H200",
+                                   "2026-12-03",
+                                   0.021,
+                                   0.064,
+                                   std::nullopt,
+                                   {"single-32k-decode1000.ktr"},
+                                   {},
+                                   {},
+                                   {}};
   const std::string file = ::testing::TempDir() + "/h200-validated.json";
   std::ofstream(file) << hardware_profile_to_json(p);
   return file;

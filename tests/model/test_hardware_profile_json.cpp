@@ -26,6 +26,9 @@ void expect_same(const HardwareProfile& a, const HardwareProfile& b) {
     EXPECT_EQ(a.validation->decode_p95_error, b.validation->decode_p95_error);
     EXPECT_EQ(a.validation->prefill_median_error, b.validation->prefill_median_error);
     EXPECT_EQ(a.validation->traces, b.validation->traces);
+    EXPECT_EQ(a.validation->model_decode_median_error, b.validation->model_decode_median_error);
+    EXPECT_EQ(a.validation->model_decode_worst_error, b.validation->model_decode_worst_error);
+    EXPECT_EQ(a.validation->model_prefill_worst_error, b.validation->model_prefill_worst_error);
   }
 }
 
@@ -44,9 +47,15 @@ TEST(ProfileJson, ValidationAndAwkwardValuesRoundTrip) {
   p.set("hbm_gbps", 2345.678901234567, "fitted (least squares, attention: 9 points, R² 0.9991)");
   p.set("ensure_ns_per_slot", 1.0 / 3.0, "a \"quoted\" source with a \\ and ü");
   p.set("non_qsa_token_us", 1e-7, "given");
-  p.validation = ProfileValidation{
-      "NVIDIA H200", "2026-12-03", 0.021,
-      0.064,         0.033,        {"single-32k-decode1000.ktr", "concurrent8-16k-128k.ktr"}};
+  p.validation = ProfileValidation{"NVIDIA H200",
+                                   "2026-12-03",
+                                   0.021,
+                                   0.064,
+                                   0.033,
+                                   {"single-32k-decode1000.ktr", "concurrent8-16k-128k.ktr"},
+                                   {},
+                                   {},
+                                   {}};
   const std::string text = hardware_profile_to_json(p);
   const HardwareProfile back = hardware_profile_from_json(text);
   expect_same(p, back);
@@ -55,6 +64,14 @@ TEST(ProfileJson, ValidationAndAwkwardValuesRoundTrip) {
   p.validation->prefill_median_error.reset();
   expect_same(p, hardware_profile_from_json(hardware_profile_to_json(p)));
   EXPECT_EQ(hardware_profile_to_json(p).find("prefill_median_error"), std::string::npos);
+  // The model forward's figures, when held, come back; absent, they stay absent.
+  p.validation->model_decode_median_error = 0.032;
+  p.validation->model_decode_worst_error = 0.104;
+  p.validation->model_prefill_worst_error = 0.128;
+  expect_same(p, hardware_profile_from_json(hardware_profile_to_json(p)));
+  p.validation->model_prefill_worst_error.reset();
+  expect_same(p, hardware_profile_from_json(hardware_profile_to_json(p)));
+  EXPECT_EQ(hardware_profile_to_json(p).find("model_prefill_worst_error"), std::string::npos);
 }
 
 TEST(ProfileJson, WritingAFieldWithoutASourceIsRefused) {
@@ -71,7 +88,8 @@ TEST(ProfileJson, WritingAFieldWithoutASourceIsRefused) {
 
 TEST(ProfileJson, MalformedValidationIsRefused) {
   HardwareProfile p = sim::load_profile("h200-pcie5");
-  p.validation = ProfileValidation{"H200", "2026-12-03", 0.02, 0.06, std::nullopt, {"t.ktr"}};
+  p.validation =
+      ProfileValidation{"H200", "2026-12-03", 0.02, 0.06, std::nullopt, {"t.ktr"}, {}, {}, {}};
   const std::string good = hardware_profile_to_json(p);
   auto with = [&](const std::string& from, const std::string& to) {
     std::string s = good;

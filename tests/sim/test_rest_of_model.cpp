@@ -43,7 +43,8 @@ TEST(TrustLine, ValidatedScaledOrNot) {
   EXPECT_EQ(trust_line(p).rfind("validated on NVIDIA H200", 0), 0u) << trust_line(p);
   p.validation.reset();
   EXPECT_EQ(trust_line(p), "not validated");
-  p.validation = ProfileValidation{"NVIDIA H200", "2026-12-03", 0.0213, 0.0649, std::nullopt, {}};
+  p.validation =
+      ProfileValidation{"NVIDIA H200", "2026-12-03", 0.0213, 0.0649, std::nullopt, {}, {}, {}, {}};
   EXPECT_EQ(trust_line(p),
             "validated on NVIDIA H200 2026-12-03 against the GPU trace replay: decode median error "
             "2.1 %, p95 6.5 %");
@@ -52,6 +53,14 @@ TEST(TrustLine, ValidatedScaledOrNot) {
             "validated on NVIDIA H200 2026-12-03 against the GPU trace replay: decode median error "
             "2.1 %, p95 6.5 %, prefill "
             "median error 3.1 %");
+  p.validation->model_decode_median_error = 0.032;
+  EXPECT_EQ(trust_line(p).find("model forward"), std::string::npos);  // needs the worst too
+  p.validation->model_decode_worst_error = 0.104;
+  p.validation->model_prefill_worst_error = 0.128;
+  EXPECT_EQ(trust_line(p),
+            "validated on NVIDIA H200 2026-12-03 against the GPU trace replay: decode median error "
+            "2.1 %, p95 6.5 %, prefill median error 3.1 %; the model forward against the runner: "
+            "decode median error 3.2 %, worst 10.4 %, prefill worst 12.8 %");
   for (const char* scaled : {"a100-80gb-pcie4", "h100-sxm5-pcie5", "l40s-pcie4"}) {
     EXPECT_EQ(trust_line(load_profile(scaled)), "scaled from datasheets, not validated") << scaled;
   }
