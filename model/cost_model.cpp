@@ -19,6 +19,10 @@ double d(std::int64_t x) {
 double two_pieces(double x, double knee, double per_kib, double gbps) {
   return std::min(x, knee) * per_kib / 1024.0 + std::max(0.0, x - knee) / gbps;
 }
+// A kernel call's fixed part plus `ns_per_unit` for each of `units`.
+std::int64_t fixed_plus(double fixed_us, double ns_per_unit, std::int64_t units) {
+  return ns(fixed_us * 1e3 + d(units) * ns_per_unit);
+}
 }  // namespace
 
 CostModel::CostModel(HardwareProfile profile, bool graphs)
@@ -63,22 +67,22 @@ std::int64_t CostModel::hbm_read_ns(std::int64_t bytes) const {
 }
 
 std::int64_t CostModel::indexer_ns(std::int64_t row_blocks, IndexPath path) const {
-  if (path == IndexPath::prefill)
-    return ns(p_.indexer_prefill_fixed_us * 1e3 +
-              d(row_blocks) * p_.indexer_prefill_ns_per_row_block);
-  return ns(p_.indexer_fixed_us * 1e3 + d(row_blocks) * p_.indexer_ns_per_row_block);
+  return path == IndexPath::prefill
+             ? fixed_plus(p_.indexer_prefill_fixed_us, p_.indexer_prefill_ns_per_row_block,
+                          row_blocks)
+             : fixed_plus(p_.indexer_fixed_us, p_.indexer_ns_per_row_block, row_blocks);
 }
 
 std::int64_t CostModel::topk_ns(std::int64_t row_blocks, TopkPath path) const {
   switch (path) {
     case TopkPath::one_cta:
-      return ns(p_.topk_one_cta_fixed_us * 1e3 + d(row_blocks) * p_.topk_one_cta_ns_per_row_block);
+      return fixed_plus(p_.topk_one_cta_fixed_us, p_.topk_one_cta_ns_per_row_block, row_blocks);
     case TopkPath::chain:
-      return ns(p_.topk_chain_fixed_us * 1e3 + d(row_blocks) * p_.topk_chain_ns_per_row_block);
+      return fixed_plus(p_.topk_chain_fixed_us, p_.topk_chain_ns_per_row_block, row_blocks);
     case TopkPath::cluster:
       break;
   }
-  return ns(p_.topk_fixed_us * 1e3 + d(row_blocks) * p_.topk_ns_per_row_block);
+  return fixed_plus(p_.topk_fixed_us, p_.topk_ns_per_row_block, row_blocks);
 }
 
 std::int64_t CostModel::projection_ns(std::int64_t weight_bytes, std::int64_t rows) const {
@@ -94,7 +98,7 @@ std::int64_t CostModel::projection_ns(std::int64_t weight_bytes, std::int64_t ro
 }
 
 std::int64_t CostModel::layer_ops_ns(std::int64_t rows) const {
-  return rows <= 0 ? 0 : ns(p_.layer_ops_fixed_us * 1e3 + d(rows) * p_.layer_ops_ns_per_row);
+  return rows <= 0 ? 0 : fixed_plus(p_.layer_ops_fixed_us, p_.layer_ops_ns_per_row, rows);
 }
 
 std::int64_t CostModel::ensure_ns(std::int64_t lookups, std::int64_t slots,

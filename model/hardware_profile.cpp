@@ -122,6 +122,24 @@ double error_of(const json::value& v, const std::string& where) {
   return x;
 }
 
+// The validation's errors that a profile may leave out, read and written by one list.
+struct OptionalError {
+  const char* name;
+  std::optional<double> ProfileValidation::*member;
+};
+constexpr OptionalError kOptionalErrors[] = {
+    {"prefill_median_error", &ProfileValidation::prefill_median_error},
+    {"model_decode_median_error", &ProfileValidation::model_decode_median_error},
+    {"model_decode_worst_error", &ProfileValidation::model_decode_worst_error},
+    {"model_prefill_worst_error", &ProfileValidation::model_prefill_worst_error},
+};
+const OptionalError* find_optional_error(std::string_view key) {
+  for (const OptionalError& e : kOptionalErrors) {
+    if (key == e.name) return &e;
+  }
+  return nullptr;
+}
+
 ProfileValidation validation_from_json(const json::value& v, const std::string& who) {
   const std::string where = who + ".validation";
   if (!v.is_object()) fail(where, "expected an object");
@@ -134,14 +152,8 @@ ProfileValidation validation_from_json(const json::value& v, const std::string& 
       pv.decode_median_error = error_of(kv.value(), where + "." + key);
     } else if (key == "decode_p95_error") {
       pv.decode_p95_error = error_of(kv.value(), where + "." + key);
-    } else if (key == "prefill_median_error") {
-      pv.prefill_median_error = error_of(kv.value(), where + "." + key);
-    } else if (key == "model_decode_median_error") {
-      pv.model_decode_median_error = error_of(kv.value(), where + "." + key);
-    } else if (key == "model_decode_worst_error") {
-      pv.model_decode_worst_error = error_of(kv.value(), where + "." + key);
-    } else if (key == "model_prefill_worst_error") {
-      pv.model_prefill_worst_error = error_of(kv.value(), where + "." + key);
+    } else if (const OptionalError* e = find_optional_error(key)) {
+      pv.*(e->member) = error_of(kv.value(), where + "." + key);
     } else if (key == "traces") {
       if (!kv.value().is_array()) fail(where + ".traces", "expected an array of strings");
       for (const json::value& t : kv.value().as_array()) {
@@ -179,15 +191,9 @@ std::string validation_text(const ProfileValidation& pv) {
   std::string o = "{\"card\": " + string_text(pv.card) + ", \"date\": " + string_text(pv.date) +
                   ", \"decode_median_error\": " + number_text(pv.decode_median_error) +
                   ", \"decode_p95_error\": " + number_text(pv.decode_p95_error);
-  if (pv.prefill_median_error) {
-    o += ", \"prefill_median_error\": " + number_text(*pv.prefill_median_error);
-  }
-  const std::pair<const char*, const std::optional<double>*> model[] = {
-      {"model_decode_median_error", &pv.model_decode_median_error},
-      {"model_decode_worst_error", &pv.model_decode_worst_error},
-      {"model_prefill_worst_error", &pv.model_prefill_worst_error}};
-  for (const auto& [key, value] : model) {
-    if (*value) o += std::string(", \"") + key + "\": " + number_text(**value);
+  for (const OptionalError& e : kOptionalErrors) {
+    if (const std::optional<double>& v = pv.*(e.member))
+      o += std::string(", \"") + e.name + "\": " + number_text(*v);
   }
   return o + ", \"traces\": [" + traces + "]}";
 }

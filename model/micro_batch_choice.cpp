@@ -23,23 +23,19 @@ StepParts step_parts(const CostModel& c, const Geometry& g, KvDtype dtype, std::
   const std::int64_t row_blocks = rows * blocks;
   const std::int64_t selected = std::min<std::int64_t>(g.select_width_tokens(), context);
   const std::int64_t bytes = rows * selected * g.kv_bytes_per_token(dtype);
-  StepParts p;
-  double link = 0, compute = 0;
-  compute += static_cast<double>(layer_compute(c, g, {rows, row_blocks, blocks, 1}).total_ns() +
-                                 c.store_ns(0, rows * g.kv_bytes_per_token(dtype), dtype));
+  std::int64_t compute = layer_compute(c, g, {rows, row_blocks, blocks, 1}).total_ns() +
+                         c.store_ns(0, rows * g.kv_bytes_per_token(dtype), dtype);
+  std::int64_t link = 0;
   if (dtype == KvDtype::fp8) {
     // the fp8 attend over the host bank: one term for its reads and its work
-    link += static_cast<double>(c.attention_fp8_host_ns(bytes, rows));
+    link = c.attention_fp8_host_ns(bytes, rows);
   } else {
-    link += static_cast<double>(c.in_place_read_ns(bytes));
-    const int width = g.select_width_tokens();
-    compute += static_cast<double>(
-        c.attention_ns(0, rows, c.attend_ctas(static_cast<int>(rows), g.kv_heads, width)));
+    link = c.in_place_read_ns(bytes);
+    compute += c.attention_ns(
+        0, rows, c.attend_ctas(static_cast<int>(rows), g.kv_heads, g.select_width_tokens()));
   }
   const double layers = g.qsa_layers();
-  p.link_ns = link * layers;
-  p.compute_ns = compute * layers;
-  return p;
+  return {static_cast<double>(link) * layers, static_cast<double>(compute) * layers};
 }
 
 }  // namespace
@@ -62,7 +58,6 @@ MicroBatchChoice choose_micro_batches(const CostModel& cost, const Geometry& g, 
     }
     const double step = std::max(link, compute) + std::min(link, compute) / k;
     out.estimates.push_back({k, step / 1e6, link / 1e6, compute / 1e6});
-    if (k == 1) out.link_ms = link / 1e6;
   }
   const double one = out.estimates.front().step_ms;
   double best = one;

@@ -31,8 +31,9 @@ struct MicroBatchEstimate {
 
 struct MicroBatchChoice {
   int micro_batches = 1;
-  double link_ms = 0;  // the attention's reads of a step over the link in one batch
   std::vector<MicroBatchEstimate> estimates;  // K = 1, 2, 4 as far as the requests go
+  // the attention's reads of a step over the link in one batch
+  double link_ms() const { return estimates.front().link_ms; }
 };
 
 // Host placement, decode steps of one row per request, `requests` requests at `context`

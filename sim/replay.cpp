@@ -267,7 +267,8 @@ class Simulation {
     // The trace replay reads in place in every forward; the model (the runner) in its decode
     // forwards when frontend::decode_reads_in_place says so of the forward before.
     const bool decode = tokens_ == rows;
-    if (shape_.kind == frontend::ForwardKind::model)
+    const bool model_forward = shape_.kind == frontend::ForwardKind::model;
+    if (model_forward)
       shape_.mirror_in_place =
           may_read_in_place_ && decode && frontend::decode_reads_in_place(last_);
 
@@ -287,6 +288,8 @@ class Simulation {
           cache_ != nullptr ? cache_->build(f, l, width_) : fe_.build(f, l, width_);
       res_.layers[l].drops += q.drops;
       LayerStep ls{&q, l, selected_tokens(q) * token_bytes_};
+      // the model forward's layer besides the KV tier's ops, once (two ops of the layer take it)
+      const LayerCompute lc = model_forward ? layer_compute_of(q) : LayerCompute{};
       for (const frontend::ScheduledOp& so : ops) {
         const int joined = l - join.layers_later;
         const OpId waits = so.op == join.waits_before && joined >= 0 ? beside_done[joined] : kNoOp;
@@ -296,12 +299,10 @@ class Simulation {
             prev = tl_.add(Resource::compute, gap_ns(l), {prev, waits}, name, l);
             break;
           case frontend::LayerOp::index_topk:
-            prev = tl_.add(Resource::compute, layer_compute_of(q).before_store_ns, {prev, waits},
-                           name, l);
+            prev = tl_.add(Resource::compute, lc.before_store_ns, {prev, waits}, name, l);
             break;
           case frontend::LayerOp::output_projection:
-            prev = tl_.add(Resource::compute, layer_compute_of(q).output_projection_ns,
-                           {prev, waits}, name, l);
+            prev = tl_.add(Resource::compute, lc.output_projection_ns, {prev, waits}, name, l);
             break;
           case frontend::LayerOp::store:
             prev = store_op(ls, {prev, waits}, name);
@@ -330,9 +331,8 @@ class Simulation {
     std::array<OpId, 3> ends{prev, kNoOp, kNoOp};  // a join reaches back at most two layers
     for (int l = std::max(0, L_ - join.layers_later), i = 1; l < L_; ++l, ++i)
       ends[static_cast<std::size_t>(i)] = beside_done[l];
-    const OpId last =
-        tl_.add(Resource::compute, shape_.kind == frontend::ForwardKind::model ? gap_ns(L_) : 0,
-                ends, op_name(frontend::LayerOp::non_qsa), -1);
+    const OpId last = tl_.add(Resource::compute, model_forward ? gap_ns(L_) : 0, ends,
+                              op_name(frontend::LayerOp::non_qsa), -1);
     const TimeNs end = tl_.run_until(last);
     const double dt = static_cast<double>(end - fstart);
     if (tokens_ > 0) {

@@ -96,35 +96,32 @@ void run_projections(Bench& b, const Emit& emit) {
   const std::string timing =
       "graph of calls rotating over weight copies of >= 128 MiB (HBM, not L2), after two eager "
       "calls; median of the replays";
-  Series narrow = file_series("projection",
-                              "runner::Gemm on the reference geometry: the grouped six (2,560 -> "
-                              "13,952, 71.4 MB) and the output projection (6,144 -> 2,560, fp32 "
-                              "+=, 31.5 MB), up to 64 rows",
-                              timing);
-  for (const int rows : g.projection_rows) {
-    if (stop_sweep(b, narrow)) break;
-    for (const bool group : {true, false}) {
-      const Call call = group ? Call(group_call(rows)) : Call(out_call(rows));
-      warm(call);
-      narrow.points.push_back({static_cast<double>(group ? group_bytes : out_bytes),
-                               static_cast<double>(rows), b.kernel_us(call)});
+  // Both calls at each row count, a point each: the term's inputs from (weight bytes, rows).
+  const auto sweep = [&](Series s, const std::vector<int>& row_counts, bool flops) {
+    for (const int rows : row_counts) {
+      if (stop_sweep(b, s)) break;
+      for (const bool group : {true, false}) {
+        const Call call = group ? Call(group_call(rows)) : Call(out_call(rows));
+        warm(call);
+        const double weights = static_cast<double>(group ? group_bytes : out_bytes);
+        const double us = b.kernel_us(call);
+        s.points.push_back(flops ? std::vector<double>{weights * rows, us}
+                                 : std::vector<double>{weights, static_cast<double>(rows), us});
+      }
     }
-  }
-  emit(std::move(narrow));
-  Series wide = file_series("projection_wide",
-                            "the same calls past 64 rows (cuBLAS: prefill chunks); the input is "
-                            "weight bytes x rows, the flops",
-                            timing);
-  for (const int rows : g.projection_wide_rows) {
-    if (stop_sweep(b, wide)) break;
-    for (const bool group : {true, false}) {
-      const Call call = group ? Call(group_call(rows)) : Call(out_call(rows));
-      warm(call);
-      const double flops = static_cast<double>(group ? group_bytes : out_bytes) * rows;
-      wide.points.push_back({flops, b.kernel_us(call)});
-    }
-  }
-  emit(std::move(wide));
+    emit(std::move(s));
+  };
+  sweep(file_series("projection",
+                    "runner::Gemm on the reference geometry: the grouped six (2,560 -> 13,952, "
+                    "71.4 MB) and the output projection (6,144 -> 2,560, fp32 +=, 31.5 MB), up "
+                    "to 64 rows",
+                    timing),
+        g.projection_rows, false);
+  sweep(file_series("projection_wide",
+                    "the same calls past 64 rows (cuBLAS: prefill chunks); the input is weight "
+                    "bytes x rows, the flops",
+                    timing),
+        g.projection_wide_rows, true);
 }
 
 void run_layer_ops(Bench& b, const Emit& emit) {

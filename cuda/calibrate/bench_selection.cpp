@@ -4,6 +4,7 @@
 // tokens, and the prefill shape (many rows of one request), whose top-k points join the decode
 // rows' of the same kernel and whose index scores take the prefill kernel (indexer_prefill).
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -80,9 +81,11 @@ struct TopkSeries {
   Series& of(TopkPath p) {
     return p == TopkPath::one_cta ? one_cta : p == TopkPath::chain ? chain : cluster;
   }
+  std::array<Series*, 3> all() { return {&cluster, &one_cta, &chain}; }
 };
 void time_shape(Bench& b, SelectionBuffers& buf, const Shape& sh, Series& index, TopkSeries& topk) {
   const std::int64_t nb = blocks_of(sh);
+  const TopkPath path = topk_path(sh.rows, nb);  // the runner's rule
   const int calls = static_cast<int>(std::max<std::int64_t>(
       1, std::min({std::int64_t{b.grid.max_calls},
                    static_cast<std::int64_t>(buf.slab.bytes()) / slab_bytes_per_call(sh),
@@ -116,7 +119,7 @@ void time_shape(Bench& b, SelectionBuffers& buf, const Shape& sh, Series& index,
     score(c, b.stream());
   KVT_CUDA_CHECK(cudaStreamSynchronize(b.stream()));
   const Call select = [&](int c, cudaStream_t st) {
-    if (topk_path(sh.rows, nb) == TopkPath::one_cta) {  // the runner's rule
+    if (path == TopkPath::one_cta) {
       qsa::topk(logits_of(c), nb, nullptr, rows_of(c), kRatio, kTopK, buf.blocks.get(), st);
     } else {
       qsa::topk(logits_of(c), nb, nullptr, rows_of(c), kRatio, kTopK, buf.blocks.get(),
@@ -124,7 +127,7 @@ void time_shape(Bench& b, SelectionBuffers& buf, const Shape& sh, Series& index,
     }
     qsa::expand(buf.blocks.get(), kTopK, rows_of(c), kRatio, buf.tokens.get(), kWidth, st);
   };
-  topk.of(topk_path(sh.rows, nb)).points.push_back({row_blocks, b.kernel_us(select, {}, calls)});
+  topk.of(path).points.push_back({row_blocks, b.kernel_us(select, {}, calls)});
 }
 
 }  // namespace
@@ -148,14 +151,14 @@ void run_selection(Bench& b, const Emit& emit) {
   auto sweep = [&](const std::vector<Shape>& shapes, Series index, TopkSeries topk) {
     for (const Shape& sh : shapes) {
       if (stop_sweep(b, index)) {
-        for (Series* s : {&topk.cluster, &topk.one_cta, &topk.chain})
+        for (Series* s : topk.all())
           s->truncated = true;
         break;
       }
       time_shape(b, buf, sh, index, topk);
     }
     emit(std::move(index));
-    for (Series* s : {&topk.cluster, &topk.one_cta, &topk.chain})
+    for (Series* s : topk.all())
       if (!s->points.empty()) emit(std::move(*s));
   };
   const auto topk_series = [&](const char* shape) {
