@@ -50,7 +50,8 @@ boost::json::object step_json(const cuda::ReplayStep& s) {
           {"missing", s.missing},
           {"selected_tokens", s.selected_tokens},
           {"h2d_bytes", s.h2d_bytes},
-          {"d2h_bytes", s.d2h_bytes}};
+          {"d2h_bytes", s.d2h_bytes},
+          {"reads_in_place", s.reads_in_place}};
 }
 #endif
 

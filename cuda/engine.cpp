@@ -4,10 +4,19 @@
 #include <string>
 #include <vector>
 
+#include "frontend/forward_schedule.hpp"
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
 
 namespace kvtier::cuda {
+
+std::string mirror_reads_rule(bool may_read_in_place) {
+  if (!may_read_in_place) return mirror_reads_name(false);
+  return "decode: " + std::string(mirror_reads_name(true)) +
+         " when the forward before missed at most " +
+         std::to_string(frontend::kInPlaceMissesPerRowLayer) + " pages per row and layer, " +
+         mirror_reads_name(false) + " otherwise";
+}
 
 MirrorEngine::MirrorEngine(const MirrorConfig& c, const ProgressFn& progress)
     : cfg_(c), host_(c.layout, c.num_pages, progress), pool_(c.layout, c.num_slots) {

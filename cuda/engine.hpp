@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "cuda/cuda_check.hpp"
@@ -61,6 +62,9 @@ inline const char* mirror_reads_name(bool in_place) {
   return in_place ? "misses in place from the host bank, beside the ensure"
                   : "through the pool after the ensure and miss copy";
 }
+// The label of a run whose decode forwards may read in place (frontend::decode_reads_in_place
+// picks them): the runner's and the trace replay's.
+std::string mirror_reads_rule(bool may_read_in_place);
 
 class MirrorEngine {
  public:

@@ -109,6 +109,7 @@ class TraceReplay {
         ReplayStep st = stage(f);
         launch_layers(f);
         finish_forward(st);
+        last_ = frontend::LastForward{st.tokens == st.rows, st.misses, std::int64_t{st.rows} * L_};
         res_.steps.push_back(st);
         ++fi_;
         if (cfg_.on_forward) cfg_.on_forward(fi_, total_forwards);
@@ -165,11 +166,12 @@ class TraceReplay {
     at_.write_through = cfg_.write_through;
     at_.num_pages = num_pages_;
     at_.slots = slots_;
-    // The mirror's attention reads the pages it misses from the host bank in place, beside the
-    // ensure (bf16 attention; not with --verify, which checks each ensure as it completes).
-    at_.in_place =
+    // The mirror's attention may read the pages it misses from the host bank in place, beside
+    // the ensure (bf16 attention; not with --verify, which checks each ensure as it completes):
+    // in the decode forwards that frontend::decode_reads_in_place picks, as the runner does.
+    may_read_in_place_ =
         mirror_ && attend_ && !layout_.fp8() && !cfg_.copy_first && !cfg_.verify && !prefetch_;
-    if (mirror_) res_.mirror_reads = mirror_reads_name(at_.in_place);
+    if (mirror_) res_.mirror_reads = mirror_reads_rule(may_read_in_place_);
   }
 
   void end_request(const traces::RequestEnd& e) {
@@ -196,6 +198,9 @@ class TraceReplay {
     stage_forward(g_, fe_, f, width, sf_);
     st.selected_tokens = sf_.selected_tokens;
     at_.bypass_rows = sf_.bypassed_rows > 0;
+    at_.in_place =
+        may_read_in_place_ && st.tokens == rows && frontend::decode_reads_in_place(last_);
+    st.reads_in_place = at_.in_place;
     if (!attend_) {
       // rows that bypass the pool are read from the host bank: their positions go to a second
       // read (bypass_read_pos_), -1 in the pool's
@@ -636,6 +641,8 @@ class TraceReplay {
   DeviceArray<std::int64_t> d_rowpos_, d_tablelen_, d_store_pos_, d_read_pos_, d_steps_,
       d_bypass_read_pos_;
   DeviceArray<std::int32_t> d_in_place_entries_;  // mirror: StagedForward::in_place_entries
+  bool may_read_in_place_ = false;                // mirror: at_.in_place is this forward's choice
+  frontend::LastForward last_;                    // the forward before, for decode_reads_in_place
   DeviceArray<PageId> d_tables_, d_query_, d_store_pages_, d_freed_;
   DeviceArray<std::int32_t> d_store_tokens_;
   DeviceArray<SlotId> d_physical_;

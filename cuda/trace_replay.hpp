@@ -96,6 +96,9 @@ struct ReplayStep {
   std::int64_t selected_tokens = 0;
   std::int64_t h2d_bytes = 0;
   std::int64_t d2h_bytes = 0;
+  // Mirror: the attention read this forward's misses in place beside the residency step
+  // (frontend::decode_reads_in_place picked it); false: the step ran first.
+  bool reads_in_place = false;
 };
 
 struct ReplayResult {

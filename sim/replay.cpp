@@ -264,13 +264,11 @@ class Simulation {
     // Per-forward counts (the read-order rule, record_forwards) as differences of the totals.
     const LayerStats before = res_.total();
 
-    // The trace replay reads in place in every forward; the model (the runner) in its decode
-    // forwards when frontend::decode_reads_in_place says so of the forward before.
+    // Both backends (the runner and the trace replay) read in place in the decode forwards
+    // for which frontend::decode_reads_in_place says so of the forward before.
     const bool decode = tokens_ == rows;
     const bool model_forward = shape_.kind == frontend::ForwardKind::model;
-    if (model_forward)
-      shape_.mirror_in_place =
-          may_read_in_place_ && decode && frontend::decode_reads_in_place(last_);
+    shape_.mirror_in_place = may_read_in_place_ && decode && frontend::decode_reads_in_place(last_);
 
     tl_.set_forward(fi_);
     const TimeNs fstart = tl_.now();

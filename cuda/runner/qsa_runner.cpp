@@ -262,11 +262,7 @@ QsaRunner::~QsaRunner() {
 
 std::string QsaRunner::mirror_reads() const {
   if (impl_->c.placement != Placement::mirror) return "";
-  if (!impl_->in_place_decode()) return cuda::mirror_reads_name(false);
-  return "decode: " + std::string(cuda::mirror_reads_name(true)) +
-         " when the forward before missed at most " +
-         std::to_string(frontend::kInPlaceMissesPerRowLayer) + " pages per row and layer, " +
-         cuda::mirror_reads_name(false) + " otherwise";
+  return cuda::mirror_reads_rule(impl_->in_place_decode());
 }
 
 std::int64_t QsaRunner::kv_device_bytes() const {

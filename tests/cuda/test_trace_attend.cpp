@@ -11,7 +11,9 @@
 #include <variant>
 #include <vector>
 
+#include "cuda/engine.hpp"
 #include "cuda/trace_replay.hpp"
+#include "frontend/forward_schedule.hpp"
 #include "frontend/front_end.hpp"
 #include "model/config_error.hpp"
 #include "model/cost_model.hpp"
@@ -190,12 +192,26 @@ TEST(TraceAttend, EvictingMirrorMatchesDevice) {
     EXPECT_EQ(mir.total.missing, 0);
     EXPECT_NE(dev.checksum, 0u);
     EXPECT_EQ(mir.checksum, dev.checksum) << to_string(dt);
-    // Without --verify the bf16 mirror reads its misses in place beside the ensure: the same
-    // outputs and the same hit, miss and eviction counts as the checked run (copy first).
+    // Without --verify the bf16 mirror reads the misses of its steady decode forwards in place
+    // beside the ensure (frontend::decode_reads_in_place), and runs the step first in the
+    // others: the same outputs and the same hit, miss and eviction counts as the checked run
+    // (copy first).
     const ReplayResult fast = replay_trace(in, attend_config(Placement::mirror, dt, kLongPool));
-    EXPECT_EQ(fast.mirror_reads, dt == KvDtype::bf16
-                                     ? "misses in place from the host bank, beside the ensure"
-                                     : "through the pool after the ensure and miss copy");
+    EXPECT_EQ(fast.mirror_reads, cuda::mirror_reads_rule(dt == KvDtype::bf16));
+    int in_place = 0;
+    frontend::LastForward last;
+    for (const cuda::ReplayStep& s : fast.steps) {
+      const bool decode = s.tokens == s.rows;
+      EXPECT_EQ(s.reads_in_place,
+                dt == KvDtype::bf16 && decode && frontend::decode_reads_in_place(last))
+          << "forward " << s.forward;
+      in_place += s.reads_in_place ? 1 : 0;
+      last = frontend::LastForward{decode, s.misses,
+                                   std::int64_t{s.rows} * in.header.geometry.qsa_layers()};
+    }
+    if (dt == KvDtype::bf16) {
+      EXPECT_GT(in_place, 0);
+    }
     EXPECT_EQ(fast.checksum, dev.checksum) << to_string(dt);
     EXPECT_EQ(fast.total.hits, mir.total.hits);
     EXPECT_EQ(fast.total.misses, mir.total.misses);

@@ -15,9 +15,9 @@ namespace {
 
 constexpr int kChunk = 4000;  // the decode row after it writes into the chunk's last page
 
-// One request: a prefill chunk of `tokens` tokens at position 0, then one decode row. Every
-// layer selects blocks {0, 5, 9} for the row's last token (plus its causal tail).
-traces::TraceInput prefill_then_decode(int tokens) {
+// One request: a prefill chunk of `tokens` tokens at position 0, then `decodes` decode rows.
+// Every layer selects blocks {0, 5, 9} for the row's last token (plus its causal tail).
+traces::TraceInput prefill_then_decode(int tokens, int decodes = 1) {
   const Geometry g;
   std::vector<traces::Record> r;
   r.emplace_back(traces::RequestBegin{1, tokens, 0, 0});
@@ -33,7 +33,8 @@ traces::TraceInput prefill_then_decode(int tokens) {
     r.emplace_back(std::move(f));
   };
   forward({1, 0, tokens, traces::RowKind::prefill});
-  forward({1, tokens, 1, traces::RowKind::decode});
+  for (int d = 0; d < decodes; ++d)
+    forward({1, tokens + d, 1, traces::RowKind::decode});
   r.emplace_back(traces::RequestEnd{1});
   traces::TraceHeader h;
   h.geometry = g;
@@ -46,8 +47,8 @@ struct Replay {
 };
 
 Replay replay(const CostModel& cost, Placement p, int tokens, KvDtype dtype = KvDtype::bf16,
-              bool copy_first = false) {
-  const traces::TraceInput t = prefill_then_decode(tokens);
+              bool copy_first = false, int decodes = 1) {
+  const traces::TraceInput t = prefill_then_decode(tokens, decodes);
   SimConfig c;
   c.placement = p;
   c.forward = frontend::ForwardKind::trace_replay;
@@ -111,15 +112,21 @@ TEST(ReplayStore, Fp8StoresCodesAndScalesByTheirOwnTerms) {
 
 // The mirror writes the host bank always and the pool where the page is resident when the
 // store runs: with the step first, every write page (installed by the step); in place (the
-// tables located before the forward), none of a first chunk's new pages, and the decode
-// row's page (the chunk's last, which its step installed).
+// tables located before the forward), only pages already resident. A chunk of 4,031 tokens
+// ends one short of its last page (positions 3,968 .. 4,031): the first decode row (step
+// first: the forward before it was a prefill) writes that page's last position, which the
+// chunk's step installed; the second reads in place (the first missed nothing) and its token
+// starts a new page, which is not resident when the store runs.
 TEST(ReplayStore, MirrorWritesThePoolWhereTheStoreFindsItsPages) {
   const CostModel cost(h200());
   const Replay first = replay(cost, Placement::mirror, kChunk, KvDtype::bf16, true);
   EXPECT_EQ(first.stores[0], cost.store_ns(kChunk * kBf16, kChunk * kBf16));
-  const Replay in_place = replay(cost, Placement::mirror, kChunk);
-  EXPECT_EQ(in_place.stores[0], cost.store_ns(0, kChunk * kBf16));
-  EXPECT_EQ(in_place.stores[kLayers], cost.store_ns(kBf16, kBf16));
+  constexpr int kShort = 4031;
+  const Replay r = replay(cost, Placement::mirror, kShort, KvDtype::bf16, false, 2);
+  ASSERT_EQ(r.stores.size(), 3u * kLayers);
+  EXPECT_EQ(r.stores[0], cost.store_ns(kShort * kBf16, kShort * kBf16));  // prefill: step first
+  EXPECT_EQ(r.stores[kLayers], cost.store_ns(kBf16, kBf16));
+  EXPECT_EQ(r.stores[2 * kLayers], cost.store_ns(0, kBf16));  // in place, a page not yet resident
 }
 
 }  // namespace

@@ -231,7 +231,7 @@ TEST(ReplayTimeline, TheStepBesideIsPricedByItsOwnTerms) {
 // its write on the link 291 .. 308; the step (1 + 4 + 4 + 2 misses) after layer 0's copy,
 // 291 .. 302; the read of 3 tokens 308 .. 356; the copy (1 + 2 x 64) 356 .. 485.
 TEST(ReplayTimeline, TraceReplayMirrorStepsBesideRunOneAfterAnother) {
-  const traces::TraceInput t = one_forward();
+  const traces::TraceInput t = warm_one_forward();  // forward 1 reads in place
   SimConfig c;
   c.placement = Placement::mirror;
   c.forward = frontend::ForwardKind::trace_replay;
@@ -239,12 +239,12 @@ TEST(ReplayTimeline, TraceReplayMirrorStepsBesideRunOneAfterAnother) {
   c.record_timeline = true;
   const SimResult r = simulate(t, frontend::scan_trace(t), CostModel(unit_profile()), c);
   const std::vector<Span> beside = {{"residency step", 0, 18, 30}, {"residency step", 1, 291, 302}};
-  EXPECT_EQ(spans(r, Resource::beside), beside);
+  EXPECT_EQ(spans_of(r, Resource::beside, 1), beside);
   const std::vector<Span> h2d = {{"write-through", 0, 1, 18},    {"in-place read", 0, 18, 98},
                                  {"miss copy", 0, 98, 291},      {"write-through", 1, 291, 308},
                                  {"in-place read", 1, 308, 356}, {"miss copy", 1, 356, 485}};
-  EXPECT_EQ(spans(r, Resource::h2d), h2d);
-  EXPECT_EQ(r.compute_end_ns, 485);
+  EXPECT_EQ(spans_of(r, Resource::h2d, 1), h2d);
+  EXPECT_EQ(r.compute_end_ns - forward_start(r, 1), 485);
 }
 
 // The all-layers unit runs the step first (the backend locates per layer only): the step
@@ -347,11 +347,11 @@ TEST(ReplayTimeline, OpsFollowTheBackendsSchedule) {
   }
 }
 
-// The model forward (the runner) reads a decode forward's misses in place only in the steady
-// state of decode: the first forward (a cold pool) runs its step first, on the forward's stream;
-// the next one, after a forward that missed a page per row and layer, runs it beside. The trace
-// replay reads in place in every forward.
-TEST(ReplayTimeline, ModelDecodeReadsInPlaceOnlyInTheSteadyState) {
+// Both forwards (the runner's and the trace replay's) read a decode forward's misses in place
+// only in the steady state of decode: the first forward (a cold pool) runs its step first, on
+// the forward's stream; the next one, after a forward that missed a page per row and layer,
+// runs it beside.
+TEST(ReplayTimeline, DecodeReadsInPlaceOnlyInTheSteadyState) {
   const traces::TraceInput t = warm_one_forward();
   for (frontend::ForwardKind k :
        {frontend::ForwardKind::model, frontend::ForwardKind::trace_replay}) {
@@ -361,13 +361,12 @@ TEST(ReplayTimeline, ModelDecodeReadsInPlaceOnlyInTheSteadyState) {
     c.pool_slots = 4;
     c.record_timeline = true;
     const SimResult r = simulate(t, frontend::scan_trace(t), CostModel(unit_profile()), c);
-    const bool model = k == frontend::ForwardKind::model;
-    EXPECT_EQ(spans_of(r, Resource::beside, 0).empty(), model);
+    EXPECT_TRUE(spans_of(r, Resource::beside, 0).empty());
     EXPECT_FALSE(spans_of(r, Resource::beside, 1).empty());
     int steps_on_main = 0;
     for (const Span& x : spans_of(r, Resource::compute, 0))
       steps_on_main += x.name == "residency step" ? 1 : 0;
-    EXPECT_EQ(steps_on_main, model ? 2 : 0);
+    EXPECT_EQ(steps_on_main, 2);
   }
 }
 
