@@ -13,6 +13,7 @@
 
 #include "bench/sim/page_stream.hpp"
 #include "model/ensure.hpp"
+#include "model/victims_fifo.hpp"
 #include "model/victims_heap.hpp"
 #include "model/victims_queue.hpp"
 
@@ -75,6 +76,7 @@ void stream_args(benchmark::internal::Benchmark* b) {
   }
   b->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
 }
+BENCHMARK_TEMPLATE(BM_Stream, FifoVictims)->Apply(stream_args);
 BENCHMARK_TEMPLATE(BM_Stream, QueueVictims)->Apply(stream_args);
 BENCHMARK_TEMPLATE(BM_Stream, HeapVictims)->Apply(stream_args);
 
