@@ -52,6 +52,14 @@ KVT_HD inline void hint_pages(const ResidencyView& st, const PageId* pages, int 
     if (pages[i] < st.num_pages) hint_slot_entry(st, pages[i]);
   }
 }
+// The second stage, for pages whose slot entries were hinted a few lookups before (by then in
+// cache): the last use of each resident page's slot, which a hit raises. Reads the slot
+// entries, so it costs a wait where they were not hinted first.
+KVT_HD inline void hint_page_uses(const ResidencyView& st, const PageId* pages, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (pages[i] < st.num_pages) hint_last_use(st, pages[i]);
+  }
+}
 
 // The LRU residency engine, one step (or one chunk of a step) at a time.
 //
