@@ -2,10 +2,10 @@
 #include <cstdint>
 
 #include "model/admission.hpp"
-#include "model/cache_hint.hpp"
 #include "model/hd.hpp"
 #include "model/heap_sort.hpp"
 #include "model/rank_sort.hpp"
+#include "model/residency_hints.hpp"
 #include "model/residency_state.hpp"
 
 namespace kvtier {
@@ -43,35 +43,6 @@ struct EnsureScratch {
   PageId* bypassed;  // pages admission refused, ascending; may be null
 };
 
-// How many lookups (or installs) ahead ensure_pages hints the cache lines it will touch: enough
-// to cover a cache miss with the work of the lookups between, few enough to stay in L1.
-inline constexpr int kHintAhead = 8;
-
-// Whether hints pay for their instructions: only where the state arrays outgrow a core's cache
-// (a page's slot entries from 1 MiB, a slot's last uses from 256 KiB); below, every lookup
-// finds its lines in cache anyway (a planner's pools mostly do).
-KVT_HD inline bool hints_pay(const ResidencyView& st) {
-  return st.num_pages >= (PageId{1} << 18) || st.num_slots >= (SlotId{1} << 15);
-}
-
-// The hints of ensure_pages; queried pages are range-checked before any is hinted.
-KVT_HD inline void hint_slot_entry(const ResidencyView& st, PageId p) {
-  if (p >= 0) cache_hint_read(st.slot_of_page + p);
-}
-KVT_HD inline void hint_last_use(const ResidencyView& st, PageId p) {
-  if (p < 0) return;
-  const SlotId s = st.slot_of_page[p];
-  if (s >= 0) cache_hint_write(st.last_use + s);
-}
-KVT_HD inline void hint_victim(const ResidencyView& st, SlotId s) {
-  cache_hint_write(st.page_of_slot + s);
-  cache_hint_write(st.last_use + s);
-}
-KVT_HD inline void hint_evicted_entry(const ResidencyView& st, SlotId s) {
-  const PageId old = st.page_of_slot[s];
-  if (old >= 0) cache_hint_write(st.slot_of_page + old);
-}
-
 // Hints the slot entries of pages that a replay will ensure soon: issued a few lookups ahead
 // of their ensure, their reads overlap the lookups between (a replay of single requests can
 // overlap them no other way: each lookup's next branch waits on its slot entry). Only a hint:
@@ -79,6 +50,14 @@ KVT_HD inline void hint_evicted_entry(const ResidencyView& st, SlotId s) {
 KVT_HD inline void hint_pages(const ResidencyView& st, const PageId* pages, int n) {
   for (int i = 0; i < n; ++i) {
     if (pages[i] < st.num_pages) hint_slot_entry(st, pages[i]);
+  }
+}
+// The second stage, for pages whose slot entries were hinted a few lookups before (by then in
+// cache): the last use of each resident page's slot, which a hit raises. Reads the slot
+// entries, so it costs a wait where they were not hinted first.
+KVT_HD inline void hint_page_uses(const ResidencyView& st, const PageId* pages, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (pages[i] < st.num_pages) hint_last_use(st, pages[i]);
   }
 }
 

@@ -19,7 +19,7 @@
 #include "model/residency_state.hpp"
 #include "model/step_stamp.hpp"
 #include "model/translate.hpp"
-#include "model/victims_queue.hpp"
+#include "model/victims_fifo.hpp"
 
 namespace kvtier::sim {
 
@@ -55,7 +55,7 @@ namespace {
 // One residency state: a layer's pool, or the pool shared by every layer.
 struct PoolState {
   ResidencyState state;
-  QueueVictims victims;
+  FifoVictims victims;
   std::vector<std::int64_t> last_seen;  // hybrid admission, [pages]
 
   PoolState(PageId pages, SlotId slots, bool hybrid)

@@ -104,7 +104,7 @@ struct SimResult {
 };
 
 // Replays the trace through the core with `cfg` and prices it with `cost`. Every residency
-// decision is the core's (compact_row, select_width, ensure_pages with QueueVictims and
+// decision is the core's (compact_row, select_width, ensure_pages with FifoVictims and
 // AdmitAll/AdmitOnReuse, translate_pages, release_page, memory_budget). Throws ConfigError /
 // CapacityError for configurations that cannot run (pool below one batch's selection,
 // trace geometry unlike the options).

@@ -1,11 +1,11 @@
 // The replay's lookups/s on a miss-heavy page stream (issue 16, item 9): 20M page requests
 // (bench/sim/page_stream.hpp) replayed through the core's ensure_pages, a step per request
 // (plain LRU, what libCacheSim measures) or per batch of requests, with the simulator's
-// victim finder (QueueVictims) and the one it replaced (HeapVictims). The pool holds a
-// fraction of the page space, so most lookups miss and the victim search is measured. Each
-// stream runs without and with the replay's look-ahead hint (range(4) below).
-// Prints lookups/s (median of 3 runs) and the hit rate; never fails on speed.
-// Repeat: build-rel/bench/sim/bench_stream --benchmark_filter=Queue (bench/README.md).
+// victim finder (FifoVictims) and the ones it replaced (QueueVictims, HeapVictims). The pool holds
+// a fraction of the page space, so most lookups miss and the victim search is measured. Each stream
+// runs without and with the replay's look-ahead hint (range(4) below). Prints lookups/s (median of
+// 3 runs) and the hit rate; never fails on speed. Repeat: build-rel/bench/sim/bench_stream
+// --benchmark_filter=Fifo (bench/README.md).
 #include <benchmark/benchmark.h>
 
 #include <map>
@@ -13,6 +13,7 @@
 
 #include "bench/sim/page_stream.hpp"
 #include "model/ensure.hpp"
+#include "model/victims_fifo.hpp"
 #include "model/victims_heap.hpp"
 #include "model/victims_queue.hpp"
 
@@ -29,8 +30,8 @@ const std::vector<PageId>& stream(double zipf, PageId pages) {
 
 // range(0): zipf exponent x 100 (0: uniform); range(1): page space; range(2): pool slots;
 // range(3): requests per step; range(4): look-ahead, in requests: 0, or how far ahead of its
-// ensure the replay hints a request's slot entry (hint_pages), as a replay that reads its
-// trace ahead can.
+// ensure the replay hints a request's slot entry (hint_pages), and half as far ahead that
+// slot's last use (hint_page_uses), as a replay that reads its trace ahead can.
 template <class Finder>
 void BM_Stream(benchmark::State& state) {
   const double zipf = static_cast<double>(state.range(0)) / 100.0;
@@ -50,8 +51,10 @@ void BM_Stream(benchmark::State& state) {
     state.ResumeTiming();
     std::int64_t step = 0;
     for (std::size_t i = 0; i + per_step <= s.size(); i += per_step, ++step) {
-      if (ahead > 0 && i + ahead + per_step <= s.size())
+      if (ahead > 0 && i + ahead + per_step <= s.size()) {
         hint_pages(st.view(), s.data() + i + ahead, per_step);
+        hint_page_uses(st.view(), s.data() + i + ahead / 2, per_step);
+      }
       const EnsureResult r = ensure_pages(st.view(), s.data() + i, per_step, step, finder,
                                           {miss.data(), victims.data(), nullptr}, copies.data());
       if (r.status != EnsureStatus::ok) state.SkipWithError("pool too small");
@@ -75,6 +78,7 @@ void stream_args(benchmark::internal::Benchmark* b) {
   }
   b->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
 }
+BENCHMARK_TEMPLATE(BM_Stream, FifoVictims)->Apply(stream_args);
 BENCHMARK_TEMPLATE(BM_Stream, QueueVictims)->Apply(stream_args);
 BENCHMARK_TEMPLATE(BM_Stream, HeapVictims)->Apply(stream_args);
 

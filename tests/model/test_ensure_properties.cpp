@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/compaction.hpp"
+#include "model/victims_fifo.hpp"
 #include "model/victims_heap.hpp"
 #include "model/victims_queue.hpp"
 #include "model/victims_scan.hpp"
@@ -130,6 +131,10 @@ RC_GTEST_PROP(EnsureProperties, HeapFinderMatchesReferenceLru, ()) {
 
 RC_GTEST_PROP(EnsureProperties, QueueFinderMatchesReferenceLru, ()) {
   check_against_reference([](SlotId slots) { return QueueVictims(slots); });
+}
+
+RC_GTEST_PROP(EnsureProperties, FifoFinderMatchesReferenceLru, ()) {
+  check_against_reference([](SlotId slots) { return FifoVictims(slots); });
 }
 
 RC_GTEST_PROP(EnsureProperties, ScanFinderMatchesReferenceLru, ()) {

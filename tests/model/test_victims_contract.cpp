@@ -2,10 +2,12 @@
 // randomized stress that drives both finders side by side through the same steps.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <memory>
 #include <random>
 #include <vector>
 
+#include "model/victims_fifo.hpp"
 #include "model/victims_heap.hpp"
 #include "model/victims_queue.hpp"
 #include "model/victims_scan.hpp"
@@ -29,10 +31,14 @@ template <>
 std::unique_ptr<QueueVictims> make_finder<QueueVictims>(ResidencyState& st) {
   return std::make_unique<QueueVictims>(st.view());
 }
+template <>
+std::unique_ptr<FifoVictims> make_finder<FifoVictims>(ResidencyState& st) {
+  return std::make_unique<FifoVictims>(st.view());
+}
 
 template <class V>
 class VictimContract : public ::testing::Test {};
-using Finders = ::testing::Types<ScanVictims, HeapVictims, QueueVictims>;
+using Finders = ::testing::Types<ScanVictims, HeapVictims, QueueVictims, FifoVictims>;
 TYPED_TEST_SUITE(VictimContract, Finders);
 
 // Stamps slots directly, as ensure would have left them.
@@ -114,39 +120,81 @@ TYPED_TEST(VictimContract, ShortSelectChangesNothing) {
   EXPECT_EQ(out, (std::vector<SlotId>{1, 2, 4, 0}));
 }
 
-// Long runs of ensures, releases and flushes: the queue finder takes many buckets apart, hands
-// slots on, compacts its buckets and decides like the scan at every step; pools larger than
-// the page space never evict, so only compaction bounds their buckets; steps of up to 150
-// pages make front runs long enough for the radix sort.
-TEST(QueueVictims, AgreesWithTheScanAndStaysBoundedOverLongRuns) {
+// Long runs of ensures, releases and flushes: the lazy finders (buckets of steps, a FIFO of
+// uses) take their fronts apart many times, drop stale entries, compact, and decide like the
+// scan at every step; pools larger than the page space never evict, so only compaction bounds
+// them; steps of up to 150 pages make front runs long enough for the radix sort. Releases
+// fall between chunks of one step too, so a slot can be used, freed and installed again
+// within a step.
+template <class V>
+class LazyFinder : public ::testing::Test {};
+using LazyFinders = ::testing::Types<QueueVictims, FifoVictims>;
+TYPED_TEST_SUITE(LazyFinder, LazyFinders);
+
+std::uint64_t held(const QueueVictims& v) {
+  return v.buckets();
+}
+std::uint64_t held(const FifoVictims& v) {
+  return v.entries();
+}
+
+TYPED_TEST(LazyFinder, AgreesWithTheScanAndStaysBoundedOverLongRuns) {
   for (std::uint32_t seed : {11u, 12u, 13u, 14u, 15u}) {
     std::mt19937 rng(seed);
     const PageId pages = 400;
     const SlotId slots =
         seed == 14 ? 500 : (seed == 15 ? 300 : static_cast<SlotId>(40 + rng() % 200));
     ResidencyState a(pages, slots), b(pages, slots);
-    QueueVictims fa(slots);
+    TypeParam fa(slots);
     ScanVictims fb;
+    const std::uint64_t bound = std::bit_ceil(2u * static_cast<std::uint64_t>(slots) + 64u);
     for (std::int64_t step = 0; step < 20000; ++step) {
       const int op = static_cast<int>(rng() % 400);
       if (op == 0) {
         flush_pool(a.view(), fa);
         flush_pool(b.view(), fb);
       }
-      if (op < 40) {
-        const PageId p = static_cast<PageId>(rng() % pages);
-        ASSERT_EQ(release_page(a.view(), p, fa), release_page(b.view(), p, fb));
+      const int chunks = op % 3 == 0 ? 2 : 1;
+      for (int c = 0; c < chunks; ++c) {
+        if (op < 40 || c > 0) {
+          const PageId p = static_cast<PageId>(rng() % (c > 0 ? pages / 3 : pages));
+          ASSERT_EQ(release_page(a.view(), p, fa), release_page(b.view(), p, fb));
+        }
+        std::vector<PageId> q(1 + rng() % (seed == 15 ? 150 : 20));
+        for (auto& p : q)
+          p = static_cast<PageId>(rng() % (rng() % 4 ? pages / 3 : pages));
+        const auto ra = testing::run_ensure(a, fa, q, step);
+        const auto rb = testing::run_ensure(b, fb, q, step);
+        ASSERT_EQ(ra.result.status, rb.result.status) << "seed " << seed << " step " << step;
+        ASSERT_EQ(ra.copies, rb.copies) << "seed " << seed << " step " << step;
+        ASSERT_EQ(a, b);
+        ASSERT_LE(held(fa), bound);
       }
-      std::vector<PageId> q(1 + rng() % (seed == 15 ? 150 : 20));
-      for (auto& p : q)
-        p = static_cast<PageId>(rng() % (rng() % 4 ? pages / 3 : pages));
-      const auto ra = testing::run_ensure(a, fa, q, step);
-      const auto rb = testing::run_ensure(b, fb, q, step);
-      ASSERT_EQ(ra.copies, rb.copies) << "seed " << seed << " step " << step;
-      ASSERT_EQ(a, b);
-      ASSERT_LE(fa.buckets(), 2u * static_cast<std::uint64_t>(slots) + 65u);
     }
   }
+}
+
+// A slot used, released and installed again within one step is listed twice at that step in
+// the FIFO: a later step must evict it once, in slot order among the step's other slots.
+TYPED_TEST(LazyFinder, ReleaseAndInstallAgainWithinAStep) {
+  const PageId pages = 16;
+  const SlotId slots = 4;
+  ResidencyState a(pages, slots), b(pages, slots);
+  TypeParam fa(slots);
+  ScanVictims fb;
+  auto both = [&](const std::vector<PageId>& q, std::int64_t step) {
+    const auto ra = testing::run_ensure(a, fa, q, step);
+    const auto rb = testing::run_ensure(b, fb, q, step);
+    ASSERT_EQ(ra.copies, rb.copies) << "step " << step;
+    ASSERT_EQ(a, b) << "step " << step;
+  };
+  both({0, 1, 2, 3}, 0);  // page p in slot p
+  both({1, 2}, 1);
+  ASSERT_TRUE(release_page(a.view(), 1, fa));
+  ASSERT_TRUE(release_page(b.view(), 1, fb));
+  both({5}, 1);        // into slot 1 again, at step 1
+  both({6, 7, 8}, 2);  // slots 0 and 3 (step 0), then 1 (step 1, listed twice)
+  both({9, 10}, 3);    // slot 2 (step 1's other), then slot 0 (step 2)
 }
 
 // A step whose first hit makes the queue finder compact its buckets also installs pages in

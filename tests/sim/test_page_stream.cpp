@@ -10,6 +10,8 @@
 
 #include "bench/sim/page_stream.hpp"
 #include "model/ensure.hpp"
+#include "model/victims_fifo.hpp"
+#include "model/victims_heap.hpp"
 #include "model/victims_queue.hpp"
 
 namespace kvtier::bench {
@@ -83,7 +85,7 @@ TEST(PageStream, OneRequestPerStepThroughTheCoreIsPlainLru) {
     const SlotId slots = 100;
     const auto s = make_page_stream({.seed = 5, .requests = 20000, .pages = pages, .zipf = zipf});
     ResidencyState st(pages, slots);
-    QueueVictims finder(slots);
+    FifoVictims finder(slots);
     PageId miss[1];
     SlotId victim[1];
     CopyOp copy[1];
@@ -95,6 +97,64 @@ TEST(PageStream, OneRequestPerStepThroughTheCoreIsPlainLru) {
       misses += r.misses;
     }
     EXPECT_EQ(misses, lru_misses(s, static_cast<std::size_t>(slots))) << "zipf " << zipf;
+  }
+}
+
+// The finders decide alike on the benchmark's kinds of stream, scaled down (uniform and Zipf,
+// 1 to 1,000 requests a step, with and without releases between steps): every copy, hit count
+// and release result of the FIFO finder (the simulator's) against the bucket finder's and the
+// heap finder's, step by step. The pools outgrow the hint threshold (2^15 slots) in two
+// streams, so the hinted paths decide too.
+TEST(PageStream, FinderChoicesAgreeOnEveryCopy) {
+  struct Case {
+    double zipf;
+    PageId pages;
+    SlotId slots;
+    int per_step, release_every;
+    std::int64_t requests;
+  };
+  const Case cases[] = {
+      {0.0, 4096, 1024, 1, 0, 200000},       {0.0, 1 << 17, 1 << 15, 1, 0, 200000},
+      {0.8, 1 << 18, 1 << 15, 1, 5, 200000}, {0.0, 1 << 14, 1 << 12, 64, 0, 200000},
+      {0.0, 1 << 14, 1 << 10, 7, 3, 100000}, {0.8, 1 << 16, 1 << 13, 1000, 2, 200000}};
+  for (const Case& c : cases) {
+    const auto s =
+        make_page_stream({.seed = 16, .requests = c.requests, .pages = c.pages, .zipf = c.zipf});
+    ResidencyState sf(c.pages, c.slots), sq(c.pages, c.slots), sh(c.pages, c.slots);
+    FifoVictims ff(c.slots);
+    QueueVictims fq(c.slots);
+    HeapVictims fh(c.slots);
+    const auto n = static_cast<std::size_t>(c.per_step);
+    std::vector<PageId> miss(n);
+    std::vector<SlotId> victims(n);
+    std::vector<CopyOp> cf(n), cq(n), ch(n);
+    std::int64_t step = 0;
+    for (std::size_t i = 0; i + n <= s.size(); i += n, ++step) {
+      const auto rf = ensure_pages(sf.view(), &s[i], c.per_step, step, ff,
+                                   {miss.data(), victims.data(), nullptr}, cf.data());
+      const auto rq = ensure_pages(sq.view(), &s[i], c.per_step, step, fq,
+                                   {miss.data(), victims.data(), nullptr}, cq.data());
+      const auto rh = ensure_pages(sh.view(), &s[i], c.per_step, step, fh,
+                                   {miss.data(), victims.data(), nullptr}, ch.data());
+      ASSERT_EQ(rf.status, EnsureStatus::ok);
+      ASSERT_EQ(rf.hits, rq.hits) << "pages " << c.pages << " step " << step;
+      ASSERT_EQ(rf.hits, rh.hits) << "pages " << c.pages << " step " << step;
+      ASSERT_EQ(rf.misses, rq.misses);
+      ASSERT_EQ(rf.misses, rh.misses);
+      const auto m = static_cast<std::size_t>(rf.misses);
+      ASSERT_TRUE(std::equal(cf.begin(), cf.begin() + m, cq.begin()))
+          << "pages " << c.pages << " step " << step;
+      ASSERT_TRUE(std::equal(cf.begin(), cf.begin() + m, ch.begin()))
+          << "pages " << c.pages << " step " << step;
+      if (c.release_every > 0 && step % c.release_every == 0) {
+        const PageId p = s[i + static_cast<std::size_t>(step) % n];
+        const bool released = release_page(sf.view(), p, ff);
+        ASSERT_EQ(release_page(sq.view(), p, fq), released);
+        ASSERT_EQ(release_page(sh.view(), p, fh), released);
+      }
+    }
+    EXPECT_EQ(sf, sq);
+    EXPECT_EQ(sf, sh);
   }
 }
 
