@@ -18,7 +18,8 @@ namespace kvtier {
 // of the front step are the victims, ordered by slot ("the front run"). Free slots
 // (kFreeSlotStep, before every step) are a bit set, lowest first.
 //
-// Why a FIFO and not QueueVictims' buckets of steps: a bucket hands a slot used since on to the
+// Why a FIFO and not buckets of steps (the finder before it, bench/results/planner-speed.md):
+// a bucket hands a slot used since on to the
 // bucket of its last use (a random read of the bucket ring and a write to the list it joins),
 // two dependent random reads for every hit that eviction reaches; here that hit already paid a
 // sequential write. And the front is a plain array: the victims of the next misses are known,

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "model/ensure.hpp"
+#include "model/victims_fifo.hpp"
 #include "model/victims_heap.hpp"
-#include "model/victims_queue.hpp"
 #include "model/victims_scan.hpp"
 
 namespace kvtier {
@@ -53,7 +53,7 @@ void BM_Ensure(benchmark::State& state) {
   const auto steps = make_steps(rows, 4096, 42);
   ResidencyState st(pages, slots);
   Finder finder = [&] {
-    if constexpr (std::is_same_v<Finder, HeapVictims> || std::is_same_v<Finder, QueueVictims>) {
+    if constexpr (std::is_same_v<Finder, HeapVictims> || std::is_same_v<Finder, FifoVictims>) {
       return Finder(slots);
     } else {
       return ScanVictims{};
@@ -88,7 +88,7 @@ BENCHMARK_TEMPLATE(BM_Ensure, HeapVictims)
     ->Args({1, 100000})
     ->Args({16, 4096})
     ->Args({16, 100000});
-BENCHMARK_TEMPLATE(BM_Ensure, QueueVictims)
+BENCHMARK_TEMPLATE(BM_Ensure, FifoVictims)
     ->ArgNames({"rows", "slots"})
     ->Args({1, 4096})
     ->Args({1, 100000})

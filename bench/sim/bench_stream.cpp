@@ -1,7 +1,7 @@
 // The replay's lookups/s on a miss-heavy page stream (issue 16, item 9): 20M page requests
 // (bench/sim/page_stream.hpp) replayed through the core's ensure_pages, a step per request
 // (plain LRU, what libCacheSim measures) or per batch of requests, with the simulator's
-// victim finder (FifoVictims) and the ones it replaced (QueueVictims, HeapVictims). The pool holds
+// victim finder (FifoVictims) and the heap finder (HeapVictims). The pool holds
 // a fraction of the page space, so most lookups miss and the victim search is measured. Each stream
 // runs without and with the replay's look-ahead hint (range(4) below). Prints lookups/s (median of
 // 3 runs) and the hit rate; never fails on speed. Repeat: build-rel/bench/sim/bench_stream
@@ -15,7 +15,6 @@
 #include "model/ensure.hpp"
 #include "model/victims_fifo.hpp"
 #include "model/victims_heap.hpp"
-#include "model/victims_queue.hpp"
 
 namespace kvtier::bench {
 namespace {
@@ -79,7 +78,6 @@ void stream_args(benchmark::internal::Benchmark* b) {
   b->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
 }
 BENCHMARK_TEMPLATE(BM_Stream, FifoVictims)->Apply(stream_args);
-BENCHMARK_TEMPLATE(BM_Stream, QueueVictims)->Apply(stream_args);
 BENCHMARK_TEMPLATE(BM_Stream, HeapVictims)->Apply(stream_args);
 
 }  // namespace

@@ -12,7 +12,6 @@
 #include "model/compaction.hpp"
 #include "model/victims_fifo.hpp"
 #include "model/victims_heap.hpp"
-#include "model/victims_queue.hpp"
 #include "model/victims_scan.hpp"
 #include "tests/model/ensure_harness.hpp"
 #include "tests/model/reference_lru.hpp"
@@ -127,10 +126,6 @@ void check_against_reference(Finder make_finder) {
 
 RC_GTEST_PROP(EnsureProperties, HeapFinderMatchesReferenceLru, ()) {
   check_against_reference([](SlotId slots) { return HeapVictims(slots); });
-}
-
-RC_GTEST_PROP(EnsureProperties, QueueFinderMatchesReferenceLru, ()) {
-  check_against_reference([](SlotId slots) { return QueueVictims(slots); });
 }
 
 RC_GTEST_PROP(EnsureProperties, FifoFinderMatchesReferenceLru, ()) {

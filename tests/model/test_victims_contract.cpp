@@ -1,5 +1,5 @@
 // The contract every victim finder must keep, run over each of them (typed tests), plus a
-// randomized stress that drives both finders side by side through the same steps.
+// randomized stress that drives the FIFO finder and the scan side by side through the same steps.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -9,14 +9,13 @@
 
 #include "model/victims_fifo.hpp"
 #include "model/victims_heap.hpp"
-#include "model/victims_queue.hpp"
 #include "model/victims_scan.hpp"
 #include "tests/model/ensure_harness.hpp"
 
 namespace kvtier {
 namespace {
 
-// A finder over `st` as it stands (the queue finder adopts it; the others read it lazily).
+// A finder over `st` as it stands (the FIFO finder adopts it; the others read it lazily).
 template <class V>
 std::unique_ptr<V> make_finder(ResidencyState& st);
 template <>
@@ -28,17 +27,13 @@ std::unique_ptr<HeapVictims> make_finder<HeapVictims>(ResidencyState& st) {
   return std::make_unique<HeapVictims>(st.num_slots());
 }
 template <>
-std::unique_ptr<QueueVictims> make_finder<QueueVictims>(ResidencyState& st) {
-  return std::make_unique<QueueVictims>(st.view());
-}
-template <>
 std::unique_ptr<FifoVictims> make_finder<FifoVictims>(ResidencyState& st) {
   return std::make_unique<FifoVictims>(st.view());
 }
 
 template <class V>
 class VictimContract : public ::testing::Test {};
-using Finders = ::testing::Types<ScanVictims, HeapVictims, QueueVictims, FifoVictims>;
+using Finders = ::testing::Types<ScanVictims, HeapVictims, FifoVictims>;
 TYPED_TEST_SUITE(VictimContract, Finders);
 
 // Stamps slots directly, as ensure would have left them.
@@ -120,32 +115,19 @@ TYPED_TEST(VictimContract, ShortSelectChangesNothing) {
   EXPECT_EQ(out, (std::vector<SlotId>{1, 2, 4, 0}));
 }
 
-// Long runs of ensures, releases and flushes: the lazy finders (buckets of steps, a FIFO of
-// uses) take their fronts apart many times, drop stale entries, compact, and decide like the
-// scan at every step; pools larger than the page space never evict, so only compaction bounds
-// them; steps of up to 150 pages make front runs long enough for the radix sort. Releases
-// fall between chunks of one step too, so a slot can be used, freed and installed again
-// within a step.
-template <class V>
-class LazyFinder : public ::testing::Test {};
-using LazyFinders = ::testing::Types<QueueVictims, FifoVictims>;
-TYPED_TEST_SUITE(LazyFinder, LazyFinders);
-
-std::uint64_t held(const QueueVictims& v) {
-  return v.buckets();
-}
-std::uint64_t held(const FifoVictims& v) {
-  return v.entries();
-}
-
-TYPED_TEST(LazyFinder, AgreesWithTheScanAndStaysBoundedOverLongRuns) {
+// Long runs of ensures, releases and flushes: the FIFO finder takes its front apart many times,
+// drop stale entries, compact, and decide like the scan at every step; pools larger than the page
+// space never evict, so only compaction bounds them; steps of up to 150 pages make front runs long
+// enough for the radix sort. Releases fall between chunks of one step too, so a slot can be used,
+// freed and installed again within a step.
+TEST(FifoVictims, AgreesWithTheScanAndStaysBoundedOverLongRuns) {
   for (std::uint32_t seed : {11u, 12u, 13u, 14u, 15u}) {
     std::mt19937 rng(seed);
     const PageId pages = 400;
     const SlotId slots =
         seed == 14 ? 500 : (seed == 15 ? 300 : static_cast<SlotId>(40 + rng() % 200));
     ResidencyState a(pages, slots), b(pages, slots);
-    TypeParam fa(slots);
+    FifoVictims fa(slots);
     ScanVictims fb;
     const std::uint64_t bound = std::bit_ceil(2u * static_cast<std::uint64_t>(slots) + 64u);
     for (std::int64_t step = 0; step < 20000; ++step) {
@@ -168,58 +150,61 @@ TYPED_TEST(LazyFinder, AgreesWithTheScanAndStaysBoundedOverLongRuns) {
         ASSERT_EQ(ra.result.status, rb.result.status) << "seed " << seed << " step " << step;
         ASSERT_EQ(ra.copies, rb.copies) << "seed " << seed << " step " << step;
         ASSERT_EQ(a, b);
-        ASSERT_LE(held(fa), bound);
+        ASSERT_LE(fa.entries(), bound);
       }
     }
   }
 }
 
+// The FIFO finder and the scan driven through the same ensures (and releases), every copy and
+// the whole state compared after each.
+struct Lockstep {
+  ResidencyState a, b;
+  FifoVictims fa;
+  ScanVictims fb;
+  Lockstep(PageId pages, SlotId slots) : a(pages, slots), b(pages, slots), fa(slots) {}
+  void ensure(const std::vector<PageId>& q, std::int64_t step) {
+    const auto ra = testing::run_ensure(a, fa, q, step);
+    const auto rb = testing::run_ensure(b, fb, q, step);
+    ASSERT_EQ(ra.copies, rb.copies) << "step " << step;
+    ASSERT_EQ(a, b) << "step " << step;
+  }
+  void release(PageId p) {
+    ASSERT_TRUE(release_page(a.view(), p, fa));
+    ASSERT_TRUE(release_page(b.view(), p, fb));
+  }
+};
+
 // A slot used, released and installed again within one step is listed twice at that step in
 // the FIFO: a later step must evict it once, in slot order among the step's other slots.
-TYPED_TEST(LazyFinder, ReleaseAndInstallAgainWithinAStep) {
-  const PageId pages = 16;
-  const SlotId slots = 4;
-  ResidencyState a(pages, slots), b(pages, slots);
-  TypeParam fa(slots);
-  ScanVictims fb;
-  auto both = [&](const std::vector<PageId>& q, std::int64_t step) {
-    const auto ra = testing::run_ensure(a, fa, q, step);
-    const auto rb = testing::run_ensure(b, fb, q, step);
-    ASSERT_EQ(ra.copies, rb.copies) << "step " << step;
-    ASSERT_EQ(a, b) << "step " << step;
-  };
-  both({0, 1, 2, 3}, 0);  // page p in slot p
-  both({1, 2}, 1);
-  ASSERT_TRUE(release_page(a.view(), 1, fa));
-  ASSERT_TRUE(release_page(b.view(), 1, fb));
-  both({5}, 1);        // into slot 1 again, at step 1
-  both({6, 7, 8}, 2);  // slots 0 and 3 (step 0), then 1 (step 1, listed twice)
-  both({9, 10}, 3);    // slot 2 (step 1's other), then slot 0 (step 2)
+TEST(FifoVictims, ReleaseAndInstallAgainWithinAStep) {
+  Lockstep ls(16, 4);
+  ls.ensure({0, 1, 2, 3}, 0);  // page p in slot p
+  ls.ensure({1, 2}, 1);
+  ls.release(1);
+  ls.ensure({5}, 1);        // into slot 1 again, at step 1
+  ls.ensure({6, 7, 8}, 2);  // slots 0 and 3 (step 0), then 1 (step 1, listed twice)
+  ls.ensure({9, 10}, 3);    // slot 2 (step 1's other), then slot 0 (step 2)
 }
 
-// A step whose first hit makes the queue finder compact its buckets also installs pages in
-// low slots: the step's slots (hit and installed) must form one run, in slot order, when a
-// later step evicts them all (a compaction that opened the step's bucket twice split them).
-TEST(QueueVictims, CompactionAtAStepWithHitsAndInstalls) {
-  const PageId pages = 24;
+// A step whose uses fill the FIFO makes it compact in the middle of the step, between hits and
+// installs: the step's slots (hit and installed) must still form one run, in slot order, when
+// a later step evicts them all.
+TEST(FifoVictims, CompactionAtAStepWithHitsAndInstalls) {
   const SlotId slots = 8;
-  ResidencyState a(pages, slots), b(pages, slots);
-  QueueVictims fa(slots);
-  ScanVictims fb;
-  auto both = [&](const std::vector<PageId>& q, std::int64_t step) {
-    const auto ra = testing::run_ensure(a, fa, q, step);
-    const auto rb = testing::run_ensure(b, fb, q, step);
-    ASSERT_EQ(ra.copies, rb.copies) << "step " << step;
-    ASSERT_EQ(a, b) << "step " << step;
-  };
-  both({0, 1, 2, 3, 4, 5, 6, 7}, 0);  // page p in slot p
+  Lockstep ls(24, slots);
+  ls.ensure({0, 1, 2, 3, 4, 5, 6, 7}, 0);  // page p in slot p
+  // Hits only: no eviction, so the entries pile up until the next step's 8 uses overflow the
+  // ring at its largest (2 x 8 + 64, rounded up to a power of two: 128).
+  const std::uint64_t largest = std::bit_ceil(2u * static_cast<std::uint64_t>(slots) + 64u);
   std::int64_t step = 1;
-  // Hits only: no eviction, so the buckets pile up until a compaction (past 2 x 8 + 64).
-  for (; step < 150 && fa.buckets() < 2u * slots + 64; ++step)
-    both({2, 3, 4, 5, 6, 7}, step);
+  for (; step < 150 && ls.fa.entries() + 8 <= largest; ++step)
+    ls.ensure({2, 3, 4, 5, 6, 7}, step);
   ASSERT_LT(step, 150);
-  both({8, 9, 2, 3, 4, 5, 6, 7}, step++);        // compacts at its first hit; 8, 9 go to slots 0, 1
-  both({10, 11, 12, 13, 14, 15, 16, 17}, step);  // evicts slots 0..7, all of the last step
+  const std::uint64_t before = ls.fa.entries();
+  ls.ensure({8, 9, 2, 3, 4, 5, 6, 7}, step++);  // compacts within the step; 8, 9 to slots 0, 1
+  ASSERT_LT(ls.fa.entries(), before + 8);       // it did compact
+  ls.ensure({10, 11, 12, 13, 14, 15, 16, 17}, step);  // evicts slots 0..7, all of the last step
 }
 
 TEST(HeapVictims, HeapStaysBoundedUnderManyReleases) {

@@ -12,7 +12,6 @@
 #include "model/ensure.hpp"
 #include "model/victims_fifo.hpp"
 #include "model/victims_heap.hpp"
-#include "model/victims_queue.hpp"
 
 namespace kvtier::bench {
 namespace {
@@ -102,8 +101,8 @@ TEST(PageStream, OneRequestPerStepThroughTheCoreIsPlainLru) {
 
 // The finders decide alike on the benchmark's kinds of stream, scaled down (uniform and Zipf,
 // 1 to 1,000 requests a step, with and without releases between steps): every copy, hit count
-// and release result of the FIFO finder (the simulator's) against the bucket finder's and the
-// heap finder's, step by step. The pools outgrow the hint threshold (2^15 slots) in two
+// and release result of the FIFO finder (the simulator's) against the heap finder's, step by
+// step. The pools outgrow the hint threshold (2^15 slots) in two
 // streams, so the hinted paths decide too.
 TEST(PageStream, FinderChoicesAgreeOnEveryCopy) {
   struct Case {
@@ -120,40 +119,31 @@ TEST(PageStream, FinderChoicesAgreeOnEveryCopy) {
   for (const Case& c : cases) {
     const auto s =
         make_page_stream({.seed = 16, .requests = c.requests, .pages = c.pages, .zipf = c.zipf});
-    ResidencyState sf(c.pages, c.slots), sq(c.pages, c.slots), sh(c.pages, c.slots);
+    ResidencyState sf(c.pages, c.slots), sh(c.pages, c.slots);
     FifoVictims ff(c.slots);
-    QueueVictims fq(c.slots);
     HeapVictims fh(c.slots);
     const auto n = static_cast<std::size_t>(c.per_step);
     std::vector<PageId> miss(n);
     std::vector<SlotId> victims(n);
-    std::vector<CopyOp> cf(n), cq(n), ch(n);
+    std::vector<CopyOp> cf(n), ch(n);
     std::int64_t step = 0;
     for (std::size_t i = 0; i + n <= s.size(); i += n, ++step) {
       const auto rf = ensure_pages(sf.view(), &s[i], c.per_step, step, ff,
                                    {miss.data(), victims.data(), nullptr}, cf.data());
-      const auto rq = ensure_pages(sq.view(), &s[i], c.per_step, step, fq,
-                                   {miss.data(), victims.data(), nullptr}, cq.data());
       const auto rh = ensure_pages(sh.view(), &s[i], c.per_step, step, fh,
                                    {miss.data(), victims.data(), nullptr}, ch.data());
       ASSERT_EQ(rf.status, EnsureStatus::ok);
-      ASSERT_EQ(rf.hits, rq.hits) << "pages " << c.pages << " step " << step;
       ASSERT_EQ(rf.hits, rh.hits) << "pages " << c.pages << " step " << step;
-      ASSERT_EQ(rf.misses, rq.misses);
       ASSERT_EQ(rf.misses, rh.misses);
       const auto m = static_cast<std::size_t>(rf.misses);
-      ASSERT_TRUE(std::equal(cf.begin(), cf.begin() + m, cq.begin()))
-          << "pages " << c.pages << " step " << step;
       ASSERT_TRUE(std::equal(cf.begin(), cf.begin() + m, ch.begin()))
           << "pages " << c.pages << " step " << step;
       if (c.release_every > 0 && step % c.release_every == 0) {
         const PageId p = s[i + static_cast<std::size_t>(step) % n];
         const bool released = release_page(sf.view(), p, ff);
-        ASSERT_EQ(release_page(sq.view(), p, fq), released);
         ASSERT_EQ(release_page(sh.view(), p, fh), released);
       }
     }
-    EXPECT_EQ(sf, sq);
     EXPECT_EQ(sf, sh);
   }
 }
