@@ -194,6 +194,8 @@ qsa::PageTable AttendReplay::read_table(int layer, const AttendPlacement& at,
     qsa::PageTable t{pool_tables(layer), stride_, dummy_slot(at.slots)};
     if (at.in_place || at.bypass_rows)
       t.in_place = layer_kv_banks(layout_, layer, at.host_banks, true);
+    // rows that bypass the pool read all they select in place: those reads are the forward's
+    t.mostly_in_place = at.bypass_rows;
     return t;
   }
   return {d_tables, stride_,

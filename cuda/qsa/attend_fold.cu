@@ -338,7 +338,8 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
   float* work_ml = work + std::int64_t{rows.count} * q_heads * splits * kHeadDim;
   AttendParams p{q, q_heads, rows, tokens, width, kv, table, splits, work_acc, work_ml};
   const std::int64_t ctas = std::int64_t{rows.count} * splits * kv.kv_heads;
-  p.early = early_launch_pays(kv.host, ctas);
+  p.early =
+      early_launch_pays(kv.host || (table.in_place.k != nullptr && table.mostly_in_place), ctas);
   if (table.in_place.k != nullptr) {
     detail::require(kv.fp8 == table.in_place.fp8, "in-place banks' dtype (fp8)",
                     table.in_place.fp8 ? 1 : 0);
@@ -347,8 +348,9 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
         "in-place banks' page size / KV heads", table.in_place.page_size);
   }
   if (table.in_place.k != nullptr && !kv.fp8) {
-    // pool rows and in-place rows in one kernel: the tensor-core kernel's cp.async form
-    detail::launch_attend_tc(p, true, s);
+    // pool rows and in-place rows in one kernel: the tensor-core kernel gathers them by
+    // cp.async, or by register loads where most are read in place (the host banks' form)
+    detail::launch_attend_tc(p, !table.mostly_in_place, s);
   } else if (kv.fp8) {
     const dim3 grid(static_cast<unsigned>(kv.kv_heads), static_cast<unsigned>(splits),
                     static_cast<unsigned>(rows.count));

@@ -55,7 +55,7 @@ void launch_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block, std::
 
 // The tensor-core attend (bf16 banks, GQA group 12), attend_mma.cu: one CTA of 4 warps per
 // (KV head, split, row). async: cp.async gather (else 16-byte register loads, double-buffered
-// in registers); p.table.in_place rows need the cp.async gather. Both gathers give the same bits.
+// in registers); either gathers p.table.in_place rows. Both gathers give the same bits.
 void launch_attend_tc(const AttendParams& p, bool async, cudaStream_t s);
 
 }  // namespace kvtier::qsa::detail

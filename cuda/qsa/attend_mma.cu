@@ -59,14 +59,14 @@ __device__ __forceinline__ void split_pair(float x, float y, unsigned& hi, unsig
   lo = pack_bf16(x - xh, y - yh);
 }
 
-// kAsync: cp.async gather (device banks), else 16-byte register loads (host banks). kInPlace
-// (cp.async only): table entries <= -2 name page -2 - e of p.table.in_place (the mirror's pages
-// not resident, read from the host bank in place); such rows are held in the map as
-// -2 - bank row.
+// kAsync: cp.async gather (device banks), else 16-byte register loads (host banks). kInPlace:
+// table entries <= -2 name page -2 - e of p.table.in_place (the mirror's pages not resident,
+// read from the host bank in place); such rows are held in the map as -2 - bank row. Either
+// gather takes them: cp.async where most entries are in the pool, register loads where most
+// are read in place (PageTable::mostly_in_place).
 template <bool kAsync, bool kInPlace>
 __global__ void __launch_bounds__(kAttThreads, 2)
     attend_mma_kernel(const __grid_constant__ AttendParams p) {
-  static_assert(!kInPlace || kAsync, "in-place rows: cp.async gather");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   MmaSmem& sm = *reinterpret_cast<MmaSmem*>(smem_raw);
   std::int32_t* map = sm.map;
@@ -146,10 +146,18 @@ __global__ void __launch_bounds__(kAttThreads, 2)
   auto load_regs = [&](int tile) {
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
-      bool in_place = false;  // not with register loads (kInPlace needs cp.async)
+      bool in_place = false;
       const std::int64_t e = row_elem(tile, warp + kAttWarps * i, in_place);
-      rk[i] = e < 0 ? make_uint4(0, 0, 0, 0) : *reinterpret_cast<const uint4*>(kbase + e);
-      rv[i] = e < 0 ? make_uint4(0, 0, 0, 0) : *reinterpret_cast<const uint4*>(vbase + e);
+      const std::uint16_t* kb = kbase;
+      const std::uint16_t* vb = vbase;
+      if constexpr (kInPlace) {
+        if (in_place) {
+          kb = in_place_k;
+          vb = in_place_v;
+        }
+      }
+      rk[i] = e < 0 ? make_uint4(0, 0, 0, 0) : *reinterpret_cast<const uint4*>(kb + e);
+      rv[i] = e < 0 ? make_uint4(0, 0, 0, 0) : *reinterpret_cast<const uint4*>(vb + e);
     }
   };
   auto store_regs = [&](int stage) {
@@ -353,8 +361,10 @@ void launch(const AttendParams& p, cudaStream_t s) {
 
 void launch_attend_tc(const AttendParams& p, bool async, cudaStream_t s) {
   if (p.table.in_place.k != nullptr) {
-    require(async, "in-place rows need the cp.async gather (register gather asked)", 0);
-    launch<true, true>(p, s);
+    if (async)
+      launch<true, true>(p, s);
+    else
+      launch<false, true>(p, s);
   } else if (async) {
     launch<true, false>(p, s);
   } else {

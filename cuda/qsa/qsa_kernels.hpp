@@ -67,6 +67,12 @@ struct PageTable {
   // resident yet, and those of rows that bypass the pool, from the host bank
   // (model/translate.hpp, locate_pages). Unset: such entries read the dummy page.
   KvBanks in_place{};
+  // With in_place set: most of what the attend reads is in place (rows that bypass the pool),
+  // so the bf16 kernel gathers every entry by register loads, the host banks' form. Its cp.async
+  // gather reads host memory at ~30 GB/s against ~50 for register loads (H200: one row in place,
+  // 162 against 103 us, bench/results/kernel-choices.md; a mirror prefill layer of 8 bypassing
+  // rows, 3.1 against 1.8 ms), and device memory faster. Same bits either way.
+  bool mostly_in_place = false;
 };
 struct Rows {
   const std::int32_t* req = nullptr;  // [rows]

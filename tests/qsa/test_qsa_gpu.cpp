@@ -404,21 +404,28 @@ TEST(QsaGpu, InPlaceRowsEqualPoolRows) {
          lse_want.get(), nullptr);
   const std::vector<std::int32_t> table = a.table_.download();
   Buf<std::int32_t> mixed(table.size());
-  for (int every : {0, 3, 1}) {  // no page in place, every third, all
-    std::vector<std::int32_t> t = table;
-    for (std::size_t i = 0; i < t.size(); ++i)
-      if (every > 0 && i % every == 0) t[i] = -2 - t[i];
-    mixed.upload(t);
-    PageTable pt = a.table();
-    pt.pages = mixed.get();
-    pt.in_place = c.banks();
-    attend(q, d.q_heads, r, toks, W, a.banks(), pt, dev.splits, a.work_.get(), got.get(),
-           lse_got.get(), nullptr);
-    KVT_CUDA_CHECK(cudaDeviceSynchronize());
-    const auto w = want.download(), g = got.download();
-    EXPECT_EQ(std::memcmp(w.data(), g.data(), w.size() * 4), 0) << "every " << every;
-    const auto lw = lse_want.download(), lg = lse_got.download();
-    EXPECT_EQ(std::memcmp(lw.data(), lg.data(), lw.size() * 4), 0) << "every " << every;
+  // no page in place, every third, all; gathered by cp.async and (mostly in place) by register
+  // loads
+  for (const bool registers : {false, true}) {
+    for (int every : {0, 3, 1}) {
+      std::vector<std::int32_t> t = table;
+      for (std::size_t i = 0; i < t.size(); ++i)
+        if (every > 0 && i % every == 0) t[i] = -2 - t[i];
+      mixed.upload(t);
+      PageTable pt = a.table();
+      pt.pages = mixed.get();
+      pt.in_place = c.banks();
+      pt.mostly_in_place = registers;
+      attend(q, d.q_heads, r, toks, W, a.banks(), pt, dev.splits, a.work_.get(), got.get(),
+             lse_got.get(), nullptr);
+      KVT_CUDA_CHECK(cudaDeviceSynchronize());
+      const auto w = want.download(), g = got.download();
+      EXPECT_EQ(std::memcmp(w.data(), g.data(), w.size() * 4), 0)
+          << "every " << every << ", register gather " << registers;
+      const auto lw = lse_want.download(), lg = lse_got.download();
+      EXPECT_EQ(std::memcmp(lw.data(), lg.data(), lw.size() * 4), 0)
+          << "every " << every << ", register gather " << registers;
+    }
   }
   // in-place banks must have the table's dtype (fp8 rows read fp8 banks in place too)
   KvBanks fp8 = a.banks();
