@@ -39,11 +39,14 @@ class Timer {
   // One replay of a graph of call(0), ..., call(calls - 1), divided by calls. Before each replay:
   // `before` (outside the time), then the pad. Calls should read different data (the L2 cache
   // is cold at the start of each replay, as after a layer's other work).
-  double graph_us(int calls, const Call& call, const Enqueue& before = {});
+  // `after` (optional) ends the calls inside the time, once (e.g. joins a stream they forked).
+  double graph_us(int calls, const Call& call, const Enqueue& before = {},
+                  const Enqueue& after = {});
   // The kernel series' timing (docs/validation.md: without launch overhead where it can be
   // excluded): a probe of one call after the pad, then graph_us with calls_per_graph(probe,
   // target_us, max_calls) calls.
-  double kernel_us(int max_calls, double target_us, const Call& call, const Enqueue& before = {});
+  double kernel_us(int max_calls, double target_us, const Call& call, const Enqueue& before = {},
+                   const Enqueue& after = {});
   // Calls in the graph of the last graph_us / kernel_us.
   int last_calls() const { return last_calls_; }
 
@@ -61,7 +64,8 @@ class Timer {
 };
 
 // Captures calls of `call` on s into an executable graph; ends the capture when a call throws.
-cuda::GraphExec capture_graph(cudaStream_t s, int calls, const Call& call);
+cuda::GraphExec capture_graph(cudaStream_t s, int calls, const Call& call,
+                              const Enqueue& after = {});
 
 // Finite random values for banks and buffers: a 4 MiB block of each pattern, copied over the
 // destination (device memory, or pinned host memory through its host address).
@@ -123,8 +127,10 @@ struct Bench {
   bool out_of_time() const { return std::chrono::steady_clock::now() > deadline; }
   cudaStream_t stream() const { return timer.stream(); }
   // Timer::kernel_us with the grid's target and at most min(grid.max_calls, max_calls) calls.
-  double kernel_us(const Call& call, const Enqueue& before = {}, int max_calls = 1 << 30) {
-    return timer.kernel_us(std::min(grid.max_calls, max_calls), grid.target_us, call, before);
+  double kernel_us(const Call& call, const Enqueue& before = {}, int max_calls = 1 << 30,
+                   const Enqueue& after = {}) {
+    return timer.kernel_us(std::min(grid.max_calls, max_calls), grid.target_us, call, before,
+                           after);
   }
 };
 

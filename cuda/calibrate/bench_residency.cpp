@@ -1,7 +1,7 @@
 // The mirror's residency step over lookups x pool slots x misses: MirrorEngine::
 // residency_step_async (compaction + ensure + miss copy + translate in one launch; ensure) and
 // residency_beside_async (the same step on a few SMs without the translate, as the mirror in
-// place runs it beside the attention; ensure_beside).
+// place runs it beside the attention; ensure_beside: timed in that schedule, a layer a call).
 //
 // Each call of a timed graph is one layer-step of `rows` decode rows: 512 selected blocks of a
 // 128k-token context per row, compacted at 513 pages per row behind one written page per row. The
@@ -18,6 +18,8 @@
 #include "cuda/calibrate/bench.hpp"
 #include "cuda/engine.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/kv_banks.hpp"
+#include "cuda/qsa/qsa_kernels.hpp"
 #include "model/page_space.hpp"
 
 namespace kvtier::calibrate {
@@ -69,6 +71,83 @@ struct Pool {
     KVT_CUDA_CHECK(cudaMemcpyAsync(v.last_use, last_use.get(), last_use.bytes(),
                                    cudaMemcpyDeviceToDevice, st));
   }
+};
+
+// The layer the mirror's residency step runs beside in the in-place decode forwards, as the
+// trace replay runs it (frontend::beside_join): the store of one new token, then the attend of
+// one decode row (2,051 selected tokens of a context scattered over a bf16 device pool, through
+// a table that may read in place: the attend's in-place form), on the timed stream; the step on
+// the stream beside after the previous layer's step; each layer's store after the step two
+// layers back. The attend is one row whatever the step's rows, so that what the points add over
+// the step alone is its wait for an SM (its 1,024-thread blocks need one that the attend's CTAs
+// have left) and not a longer attend; on the H200 that wait was about the same for replays of
+// 1 to 8 rows (validation/results/h200-2026-12-02-round6.md).
+class BesideLayer {
+ public:
+  BesideLayer(Bench& b, int n_calls)
+      : calls_(n_calls), context_pages_(b.grid.context_pages), pool_(layout_, b.grid.bank_pages) {
+    b.filler.fill(pool_, b.stream());
+    const std::int64_t context = std::int64_t{context_pages_} * layout_.page_size;
+    std::vector<std::int32_t> t;
+    for (int i = 0; i < calls_; ++i) {
+      const std::vector<std::int32_t> p = decode_positions(b.rng, context, kTokens);
+      t.insert(t.end(), p.begin(), p.end());
+    }
+    tokens_ = to_device(t);
+    tables_ = to_device(scattered_tables(b.rng, calls_, context_pages_, b.grid.bank_pages));
+    zero_ = to_device(std::vector<std::int32_t>{0});
+    pos_ = to_device(std::vector<std::int32_t>{static_cast<std::int32_t>(context - 1)});
+    q_ = cuda::DeviceArray<std::uint16_t>(std::size_t{kQHeads} * qsa::kHeadDim);
+    kv_new_ = cuda::DeviceArray<std::uint16_t>(std::size_t{2} * layout_.kv_heads * qsa::kHeadDim);
+    b.filler.fill(q_.get(), q_.bytes(), Pattern::bf16, b.stream());
+    b.filler.fill(kv_new_.get(), kv_new_.bytes(), Pattern::bf16, b.stream());
+    splits_ = qsa::attend_default_splits(1, layout_.kv_heads, kTokens);
+    work_ = cuda::DeviceArray<float>(
+        static_cast<std::size_t>(qsa::attend_workspace_floats(1, kQHeads, splits_)));
+    o_ = cuda::DeviceArray<float>(q_.size());
+    for (int i = 0; i < pool_.banks(); ++i)
+      banks_.push_back(pool_.bank(i));
+    settle();
+  }
+  // Layer c: `step` enqueues the residency step on the stream beside.
+  template <class Step>
+  void layer(int c, cudaStream_t s, const Step& step) const {
+    const qsa::KvBanks kv = cuda::layer_kv_banks(layout_, 0, banks_.data(), false);
+    qsa::PageTable pt{tables_.get() + std::int64_t{c} * context_pages_, context_pages_,
+                      dummy_slot(pool_.num_slots())};
+    if (c >= 2) KVT_CUDA_CHECK(cudaStreamWaitEvent(s, join_[c % 2]));
+    const qsa::Rows row{zero_.get(), pos_.get(), 1};
+    const std::int64_t kv_row = std::int64_t{layout_.kv_heads} * qsa::kHeadDim;
+    qsa::store_kv(kv_new_.get(), kv_new_.get() + kv_row, row, kv, pt, qsa::KvBanks{},
+                  qsa::PageTable{}, s);
+    KVT_CUDA_CHECK(cudaEventRecord(fork_, s));
+    KVT_CUDA_CHECK(cudaStreamWaitEvent(side_, fork_));
+    step(side_.get());
+    KVT_CUDA_CHECK(cudaEventRecord(join_[c % 2], side_));
+    pt.in_place = kv;  // every entry is in the pool: the in-place form, reading the pool only
+    qsa::attend(q_.get(), kQHeads, row, tokens_.get() + std::int64_t{c} * kTokens, kTokens, kv, pt,
+                splits_, work_.get(), o_.get(), nullptr, s);
+  }
+  // After the last layer: the steps still running beside join the timed stream.
+  void finish(cudaStream_t s) const {
+    KVT_CUDA_CHECK(cudaEventRecord(end_, side_));
+    KVT_CUDA_CHECK(cudaStreamWaitEvent(s, end_));
+  }
+
+ private:
+  static constexpr int kTokens = 2051;
+  static constexpr int kQHeads = 24;
+  int calls_, context_pages_;
+  PageLayout layout_ = qsa_layer_layout(false);
+  cuda::DevicePool pool_;
+  std::vector<std::byte*> banks_;
+  cuda::DeviceArray<std::int32_t> tables_, tokens_, zero_, pos_;
+  cuda::DeviceArray<std::uint16_t> q_, kv_new_;
+  cuda::DeviceArray<float> work_, o_;
+  int splits_ = 1;
+  cuda::Stream side_ = cuda::make_stream();
+  cuda::Event fork_ = cuda::make_event(false), end_ = cuda::make_event(false);
+  cuda::Event join_[2] = {cuda::make_event(false), cuda::make_event(false)};
 };
 
 // The rows of every call of one point ([calls][rows][...]) and what the steps write.
@@ -140,8 +219,10 @@ Steps make_steps(Bench& b, const Pool& pool, int rows, int misses, int calls) {
 }
 
 // Times one form of the step at one point and appends [lookups, slots, misses per call, us]; the
-// misses are the ensure's counts of the last replay.
-void time_step(Bench& b, Pool& pool, const Steps& st, bool beside, Series& s) {
+// misses are the ensure's counts of the last replay. Beside (`layer` given): each call is a layer
+// of BesideLayer's, the step beside.
+void time_step(Bench& b, Pool& pool, const Steps& st, const BesideLayer* layer, Series& s) {
+  const bool beside = layer != nullptr;
   auto enqueue = [&](int c, cudaStream_t cs) {
     PageId* q = st.query.get() + std::int64_t{c} * st.n;
     const PageId* table = st.tables.get() + std::int64_t{c} * st.rows * kContextPages;
@@ -160,7 +241,9 @@ void time_step(Bench& b, Pool& pool, const Steps& st, bool beside, Series& s) {
                                  kPageSize};
     const cuda::EnsureHooks hooks{st.stamps.get() + c, st.totals.get()};
     if (beside) {
-      pool.engine.residency_beside_async(0, cp, q, st.n, cs, hooks);
+      layer->layer(c, cs, [&](cudaStream_t side) {
+        pool.engine.residency_beside_async(0, cp, q, st.n, side, hooks);
+      });
     } else {
       SlotId* out = st.physical.get() + std::int64_t{c} * st.rows * kContextPages;
       pool.engine.residency_step_async(
@@ -173,7 +256,10 @@ void time_step(Bench& b, Pool& pool, const Steps& st, bool beside, Series& s) {
     pool.restore(cs);
     KVT_CUDA_CHECK(cudaMemsetAsync(st.totals.get(), 0, st.totals.bytes(), cs));
   };
-  const double us = b.kernel_us(enqueue, before, st.calls);
+  const Enqueue after = [&](cudaStream_t cs) {
+    if (beside) layer->finish(cs);
+  };
+  const double us = b.kernel_us(enqueue, before, st.calls, after);
   KVT_CUDA_CHECK(cudaStreamSynchronize(b.stream()));
   long long totals[3] = {};
   int counters[3] = {};
@@ -205,8 +291,12 @@ void run_residency(Bench& b, const Emit& emit) {
                             timing);
   Series beside = file_series("ensure_beside",
                               "MirrorEngine::residency_beside_async (4 blocks, no translate): "
-                              "compaction + ensure + copy, as the mirror in place runs it",
+                              "compaction + ensure + copy, as the mirror in place runs it: a "
+                              "layer per call, beside the store and attend of one decode row "
+                              "(2,051 tokens, bf16 device banks, in-place form), after the "
+                              "previous layer's step",
                               timing);
+  const BesideLayer layer(b, calls);
   for (const int slots : g.ensure_slots) {
     if (stop_sweep(b, step)) break;
     if (slots / 2 < kContextPages || slots / 2 < calls * max_misses)
@@ -217,8 +307,8 @@ void run_residency(Bench& b, const Emit& emit) {
       for (const int misses : g.ensure_misses) {
         if (stop_sweep(b, step)) break;
         const Steps st = make_steps(b, pool, rows, misses, calls);
-        time_step(b, pool, st, false, step);
-        time_step(b, pool, st, true, beside);
+        time_step(b, pool, st, nullptr, step);
+        time_step(b, pool, st, &layer, beside);
       }
     }
   }

@@ -88,11 +88,12 @@ double Timer::eager_us(const Enqueue& body, bool cold) {
   return median(std::move(t));
 }
 
-cuda::GraphExec capture_graph(cudaStream_t s, int calls, const Call& call) {
+cuda::GraphExec capture_graph(cudaStream_t s, int calls, const Call& call, const Enqueue& after) {
   KVT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
   try {
     for (int i = 0; i < calls; ++i)
       call(i, s);
+    if (after) after(s);
   } catch (...) {
     cudaGraph_t broken = nullptr;
     (void)cudaStreamEndCapture(s, &broken);  // the stream leaves capture mode whatever it says
@@ -103,10 +104,10 @@ cuda::GraphExec capture_graph(cudaStream_t s, int calls, const Call& call) {
   return cuda::end_capture(s);
 }
 
-double Timer::graph_us(int calls, const Call& call, const Enqueue& before) {
+double Timer::graph_us(int calls, const Call& call, const Enqueue& before, const Enqueue& after) {
   cudaStream_t s = stream_;
   last_calls_ = calls;
-  const cuda::GraphExec g = capture_graph(s, calls, call);
+  const cuda::GraphExec g = capture_graph(s, calls, call, after);
   KVT_CUDA_CHECK(cudaGraphUpload(g, s));
   auto replay = [&] {
     if (before) before(s);
@@ -124,18 +125,21 @@ double Timer::graph_us(int calls, const Call& call, const Enqueue& before) {
   return median(std::move(t));
 }
 
-double Timer::kernel_us(int max_calls, double target_us, const Call& call, const Enqueue& before) {
+double Timer::kernel_us(int max_calls, double target_us, const Call& call, const Enqueue& before,
+                        const Enqueue& after) {
   cudaStream_t s = stream_;
   if (before) before(s);
   call(0, s);  // loads the kernels' modules, allocates nothing timed
+  if (after) after(s);
   KVT_CUDA_CHECK(cudaStreamSynchronize(s));
   if (before) before(s);
   pad(s);
   KVT_CUDA_CHECK(cudaEventRecord(a_, s));
   call(0, s);
+  if (after) after(s);
   KVT_CUDA_CHECK(cudaEventRecord(b_, s));
   const double probe = elapsed_us();
-  return graph_us(calls_per_graph(probe, target_us, max_calls), call, before);
+  return graph_us(calls_per_graph(probe, target_us, max_calls), call, before, after);
 }
 
 Filler::Filler(cudaStream_t s) : bf16_(kPatternBytes), fp8_(kPatternBytes), scales_(kPatternBytes) {
