@@ -90,7 +90,8 @@ run() {
   local name=$1 limit=$2 t0=$SECONDS rc
   shift 2
   echo "== $name"
-  timeout "$limit" "$@" >"$logs/$name.log" 2>"$logs/$name.err"
+  # stdin closed: a command reading it would eat the list a caller's loop reads (tests())
+  timeout "$limit" "$@" </dev/null >"$logs/$name.log" 2>"$logs/$name.err"
   rc=$?
   [[ -s $logs/$name.err ]] || rm -f "$logs/$name.err"
   echo "=== $name rc=$rc: $*" >>"$out/all.log"
