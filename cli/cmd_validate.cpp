@@ -76,13 +76,17 @@ void print_comparison(const validation::Comparison& c) {
                                          "total",   "hits/misses/evictions"};
   std::printf("error = (sim - gpu) / gpu per forward (positive: the simulator is slower)\n\n");
   Table t(head);
-  for (const auto& p : c.placements) {
-    std::vector<std::string> row{p.placement + " (" + fmt_int(p.pairs) + " runs)"};
+  auto add_summary = [&t](const validation::PlacementSummary& p, const std::string& name) {
+    std::vector<std::string> row{name + " (" + fmt_int(p.pairs) + " runs)"};
     add_stats(row, p.decode);
     add_stats(row, p.prefill);
     row.push_back(p.counters_exact ? "identical" : "DIFFER");
     t.add(std::move(row));
-  }
+  };
+  for (const auto& p : c.placements)
+    add_summary(p, p.placement);
+  // every forward of every run together: what a profile's validation line quotes
+  if (c.placements.size() > 1) add_summary(c.pooled, "pooled");
   t.print();
   std::printf("\n");
   Table r(head);

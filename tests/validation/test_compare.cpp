@@ -115,12 +115,28 @@ TEST(Compare, PlacementsPoolTheirRunsForwards) {
   EXPECT_TRUE(c.placements[0].counters_exact);
   EXPECT_EQ(c.placements[1].placement, "mirror");
   EXPECT_FALSE(c.placements[1].counters_exact);
+  // pooled: every run's forwards together, whatever the placement
+  EXPECT_EQ(c.pooled.placement, "all");
+  EXPECT_EQ(c.pooled.pairs, 3);
+  EXPECT_EQ(c.pooled.decode.forwards,
+            c.placements[0].decode.forwards + c.placements[1].decode.forwards);
+  EXPECT_EQ(c.pooled.all.forwards, c.placements[0].all.forwards + c.placements[1].all.forwards);
+  EXPECT_FALSE(c.pooled.counters_exact);  // the mirror pair's counters differ
+  const double sim_total =
+      c.placements[0].decode.sim_total_us + c.placements[1].decode.sim_total_us;
+  const double gpu_total =
+      c.placements[0].decode.gpu_total_us + c.placements[1].decode.gpu_total_us;
+  EXPECT_NEAR(c.pooled.decode.total, (sim_total - gpu_total) / gpu_total, 1e-12);
 
   const auto j = boost::json::parse(comparison_to_json(c)).as_object();
   const auto& dev = j.at("placements").as_array()[0].as_object();
   EXPECT_DOUBLE_EQ(dev.at("decode").as_object().at("p95_abs_error").as_double(), 0.10);
   const auto& mir = j.at("placements").as_array()[1].as_object();
   EXPECT_TRUE(mir.at("prefill").is_null());
+  const auto& pooled = j.at("pooled").as_object();
+  EXPECT_EQ(pooled.at("placement").as_string(), "all");
+  EXPECT_EQ(pooled.at("pairs").as_int64(), 3);
+  EXPECT_EQ(pooled.at("decode").as_object().at("forwards").as_int64(), c.pooled.decode.forwards);
   const auto& fw = j.at("pairs").as_array()[0].as_object().at("forwards").as_array();
   ASSERT_EQ(fw.size(), 5u);
   EXPECT_DOUBLE_EQ(fw[1].as_object().at("error").as_double(), 0.10);

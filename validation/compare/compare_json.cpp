@@ -42,17 +42,17 @@ std::string comparison_to_json(const Comparison& c) {
                        {"first_forward", p.counters.first_forward}}},
                      {"forwards", std::move(fw)}});
   }
+  auto summary = [&](const PlacementSummary& s) -> json::value {
+    return {{"placement", s.placement},    {"pairs", s.pairs},
+            {"all", stats(s.all)},         {"decode", stats(s.decode)},
+            {"prefill", stats(s.prefill)}, {"counters_exact", s.counters_exact}};
+  };
   json::array placements;
-  for (const PlacementSummary& s : c.placements) {
-    placements.push_back({{"placement", s.placement},
-                          {"pairs", s.pairs},
-                          {"all", stats(s.all)},
-                          {"decode", stats(s.decode)},
-                          {"prefill", stats(s.prefill)},
-                          {"counters_exact", s.counters_exact}});
-  }
+  for (const PlacementSummary& s : c.placements)
+    placements.push_back(summary(s));
   const json::object o{{"error", "(sim - gpu) / gpu, per forward; fractions"},
                        {"placements", std::move(placements)},
+                       {"pooled", summary(c.pooled)},
                        {"pairs", std::move(pairs)}};
   return json::serialize(o);
 }

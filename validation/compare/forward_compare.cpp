@@ -81,6 +81,24 @@ PairComparison compare_pair(const ForwardResults& gpu, const ForwardResults& sim
   return p;
 }
 
+// The pairs of `placement` ("all": every pair) as one summary of their forwards.
+PlacementSummary summary_of(const std::vector<PairComparison>& pairs,
+                            const std::string& placement) {
+  PlacementSummary s;
+  s.placement = placement;
+  std::vector<ForwardError> all;
+  for (const PairComparison& q : pairs) {
+    if (placement != "all" && q.placement != placement) continue;
+    ++s.pairs;
+    s.counters_exact = s.counters_exact && q.counters.exact();
+    all.insert(all.end(), q.forwards.begin(), q.forwards.end());
+  }
+  s.all = stats_of(all, 0);
+  s.decode = stats_of(all, 1);
+  s.prefill = stats_of(all, 2);
+  return s;
+}
+
 Comparison compare(const std::vector<std::pair<ForwardResults, ForwardResults>>& gpu_sim) {
   Comparison c;
   for (const auto& [gpu, sim] : gpu_sim)
@@ -89,21 +107,9 @@ Comparison compare(const std::vector<std::pair<ForwardResults, ForwardResults>>&
     bool seen = false;
     for (const PlacementSummary& s : c.placements)
       seen = seen || s.placement == p.placement;
-    if (seen) continue;
-    PlacementSummary s;
-    s.placement = p.placement;
-    std::vector<ForwardError> all;
-    for (const PairComparison& q : c.pairs) {
-      if (q.placement != p.placement) continue;
-      ++s.pairs;
-      s.counters_exact = s.counters_exact && q.counters.exact();
-      all.insert(all.end(), q.forwards.begin(), q.forwards.end());
-    }
-    s.all = stats_of(all, 0);
-    s.decode = stats_of(all, 1);
-    s.prefill = stats_of(all, 2);
-    c.placements.push_back(std::move(s));
+    if (!seen) c.placements.push_back(summary_of(c.pairs, p.placement));
   }
+  c.pooled = summary_of(c.pairs, "all");
   return c;
 }
 

@@ -46,6 +46,9 @@ struct PlacementSummary {
 struct Comparison {
   std::vector<PairComparison> pairs;
   std::vector<PlacementSummary> placements;  // in the order they first appear
+  // Every pair's forwards together, whatever the placement ("all"): the pooled figures a
+  // profile's validation line quotes (docs/validation.md).
+  PlacementSummary pooled;
 };
 
 // Pairs forward i of `gpu` with forward i of `sim`. Throws ConfigError when the two differ in
