@@ -105,27 +105,28 @@ class BesideLayer {
     work_ = cuda::DeviceArray<float>(
         static_cast<std::size_t>(qsa::attend_workspace_floats(1, kQHeads, splits_)));
     o_ = cuda::DeviceArray<float>(q_.size());
+    std::vector<std::byte*> banks;
     for (int i = 0; i < pool_.banks(); ++i)
-      banks_.push_back(pool_.bank(i));
+      banks.push_back(pool_.bank(i));
+    kv_ = cuda::layer_kv_banks(layout_, 0, banks.data(), false);
     settle();
   }
   // Layer c: `step` enqueues the residency step on the stream beside.
   template <class Step>
   void layer(int c, cudaStream_t s, const Step& step) const {
-    const qsa::KvBanks kv = cuda::layer_kv_banks(layout_, 0, banks_.data(), false);
     qsa::PageTable pt{tables_.get() + std::int64_t{c} * context_pages_, context_pages_,
                       dummy_slot(pool_.num_slots())};
     if (c >= 2) KVT_CUDA_CHECK(cudaStreamWaitEvent(s, join_[c % 2]));
     const qsa::Rows row{zero_.get(), pos_.get(), 1};
     const std::int64_t kv_row = std::int64_t{layout_.kv_heads} * qsa::kHeadDim;
-    qsa::store_kv(kv_new_.get(), kv_new_.get() + kv_row, row, kv, pt, qsa::KvBanks{},
+    qsa::store_kv(kv_new_.get(), kv_new_.get() + kv_row, row, kv_, pt, qsa::KvBanks{},
                   qsa::PageTable{}, s);
     KVT_CUDA_CHECK(cudaEventRecord(fork_, s));
     KVT_CUDA_CHECK(cudaStreamWaitEvent(side_, fork_));
     step(side_.get());
     KVT_CUDA_CHECK(cudaEventRecord(join_[c % 2], side_));
-    pt.in_place = kv;  // every entry is in the pool: the in-place form, reading the pool only
-    qsa::attend(q_.get(), kQHeads, row, tokens_.get() + std::int64_t{c} * kTokens, kTokens, kv, pt,
+    pt.in_place = kv_;  // every entry is in the pool: the in-place form, reading the pool only
+    qsa::attend(q_.get(), kQHeads, row, tokens_.get() + std::int64_t{c} * kTokens, kTokens, kv_, pt,
                 splits_, work_.get(), o_.get(), nullptr, s);
   }
   // After the last layer: the steps still running beside join the timed stream.
@@ -140,7 +141,7 @@ class BesideLayer {
   int calls_, context_pages_;
   PageLayout layout_ = qsa_layer_layout(false);
   cuda::DevicePool pool_;
-  std::vector<std::byte*> banks_;
+  qsa::KvBanks kv_;  // the pool's banks as the store and the attend take them
   cuda::DeviceArray<std::int32_t> tables_, tokens_, zero_, pos_;
   cuda::DeviceArray<std::uint16_t> q_, kv_new_;
   cuda::DeviceArray<float> work_, o_;

@@ -338,8 +338,11 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
   float* work_ml = work + std::int64_t{rows.count} * q_heads * splits * kHeadDim;
   AttendParams p{q, q_heads, rows, tokens, width, kv, table, splits, work_acc, work_ml};
   const std::int64_t ctas = std::int64_t{rows.count} * splits * kv.kv_heads;
-  p.early =
-      early_launch_pays(kv.host || (table.in_place.k != nullptr && table.mostly_in_place), ctas);
+  // Where most of what the attend reads lies: host memory when the banks are the host's, or
+  // when a table with in-place entries says most are read in place; the gather and the early
+  // launch follow it.
+  const bool reads_host = kv.host || (table.in_place.k != nullptr && table.mostly_in_place);
+  p.early = early_launch_pays(reads_host, ctas);
   if (table.in_place.k != nullptr) {
     detail::require(kv.fp8 == table.in_place.fp8, "in-place banks' dtype (fp8)",
                     table.in_place.fp8 ? 1 : 0);
@@ -347,16 +350,13 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
         table.in_place.page_size == kv.page_size && table.in_place.kv_heads == kv.kv_heads,
         "in-place banks' page size / KV heads", table.in_place.page_size);
   }
-  if (table.in_place.k != nullptr && !kv.fp8) {
-    // pool rows and in-place rows in one kernel: the tensor-core kernel gathers them by
-    // cp.async, or by register loads where most are read in place (the host banks' form)
-    detail::launch_attend_tc(p, !table.mostly_in_place, s);
-  } else if (kv.fp8) {
+  if (kv.fp8) {
     const dim3 grid(static_cast<unsigned>(kv.kv_heads), static_cast<unsigned>(splits),
                     static_cast<unsigned>(rows.count));
     attend_fp8_kernel<12><<<grid, kThreads, 0, s>>>(p);
   } else {
-    detail::launch_attend_tc(p, attend_bf16_kernel(kv.host) == AttendVariant::mma_async, s);
+    // pool rows and in-place rows, if any, in one kernel, either gather taking both
+    detail::launch_attend_tc(p, attend_bf16_kernel(reads_host) == AttendVariant::mma_async, s);
   }
   KVT_CUDA_CHECK(cudaGetLastError());
   launch_merge(MergeParams{work_acc, work_ml, splits, o, lse}, rows.count * q_heads, s);

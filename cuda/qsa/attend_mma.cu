@@ -109,15 +109,18 @@ __global__ void __launch_bounds__(kAttThreads, 2)
 
   int lo = t0, hi = t1;  // the current segment of the slice
   // Element offset of lane's 16 bytes of the KV head in the bank row of tile row `row`, or -1;
-  // in_place: the row is one of p.table.in_place's.
-  auto row_elem = [&](int tile, int row, bool& in_place) -> std::int64_t {
+  // kb, vb: the banks that row is in (p.table.in_place's for an in-place row, else p.kv's).
+  auto row_elem = [&](int tile, int row, const std::uint16_t*& kb,
+                      const std::uint16_t*& vb) -> std::int64_t {
     const int j = lo + tile * kTile + row;
     std::int64_t bank_row = j < hi ? map[j - lo] : -1;
-    in_place = false;
+    kb = kbase;
+    vb = vbase;
     if constexpr (kInPlace) {
       if (bank_row <= -2) {
         bank_row = -2 - bank_row;
-        in_place = true;
+        kb = in_place_k;
+        vb = in_place_v;
       }
     }
     return bank_row < 0 ? -1 : (bank_row * p.kv.kv_heads + kvh) * kHeadDim + lane * 8;
@@ -126,17 +129,9 @@ __global__ void __launch_bounds__(kAttThreads, 2)
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
       const int row = warp + kAttWarps * i;
-      bool in_place = false;
-      const std::int64_t e = row_elem(tile, row, in_place);
+      const std::uint16_t *kb, *vb;
+      const std::int64_t e = row_elem(tile, row, kb, vb);
       const std::int64_t ec = e < 0 ? 0 : e;
-      const std::uint16_t* kb = kbase;
-      const std::uint16_t* vb = vbase;
-      if constexpr (kInPlace) {
-        if (in_place) {
-          kb = in_place_k;
-          vb = in_place_v;
-        }
-      }
       cp_async16(&sm.k[stage][row][lane * 8], kb + ec, e >= 0);
       cp_async16(&sm.v[stage][row][lane * 8], vb + ec, e >= 0);
     }
@@ -146,16 +141,8 @@ __global__ void __launch_bounds__(kAttThreads, 2)
   auto load_regs = [&](int tile) {
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
-      bool in_place = false;
-      const std::int64_t e = row_elem(tile, warp + kAttWarps * i, in_place);
-      const std::uint16_t* kb = kbase;
-      const std::uint16_t* vb = vbase;
-      if constexpr (kInPlace) {
-        if (in_place) {
-          kb = in_place_k;
-          vb = in_place_v;
-        }
-      }
+      const std::uint16_t *kb, *vb;
+      const std::int64_t e = row_elem(tile, warp + kAttWarps * i, kb, vb);
       rk[i] = e < 0 ? make_uint4(0, 0, 0, 0) : *reinterpret_cast<const uint4*>(kb + e);
       rv[i] = e < 0 ? make_uint4(0, 0, 0, 0) : *reinterpret_cast<const uint4*>(vb + e);
     }
