@@ -174,7 +174,7 @@ void MirrorEngine::residency_step_async(int layer, const CompactParams& c, const
     return;
   }
   launch_residency_step({c, ensure_params(layer, d_query, n, hooks), copy_params(layer),
-                         translate_params(layer, t), ticket_.get(), 0},
+                         translate_params(layer, t), ticket_.get(), 0, hooks.stamps},
                         s);
 }
 
@@ -185,10 +185,10 @@ void MirrorEngine::residency_beside_async(int layer, const CompactParams& c, con
     return;
   }
   check_step(layer, c, d_query, n);
-  launch_residency_step(
-      {c, ensure_params(layer, d_query, n, hooks), copy_params(layer),
-       translate_params(layer, TranslateTarget{}), beside_ticket_.get(), kBesideBlocks},
-      s);
+  launch_residency_step({c, ensure_params(layer, d_query, n, hooks), copy_params(layer),
+                         translate_params(layer, TranslateTarget{}), beside_ticket_.get(),
+                         kBesideBlocks, hooks.stamps},
+                        s);
 }
 
 void MirrorEngine::prefetch_async(int layer, const PageId* d_query, int n, cudaStream_t s,

@@ -39,6 +39,7 @@ struct TokenBytes {
 struct EnsureHooks {
   const std::int64_t* step = nullptr;  // null: *step()
   long long* totals = nullptr;         // null: none
+  StepStamps stamps{};                 // the one-launch step's phase times (benchmarks)
 };
 
 // The mirror placement on the GPU: a HostBank holding every page, a DevicePool of slots,

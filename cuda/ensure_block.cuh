@@ -160,9 +160,64 @@ __device__ inline int install_misses(const EnsureParams& p, const ResidencyView&
   return evictions;
 }
 
+// Steps 1 and 2 at once, for a query the block holds in one round (n <= B x threads, B <=
+// kMarkBatch; the caller takes the smallest B: the leader's phases cost their instructions
+// more than their loads, bench/results/residency-step-h200-2026-12-02.md):
+// each thread loads its entries and their slots once, the range check's barrier comes between
+// the loads and the atomics, and nothing changes when an entry is out of range. The slots are
+// read before the barrier: a page another thread claims meanwhile (a repeated miss) still fails
+// the claim's compare-and-swap, so the decisions are those of the two passes above. Returns
+// false (the state untouched, s_bad set) when an entry is out of range.
+template <int B>
+__device__ inline bool check_and_mark_one_round(const EnsureParams& p, const ResidencyView& st,
+                                                std::int64_t step, int& s_bad, int& s_lookups,
+                                                int& s_hits, int& s_m) {
+  PageId q[B];
+  SlotId slot[B];
+#pragma unroll
+  for (int b = 0; b < B; ++b) {
+    const int i = b * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+    q[b] = i < p.n ? p.query[i] : kNoPage;
+  }
+#pragma unroll
+  for (int b = 0; b < B; ++b) {
+    const int i = b * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+    const bool bad = q[b] < kNoPage || q[b] >= st.num_pages;
+    if (bad) atomicMin(&s_bad, i);
+    slot[b] = q[b] != kNoPage && !bad ? st.slot_of_page[q[b]] : kPendingSlot;
+  }
+  __syncthreads();
+  if (s_bad != INT_MAX) return false;
+  int lookups = 0, hits = 0;
+#pragma unroll
+  for (int b = 0; b < B; ++b) {
+    if (q[b] == kNoPage) continue;
+    ++lookups;
+    if (slot[b] >= 0) {
+      const long long old = atomicMax(reinterpret_cast<long long*>(st.last_use + slot[b]),
+                                      static_cast<long long>(step));
+      hits += old < step ? 1 : 0;
+    } else if (slot[b] == kNoSlot) {
+      if (atomicCAS(st.slot_of_page + q[b], kNoSlot, kPendingSlot) == kNoSlot) {
+        p.miss_pages[atomicAdd(&s_m, 1)] = q[b];
+      }
+    }
+  }
+  if (lookups) atomicAdd(&s_lookups, lookups);
+  if (hits) atomicAdd(&s_hits, hits);
+  return true;
+}
+
+// A phase's end in a benchmark's stamp row (kernels.hpp, StepStamp): thread 0's clock, after
+// the barrier that ends the phase. Nothing when the row is null.
+__device__ inline void stamp_clock(unsigned long long* row, StepStamp at) {
+  if (row != nullptr && threadIdx.x == 0) row[at] = clock64();
+}
+
 // The one-block ensure: every thread of a block of kEnsureThreads calls it; all return
-// together.
-__device__ inline void ensure_in_one_block(const EnsureParams& p) {
+// together. `stamps`: a StepStamps row for the phases' ends, or null.
+__device__ inline void ensure_in_one_block(const EnsureParams& p,
+                                           unsigned long long* stamps = nullptr) {
   __shared__ int s_bad, s_lookups, s_hits, s_m, s_evictable, s_evictions;
   __shared__ unsigned long long s_min_key, s_max_key;
   __shared__ int s_hist[kRadixBins];
@@ -183,22 +238,40 @@ __device__ inline void ensure_in_one_block(const EnsureParams& p) {
     s_less_count = 0;
   }
   __syncthreads();
-  // 1. range check
-  record_first_bad_query(p, st, s_bad);
-  __syncthreads();
-  if (s_bad != INT_MAX) {
-    if (tid == 0) {
-      finish_out_of_range(p, s_bad);
+  // 1. range check, 2. hits and misses: in one round where the query allows
+  if (p.n <= kMarkBatch * kEnsureThreads) {
+    bool ok;
+    if (p.n <= kEnsureThreads) {
+      ok = check_and_mark_one_round<1>(p, st, step, s_bad, s_lookups, s_hits, s_m);
+    } else if (p.n <= 4 * kEnsureThreads) {
+      ok = check_and_mark_one_round<4>(p, st, step, s_bad, s_lookups, s_hits, s_m);
+    } else {
+      ok = check_and_mark_one_round<kMarkBatch>(p, st, step, s_bad, s_lookups, s_hits, s_m);
     }
-    return;
+    stamp_clock(stamps, kStampChecked);
+    if (!ok) {
+      if (tid == 0) finish_out_of_range(p, s_bad);
+      return;
+    }
+  } else {
+    record_first_bad_query(p, st, s_bad);
+    __syncthreads();
+    stamp_clock(stamps, kStampChecked);
+    if (s_bad != INT_MAX) {
+      if (tid == 0) finish_out_of_range(p, s_bad);
+      return;
+    }
+    mark_hits_and_collect_misses(p, st, step, s_lookups, s_hits, s_m);
   }
-  // 2. hits and misses
-  mark_hits_and_collect_misses(p, st, step, s_lookups, s_hits, s_m);
   __syncthreads();
+  stamp_clock(stamps, kStampMarked);
   const int m = s_m;
   // 3. ascending miss order: rank sort through the victims scratch (distinct keys).
-  sort_misses_ascending(p, m);
-  __syncthreads();
+  if (m > 1) {
+    sort_misses_ascending(p, m);
+    __syncthreads();
+  }
+  stamp_clock(stamps, kStampSorted);
   if (m > 0) {
     // 4a. evictable count and the range of their last_use, as keys last_use + 1 >= 0.
     int evictable = 0;
@@ -325,10 +398,12 @@ __device__ inline void ensure_in_one_block(const EnsureParams& p) {
       p.victims[i] = p.copies[i].slot;
     __syncthreads();
   }
+  stamp_clock(stamps, kStampVictims);
   // 5. install
   const int evictions = install_misses(p, st, step, m);
   if (evictions) atomicAdd(&s_evictions, evictions);
   __syncthreads();
+  stamp_clock(stamps, kStampInstalled);
   if (tid == 0) {
     EnsureResult r;
     r.lookups = s_lookups;

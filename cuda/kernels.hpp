@@ -157,6 +157,29 @@ struct StepTicket {
   unsigned long long taken;      // blocks started, over every launch
   unsigned long long published;  // launches whose copy list is out
 };
+// Where a residency step's time goes (benchmarks: `kvtier bench residency`'s phase table). The
+// leader takes clock64() at each phase's end, so that phases shorter than the global timer's
+// tick still show, and the global timer at its start and its publish, which converts cycles to
+// ns; every block adds its end (atomicMax, so the buffer starts zeroed).
+enum StepStamp : int {
+  kStampStartNs,      // global timer, the leader's first instruction
+  kStampStart,        // clock64 from here to kStampPublished
+  kStampTicket,       // the leader's ticket is back
+  kStampCompacted,    // every row compacted into the query
+  kStampChecked,      // ensure's range check
+  kStampMarked,       // hits marked, misses claimed
+  kStampSorted,       // misses in ascending order
+  kStampVictims,      // victims found and ordered
+  kStampInstalled,    // misses installed, result written
+  kStampPublished,    // the copy list released to the other blocks
+  kStampPublishedNs,  // global timer at the release
+  kStampEndNs,        // global timer, the last block's end
+  kStepStamps
+};
+struct StepStamps {
+  unsigned long long* at = nullptr;  // [launches][kStepStamps]; null: none (every real run)
+  int launches = 0;                  // launch k of the ticket writes row k % launches
+};
 struct ResidencyStepParams {
   CompactParams compact;  // compact.out = ensure.query + the written pages
   EnsureParams ensure;
@@ -164,6 +187,7 @@ struct ResidencyStepParams {
   TranslateParams translate;  // n == 0: no translate
   StepTicket* ticket;         // zeroed device memory
   int blocks;                 // grid; 0: one block per SM
+  StepStamps stamps{};
 };
 void launch_residency_step(const ResidencyStepParams& p, cudaStream_t stream);
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <numeric>
 #include <random>
 
@@ -178,6 +179,113 @@ void bench_in_place_read(const BenchOptions& o, cudaStream_t s, std::mt19937_64&
                    " us = " + std::to_string(gbps(bytes, t - t_hbm)).substr(0, 6) + " GB/s"});
 }
 
+// A full pool for the residency-step figures: slot i holds page i, last used at a random
+// step before 1000, and the step counter at 1000.
+void fill_pool(MirrorEngine& e, std::mt19937_64& rng, cudaStream_t s) {
+  const SlotId slots = e.config().num_slots;
+  std::vector<SlotId> sop(static_cast<std::size_t>(e.config().num_pages), kNoSlot);
+  std::vector<PageId> pos(static_cast<std::size_t>(slots));
+  std::vector<std::int64_t> lu(static_cast<std::size_t>(slots));
+  for (SlotId i = 0; i < slots; ++i) {
+    sop[i] = i;
+    pos[i] = i;
+    lu[i] = std::uniform_int_distribution<std::int64_t>(0, 999)(rng);
+  }
+  const ResidencyView v = e.device_view(0);
+  KVT_CUDA_CHECK(cudaMemcpy(v.slot_of_page, sop.data(), sop.size() * 4, cudaMemcpyHostToDevice));
+  KVT_CUDA_CHECK(cudaMemcpy(v.page_of_slot, pos.data(), pos.size() * 4, cudaMemcpyHostToDevice));
+  KVT_CUDA_CHECK(cudaMemcpy(v.last_use, lu.data(), lu.size() * 8, cudaMemcpyHostToDevice));
+  launch_set_step(e.step(), 1000, s);
+}
+
+// `iters` layer-steps of one decode row over a full pool of `slots` (fill_pool): each row
+// selects the same 512 blocks (`hot`: all hits once resident), and `misses` of its pages are
+// pointed at pages never seen before, fresh in every step. Its query: the write page (the last
+// table page), then the compaction's 513 entries; `query(i)` is step i's. The fresh pages are
+// numbered from `fresh` on (advanced past them), so that the rows of several runs on one pool
+// never share one.
+struct StepRows {
+  static constexpr int kWidth = 513, kQuery = 1 + kWidth;
+  SlotId slots;
+  DeviceArray<std::int32_t> blocks;
+  DeviceArray<PageId> tables;
+  DeviceArray<std::int64_t> pos, lens;
+  DeviceArray<PageId> queries;
+  DeviceArray<int> counters = DeviceArray<int>(2);  // compaction: dropped, bad rows
+
+  StepRows(std::mt19937_64& rng, SlotId n_slots, int iters, int misses,
+           const std::vector<std::int32_t>& hot, PageId& fresh)
+      : slots(n_slots), queries(static_cast<std::size_t>(kQuery) * iters) {
+    std::vector<std::int32_t> b;
+    std::vector<PageId> t;
+    std::vector<std::int64_t> p, l;
+    for (int i = 0; i < iters; ++i) {
+      b.insert(b.end(), hot.begin(), hot.end());
+      std::vector<PageId> table(static_cast<std::size_t>(slots));
+      std::iota(table.begin(), table.end(), 0);
+      std::vector<std::int32_t> pick(hot.begin(), hot.end());
+      std::shuffle(pick.begin(), pick.end(), rng);
+      int done = 0;
+      for (auto blk : pick) {
+        const std::int64_t idx = std::int64_t{blk} * 4 / 64;
+        if (table[idx] < slots && done < misses) {
+          table[idx] = fresh++;
+          ++done;
+        }
+      }
+      t.insert(t.end(), table.begin(), table.end());
+      p.push_back(std::int64_t{slots} * 64 - 1);
+      l.push_back(slots);
+    }
+    blocks = upload(b);
+    tables = upload(t);
+    pos = upload(p);
+    lens = upload(l);
+    std::vector<PageId> wp(static_cast<std::size_t>(kQuery) * iters, kNoPage);
+    for (int i = 0; i < iters; ++i)
+      wp[static_cast<std::size_t>(i) * kQuery] = slots - 1;
+    KVT_CUDA_CHECK(cudaMemcpy(queries.get(), wp.data(), wp.size() * 4, cudaMemcpyHostToDevice));
+    KVT_CUDA_CHECK(cudaMemset(counters.get(), 0, 8));
+  }
+  PageId* query(int i) { return queries.get() + std::int64_t{i} * kQuery; }
+  CompactParams compact(int i) {
+    return CompactParams{blocks.get() + std::int64_t{i} * 512,
+                         pos.get() + i,
+                         tables.get() + std::int64_t{i} * slots,
+                         lens.get() + i,
+                         query(i) + 1,
+                         counters.get(),
+                         counters.get() + 1,
+                         1,
+                         512,
+                         static_cast<int>(slots),
+                         kWidth,
+                         4,
+                         64};
+  }
+};
+
+// One replay of a captured graph of layer-steps, in us (a second replay would find the fresh
+// pages resident).
+double replay_once_us(const GraphExec& g, cudaStream_t s) {
+  const Event a = make_event(), b = make_event();
+  KVT_CUDA_CHECK(cudaGraphUpload(g, s));
+  KVT_CUDA_CHECK(cudaStreamSynchronize(s));
+  KVT_CUDA_CHECK(cudaEventRecord(a, s));
+  KVT_CUDA_CHECK(cudaGraphLaunch(g, s));
+  KVT_CUDA_CHECK(cudaEventRecord(b, s));
+  KVT_CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  KVT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  return ms * 1000.0;
+}
+
+std::string last_counts(const MirrorEngine& e) {
+  EnsureResult r;
+  KVT_CUDA_CHECK(cudaMemcpy(&r, e.result(), sizeof r, cudaMemcpyDeviceToHost));
+  return std::to_string(r.hits) + " hits, " + std::to_string(r.misses) + " misses";
+}
+
 // --- compaction + ensure + translate, batch 1, 100k slots: all hits, and 72 misses; as
 // separate launches of each form, and as the one-launch residency step (which copies its
 // misses too: the copy cannot be left out of that launch)
@@ -192,92 +300,29 @@ void bench_residency_step(cudaStream_t s, std::vector<BenchFigure>& f) {
     std::mt19937_64 rng2(20261130);  // the same selections for both forms
     const PageLayout tiny = PageLayout::make(1, 64, 1, 8, false);  // residency cost only
     const SlotId slots = 100000;
-    const PageId pages = 400000;
-    const int width = 513, nq = 1 + width;
-    MirrorConfig cfg{tiny, ResidencyUnit::layer_page, pages, slots, nq, form};
+    MirrorConfig cfg{tiny, ResidencyUnit::layer_page, 4 * slots, slots, StepRows::kQuery, form};
     const std::string form_name = form == EnsureForm::block ? "one-block" : "multi-block";
     MirrorEngine e(cfg);
-    // A full pool: slot s holds page s, used at a random earlier step.
-    std::vector<SlotId> sop(static_cast<std::size_t>(pages), kNoSlot);
-    std::vector<PageId> pos_(static_cast<std::size_t>(slots));
-    std::vector<std::int64_t> lu(static_cast<std::size_t>(slots));
-    for (SlotId i = 0; i < slots; ++i) {
-      sop[i] = i;
-      pos_[i] = i;
-      lu[i] = std::uniform_int_distribution<std::int64_t>(0, 999)(rng2);
-    }
-    const ResidencyView v = e.device_view(0);
-    KVT_CUDA_CHECK(cudaMemcpy(v.slot_of_page, sop.data(), sop.size() * 4, cudaMemcpyHostToDevice));
-    KVT_CUDA_CHECK(
-        cudaMemcpy(v.page_of_slot, pos_.data(), pos_.size() * 4, cudaMemcpyHostToDevice));
-    KVT_CUDA_CHECK(cudaMemcpy(v.last_use, lu.data(), lu.size() * 8, cudaMemcpyHostToDevice));
-    launch_set_step(e.step(), 1000, s);
+    fill_pool(e, rng2, s);
     const int iters = 64;
-    // Each iteration's row: 512 blocks over the resident pages' tokens (hits), or with 72 of
-    // its pages pointing at pages never seen (misses). Table entry i -> page.
-    const std::int64_t ctx = std::int64_t{slots} * 64;
     for (int with_misses = 0; with_misses < 2; ++with_misses) {
-      std::vector<std::int32_t> blocks;
-      std::vector<PageId> tables;
-      std::vector<std::int64_t> rowpos, lens;
+      const auto hot = random_blocks(rng2, std::int64_t{slots} * 64);
       PageId fresh = slots;
-      const auto hot = random_blocks(rng2, ctx);  // one hot selection: all hits after warm-up
-      for (int i = 0; i < iters; ++i) {
-        blocks.insert(blocks.end(), hot.begin(), hot.end());
-        std::vector<PageId> table(static_cast<std::size_t>(slots));
-        std::iota(table.begin(), table.end(), 0);
-        if (with_misses) {
-          std::vector<std::int32_t> pick(hot.begin(), hot.end());
-          std::shuffle(pick.begin(), pick.end(), rng2);
-          int done = 0;
-          for (auto b : pick) {
-            const std::int64_t idx = std::int64_t{b} * 4 / 64;
-            if (table[idx] < slots && done < 72) {
-              table[idx] = fresh++;
-              ++done;
-            }
-          }
-        }
-        tables.insert(tables.end(), table.begin(), table.end());
-        rowpos.push_back(ctx - 1);
-        lens.push_back(slots);
-      }
-      auto d_blocks = upload(blocks);
-      auto d_tables = upload(tables);
-      auto d_pos = upload(rowpos);
-      auto d_len = upload(lens);
-      DeviceArray<PageId> query(static_cast<std::size_t>(nq) * iters);
-      std::vector<PageId> wp(static_cast<std::size_t>(nq) * iters, kNoPage);
-      for (int i = 0; i < iters; ++i)
-        wp[static_cast<std::size_t>(i) * nq] = slots - 1;  // write page: the last table page
-      KVT_CUDA_CHECK(cudaMemcpy(query.get(), wp.data(), wp.size() * 4, cudaMemcpyHostToDevice));
-      DeviceArray<SlotId> phys(static_cast<std::size_t>(width) * iters);
-      DeviceArray<int> counters(2);
-      KVT_CUDA_CHECK(cudaMemset(counters.get(), 0, 8));
+      StepRows rows(rng2, slots, iters, with_misses ? 72 : 0, hot, fresh);
+      DeviceArray<SlotId> phys(static_cast<std::size_t>(StepRows::kWidth) * iters);
       auto enqueue = [&](int i) {
-        CompactParams cp{d_blocks.get() + std::int64_t{i} * 512,
-                         d_pos.get() + i,
-                         d_tables.get() + std::int64_t{i} * slots,
-                         d_len.get() + i,
-                         query.get() + std::int64_t{i} * nq + 1,
-                         counters.get(),
-                         counters.get() + 1,
-                         1,
-                         512,
-                         slots,
-                         width,
-                         4,
-                         64};
-        PageId* q = query.get() + std::int64_t{i} * nq;
-        SlotId* out = phys.get() + std::int64_t{i} * width;
+        const CompactParams cp = rows.compact(i);
+        PageId* q = rows.query(i);
+        SlotId* out = phys.get() + std::int64_t{i} * StepRows::kWidth;
         if (var.one_launch) {
           launch_advance_step(e.step(), s);
-          e.residency_step_async(0, cp, q, nq, {q + 1, out, width, dummy_slot(slots)}, s);
+          e.residency_step_async(0, cp, q, StepRows::kQuery,
+                                 {q + 1, out, StepRows::kWidth, dummy_slot(slots)}, s);
         } else {
           launch_compact(cp, s);
           launch_advance_step(e.step(), s);
-          e.ensure_only_async(0, q, nq, s);
-          e.translate_async(0, q + 1, width, out, s);
+          e.ensure_only_async(0, q, StepRows::kQuery, s);
+          e.translate_async(0, q + 1, StepRows::kWidth, out, s);
         }
       };
       if (!with_misses) {
@@ -289,20 +334,8 @@ void bench_residency_step(cudaStream_t s, std::vector<BenchFigure>& f) {
         for (int i = 0; i < iters; ++i)
           enqueue(i);
       });
-      // One replay: a second would find the fresh pages resident. The kernels are warm
-      // (the hits graph ran first).
-      const Event a = make_event(), b = make_event();
-      KVT_CUDA_CHECK(cudaGraphUpload(g, s));
-      KVT_CUDA_CHECK(cudaStreamSynchronize(s));
-      KVT_CUDA_CHECK(cudaEventRecord(a, s));
-      KVT_CUDA_CHECK(cudaGraphLaunch(g, s));
-      KVT_CUDA_CHECK(cudaEventRecord(b, s));
-      KVT_CUDA_CHECK(cudaEventSynchronize(b));
-      float ms = 0;
-      KVT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-      const double t = ms * 1000.0;
-      EnsureResult r;
-      KVT_CUDA_CHECK(cudaMemcpy(&r, e.result(), sizeof r, cudaMemcpyDeviceToHost));
+      // The kernels are warm (the hits graph ran first).
+      const double t = replay_once_us(g, s);
       f.push_back(
           {var.one_launch
                ? (with_misses ? "residency step in one launch, 72 misses, batch 1, 100k slots, "
@@ -312,8 +345,99 @@ void bench_residency_step(cudaStream_t s, std::vector<BenchFigure>& f) {
                ? "compaction + ensure + translate, 72 misses, batch 1, 100k slots copy excluded"
                : "compaction + ensure + translate, all hits, batch 1, 100k slots",
            t / iters, "us/layer", with_misses ? "<= 25 us" : "<= 8 us",
-           form_name + " ensure; graph of " + std::to_string(iters) + " layer-steps; last: " +
-               std::to_string(r.hits) + " hits, " + std::to_string(r.misses) + " misses"});
+           form_name + " ensure; graph of " + std::to_string(iters) +
+               " layer-steps; last: " + last_counts(e)});
+    }
+  }
+}
+
+// --- the step beside the attention (MirrorEngine::residency_beside_async, the mirror decode's
+// chain of layer-steps), alone in a graph of 64, and where its time goes: the leader's phases
+// from its stamps (kernels.hpp, StepStamp), medians over the steps.
+void bench_step_phases(cudaStream_t s, std::vector<BenchFigure>& f) {
+  const PageLayout tiny = PageLayout::make(1, 64, 1, 8, false);  // residency cost only
+  const int iters = 64;
+  int clock_khz = 0;
+  KVT_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  for (const SlotId slots : {SlotId{8192}, SlotId{32768}, SlotId{131072}}) {
+    std::mt19937_64 rng(20261202);
+    MirrorConfig cfg{tiny,  ResidencyUnit::layer_page, 4 * slots,
+                     slots, StepRows::kQuery,          EnsureForm::block};
+    MirrorEngine e(cfg);
+    fill_pool(e, rng, s);
+    const auto hot = random_blocks(rng, std::int64_t{slots} * 64);
+    PageId fresh = slots;
+    for (const int misses : {0, 16, 256}) {
+      StepRows rows(rng, slots, iters, misses, hot, fresh);
+      DeviceArray<unsigned long long> stamps(static_cast<std::size_t>(iters) * kStepStamps);
+      EnsureHooks hooks;
+      auto enqueue = [&](int i) {
+        launch_advance_step(e.step(), s);
+        e.residency_beside_async(0, rows.compact(i), rows.query(i), StepRows::kQuery, s, hooks);
+      };
+      for (int i = 0; i < 3; ++i)
+        enqueue(0);  // the hot selection resident, the kernel loaded
+      KVT_CUDA_CHECK(cudaStreamSynchronize(s));
+      KVT_CUDA_CHECK(cudaMemset(stamps.get(), 0, stamps.size() * sizeof(unsigned long long)));
+      hooks.stamps = {stamps.get(), iters};
+      const GraphExec g = capture(s, [&] {
+        for (int i = 0; i < iters; ++i)
+          enqueue(i);
+      });
+      const double t = replay_once_us(g, s);
+      std::vector<unsigned long long> h(stamps.size());
+      KVT_CUDA_CHECK(cudaMemcpy(h.data(), stamps.get(), h.size() * 8, cudaMemcpyDeviceToHost));
+      // ns per cycle over all steps (the global timer's tick may be coarse; the sum is not)
+      double ns = 0, cycles = 0;
+      for (int i = 0; i < iters; ++i) {
+        const unsigned long long* r = h.data() + std::size_t(i) * kStepStamps;
+        ns += double(r[kStampPublishedNs] - r[kStampStartNs]);
+        cycles += double(r[kStampPublished] - r[kStampStart]);
+      }
+      const double ns_per_cycle = ns > 0 && cycles > 0 ? ns / cycles : 1e6 / clock_khz;
+      // phase k: from stamp k - 1 to stamp k, in us (median over the steps); then the rest of
+      // the launch after the publish, and the gap to the next launch's start
+      auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
+      std::string detail;
+      static const char* const kNames[] = {"ticket", "compact", "check",   "mark",
+                                           "sort",   "victims", "install", "publish"};
+      static_assert(std::size(kNames) == kStampPublished - kStampTicket + 1);
+      for (int k = kStampTicket; k <= kStampPublished; ++k) {
+        std::vector<double> v;
+        for (int i = 0; i < iters; ++i) {
+          const unsigned long long* r = h.data() + std::size_t(i) * kStepStamps;
+          v.push_back(double(r[k] - r[k - 1]) * ns_per_cycle / 1e3);
+        }
+        char buf[48];
+        std::snprintf(buf, sizeof buf, "%s%s %.2f", detail.empty() ? "" : ", ",
+                      kNames[k - kStampTicket], median(v));
+        detail += buf;
+      }
+      // launches in start order (the ring's rows are in ticket order from a shifted origin)
+      std::vector<const unsigned long long*> order;
+      for (int i = 0; i < iters; ++i)
+        order.push_back(h.data() + std::size_t(i) * kStepStamps);
+      std::sort(order.begin(), order.end(),
+                [](auto* a, auto* b) { return a[kStampStartNs] < b[kStampStartNs]; });
+      std::vector<double> tail, gap;
+      for (int i = 0; i < iters; ++i) {
+        tail.push_back(double(order[i][kStampEndNs] - order[i][kStampPublishedNs]) / 1e3);
+        if (i + 1 < iters)
+          gap.push_back(double(order[i + 1][kStampStartNs] - order[i][kStampEndNs]) / 1e3);
+      }
+      char buf[96];
+      std::snprintf(buf, sizeof buf, ", copy + exit %.2f, gap to next start %.2f us", median(tail),
+                    median(gap));
+      detail += buf;
+      f.push_back({"step beside (" + std::to_string(MirrorEngine::kBesideBlocks) + " blocks), " +
+                       std::to_string(slots) + " slots, 514 lookups, " + std::to_string(misses) +
+                       " misses",
+                   t / iters, "us/layer", misses == 0 ? "<= 5 us" : "",
+                   "graph of " + std::to_string(iters) + "; last: " + last_counts(e) +
+                       "; phases (us): " + detail});
     }
   }
 }
@@ -397,6 +521,7 @@ std::vector<BenchFigure> run_residency_bench(const BenchOptions& o) {
   bench_miss_copy(o, s, rng, ref, f);
   bench_in_place_read(o, s, rng, f);
   bench_residency_step(s, f);
+  bench_step_phases(s, f);
   bench_store_overhead(o, s, rng, ref, f);
   return f;
 }

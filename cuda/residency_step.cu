@@ -25,6 +25,12 @@ using ensure_block::kEnsureThreads;
 constexpr int kLaneItems = 17;
 constexpr std::int32_t kNoItem = -1;
 
+__device__ inline unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // One row's compaction by one warp, with compact_row's output. A row's items are its chosen
 // blocks, then the causal tail's first block (tail.begin is a multiple of the ratio), each
 // lane holding kLaneItems consecutive items. Positions are block x ratio and a page holds
@@ -45,6 +51,13 @@ __device__ void compact_row_in_warp(const CompactParams& p, int r, int lane) {
   const int n_blocks = p.tail_only != nullptr && p.tail_only[r] != 0 ? 0 : p.n_blocks;
   const int items = n_blocks + (has_tail ? 1 : 0);
   const int blocks_per_page = p.page_size / p.compress_ratio;
+  // A page's blocks are a power of two in every geometry kvtier ships: a shift, not a division
+  // (one warp compacts a row, and its instructions, not its loads, are most of its time: the
+  // shift took 1.5 us off the row's 8, bench/results/residency-step-h200-2026-12-02.md).
+  const int page_shift = __popc(blocks_per_page) == 1 ? __ffs(blocks_per_page) - 1 : -1;
+  auto page_of = [page_shift, blocks_per_page](std::int32_t block) {
+    return page_shift >= 0 ? block >> page_shift : block / blocks_per_page;
+  };
   // A tail block beyond int32 cannot be held as an item, and pages must hold whole blocks:
   // the core handles such rows.
   bool bad = (has_tail && tail_block > INT32_MAX) || p.page_size % p.compress_ratio != 0;
@@ -83,9 +96,9 @@ __device__ void compact_row_in_warp(const CompactParams& p, int r, int lane) {
 #pragma unroll
     for (int k = 0; k < kLaneItems; ++k) {
       if (item[k] == kNoItem) continue;
-      const std::int32_t index = item[k] / blocks_per_page;
+      const std::int32_t index = page_of(item[k]);
       if (item[k] < q || index >= table_len) bad = true;
-      if (q == kNoItem || index != q / blocks_per_page) start_bits |= 1u << k;
+      if (q == kNoItem || index != page_of(q)) start_bits |= 1u << k;
       q = item[k] > q ? item[k] : q;
     }
     if (__any_sync(kAll, bad)) break;
@@ -100,7 +113,7 @@ __device__ void compact_row_in_warp(const CompactParams& p, int r, int lane) {
     // round trip per pass, not one per page.
 #pragma unroll
     for (int k = 0; k < kLaneItems; ++k)
-      if (start_bits & (1u << k)) item[k] = table[item[k] / blocks_per_page];
+      if (start_bits & (1u << k)) item[k] = table[page_of(item[k])];
     int k_out = carry_count + incl - starts;
 #pragma unroll
     for (int k = 0; k < kLaneItems; ++k) {
@@ -121,29 +134,48 @@ __device__ void compact_row_in_warp(const CompactParams& p, int r, int lane) {
   if (lane == 0 && carry_count > p.width) atomicAdd(p.dropped, carry_count - p.width);
 }
 
-template <int W>
+// kStamps: the benchmarks' form, which records the phases (p.stamps); apart, because holding the
+// stamp row costs registers the step does not have to spare (1024 threads of at most 64).
+template <int W, bool kStamps>
 __global__ void __launch_bounds__(kEnsureThreads)
     residency_step_kernel(const __grid_constant__ ResidencyStepParams p,
                           const __grid_constant__ words::WordPlan plan) {
-  __shared__ unsigned long long s_ticket;
+  __shared__ unsigned long long s_ticket, s_start_ns, s_start_clock;
+  if (kStamps && threadIdx.x == 0) {  // in shared memory: no registers held
+    s_start_ns = globaltimer_ns();
+    s_start_clock = clock64();
+  }
   if (threadIdx.x == 0) s_ticket = atomicAdd(&p.ticket->taken, 1ull);
   __syncthreads();
   const unsigned long long ticket = s_ticket;
   const unsigned long long launch = ticket / gridDim.x;  // launches before this one
   const unsigned long long worker = ticket % gridDim.x;
+  unsigned long long* const stamps =
+      kStamps ? p.stamps.at + (launch % static_cast<unsigned>(p.stamps.launches)) * kStepStamps
+              : nullptr;
   ::cuda::atomic_ref<unsigned long long, ::cuda::thread_scope_device> published(
       p.ticket->published);
   if (worker == 0) {
     // The first block to start leads: it runs, so blocks waiting for it cannot deadlock.
+    if (stamps != nullptr && threadIdx.x == 0) {
+      stamps[kStampStartNs] = s_start_ns;
+      stamps[kStampStart] = s_start_clock;
+      stamps[kStampTicket] = clock64();
+    }
     const int lane = threadIdx.x & 31;
     for (int r = threadIdx.x >> 5; r < p.compact.rows; r += kEnsureThreads / 32)
       compact_row_in_warp(p.compact, r, lane);
     __syncthreads();  // the query is complete (global writes of this block are visible to it)
-    ensure_block::ensure_in_one_block(p.ensure);
+    ensure_block::stamp_clock(stamps, kStampCompacted);
+    ensure_block::ensure_in_one_block(p.ensure, stamps);
     __syncthreads();
     if (threadIdx.x == 0) {
       __threadfence();  // the whole block's writes, ordered by the barrier, before the release
       published.store(launch + 1, ::cuda::memory_order_release);
+      if (stamps != nullptr) {
+        stamps[kStampPublished] = clock64();
+        stamps[kStampPublishedNs] = globaltimer_ns();
+      }
     }
   } else {
     if (threadIdx.x == 0) {
@@ -164,6 +196,10 @@ __global__ void __launch_bounds__(kEnsureThreads)
     missing +=
         translate_pages(t.logical + i, 1, t.slot_of_page, t.num_pages, t.dummy, t.physical + i);
   if (missing) atomicAdd(t.missing, missing);
+  if (stamps != nullptr) {
+    __syncthreads();
+    if (threadIdx.x == 0) atomicMax(stamps + kStampEndNs, globaltimer_ns());
+  }
 }
 
 template <int W>
@@ -171,7 +207,11 @@ struct StepLaunch {
   static void run(const ResidencyStepParams& p, const words::WordPlan& plan, cudaStream_t s) {
     // 0: one block of 1024 threads per SM, so that every block can be resident at once
     const int grid = p.blocks > 0 ? p.blocks : qsa::sm_count();
-    residency_step_kernel<W><<<grid, kEnsureThreads, 0, s>>>(p, plan);
+    if (p.stamps.at != nullptr) {
+      residency_step_kernel<W, true><<<grid, kEnsureThreads, 0, s>>>(p, plan);
+    } else {
+      residency_step_kernel<W, false><<<grid, kEnsureThreads, 0, s>>>(p, plan);
+    }
   }
 };
 

@@ -219,14 +219,16 @@ TEST(EnsureForms, BlockFormOnLargePools) {
   }
 }
 
-// 100k slots (25 chunks of the multi-block form), few misses: the merge path, with narrow
+// 32k - 100k slots (8 - 25 chunks of the multi-block form; some odd, so that the last chunk and
+// the block form's last warp end in a single slot), few misses: the merge path, with narrow
 // last_use ranges (many ties across chunks) and wide ones.
 TEST(EnsureForms, ManyChunksFewMisses) {
   KVT_REQUIRE_GPU();
+  const SlotId sizes[] = {100001, 100000, 32769, 32768, 32767, 65537};
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
     std::mt19937_64 rng(seed);
-    const SlotId slots = 100000;
-    const PageId pages = 300000;
+    const SlotId slots = sizes[seed - 1];
+    const PageId pages = 3 * slots;
     HostState s;
     s.slot_of_page.assign(pages, kNoSlot);
     s.page_of_slot.assign(slots, kNoPage);
