@@ -86,7 +86,12 @@ po::options_description run_trace_options() {
       "with --verify: every install as JSON lines (the simulator's format)")(
       "forwards", po::value<long long>()->default_value(-1), "replay at most N forwards")(
       "steps", po::value<int>()->default_value(20), "forwards listed in the table (first N)")(
-      "json", "print JSON (totals and every forward) instead of a table");
+      "step-phases",
+      "mirror: where the residency steps that run beside the attention (the forwards that read "
+      "their misses in place) spend their time: the leading block's phases, the step's span and "
+      "the gap to the next step, medians over the last 65,536 steps (the steps record them in a "
+      "kernel form of their own)")("json",
+                                   "print JSON (totals and every forward) instead of a table");
   return desc;
 }
 
@@ -107,6 +112,8 @@ void check_options(const po::variables_map& vm) {
         "hybrid simulates it)");
   if (policy != MirrorPolicy::lru && placement != Placement::mirror)
     throw ConfigError("--policy applies to placement mirror only");
+  if (vm.count("step-phases") && placement != Placement::mirror)
+    throw ConfigError("--step-phases applies to placement mirror only (its residency steps)");
   if (vm["forwards"].as<long long>() < -1)
     throw ConfigError("--forwards: -1 (all) or a count, got " +
                       std::to_string(vm["forwards"].as<long long>()));
@@ -142,6 +149,7 @@ cuda::ReplayConfig replay_config(const po::variables_map& vm,
            : c.verify       ? cuda::ReadMode::checksum
                             : cuda::ReadMode::attend;
   c.max_forwards = vm["forwards"].as<long long>();
+  c.step_phases = vm.count("step-phases") > 0;
   if (vm.count("decisions")) {
     if (!c.verify) throw ConfigError("--decisions needs --verify");
     decisions.emplace(vm["decisions"].as<std::string>());
@@ -192,6 +200,14 @@ void print_replay_json(const traces::TraceInput& input, const cuda::ReplayConfig
         "excluded";
   } else {
     o["gpu_us_measures"] = "the forward, K/V byte generation included";
+  }
+  if (c.step_phases) {
+    const cuda::StepPhases& p = r.step_phases;
+    o["step_phases"] = {
+        {"steps", p.launches},         {"ticket_us", p.ticket},   {"compaction_us", p.compaction},
+        {"check_us", p.check},         {"mark_us", p.mark},       {"sort_us", p.sort},
+        {"victims_us", p.victims},     {"install_us", p.install}, {"publish_us", p.publish},
+        {"copy_exit_us", p.copy_exit}, {"span_us", p.span},       {"gap_us", p.gap}};
   }
   if (r.verified) {
     if (c.read == cuda::ReadMode::checksum) o["expected_checksum"] = hex64(r.expected_checksum);
@@ -250,6 +266,12 @@ void print_replay_table(const traces::TraceInput& input, const cuda::ReplayConfi
   tt.add({"device -> host", fmt_bytes(static_cast<double>(t.d2h_bytes))});
   tt.add({c.read == cuda::ReadMode::attend ? "attention output digest" : "checksum",
           hex64(r.checksum)});
+  if (c.step_phases) {
+    const cuda::StepPhases& p = r.step_phases;
+    tt.add({"steps beside the attention, us (medians)",
+            p.launches > 0 ? describe(p) + "; " + fmt_int(p.launches) + " steps"
+                           : std::string("none ran (every forward ran its step first)")});
+  }
   if (r.verified) {
     if (c.read == cuda::ReadMode::checksum)
       tt.add({"expected checksum (CPU)", hex64(r.expected_checksum)});

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <iterator>
 #include <numeric>
 #include <random>
 
@@ -14,6 +13,7 @@
 #include "cuda/engine.hpp"
 #include "cuda/host_bank.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/step_phases.hpp"
 #include "cuda/stream_handles.hpp"
 
 namespace kvtier::cuda {
@@ -357,8 +357,6 @@ void bench_residency_step(cudaStream_t s, std::vector<BenchFigure>& f) {
 void bench_step_phases(cudaStream_t s, std::vector<BenchFigure>& f) {
   const PageLayout tiny = PageLayout::make(1, 64, 1, 8, false);  // residency cost only
   const int iters = 64;
-  int clock_khz = 0;
-  KVT_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
   for (const SlotId slots : {SlotId{8192}, SlotId{32768}, SlotId{131072}}) {
     std::mt19937_64 rng(20261202);
     MirrorConfig cfg{tiny,  ResidencyUnit::layer_page, 4 * slots,
@@ -369,7 +367,7 @@ void bench_step_phases(cudaStream_t s, std::vector<BenchFigure>& f) {
     PageId fresh = slots;
     for (const int misses : {0, 16, 256}) {
       StepRows rows(rng, slots, iters, misses, hot, fresh);
-      DeviceArray<unsigned long long> stamps(static_cast<std::size_t>(iters) * kStepStamps);
+      StepStampRecorder recorder(iters);
       EnsureHooks hooks;
       auto enqueue = [&](int i) {
         launch_advance_step(e.step(), s);
@@ -378,66 +376,19 @@ void bench_step_phases(cudaStream_t s, std::vector<BenchFigure>& f) {
       for (int i = 0; i < 3; ++i)
         enqueue(0);  // the hot selection resident, the kernel loaded
       KVT_CUDA_CHECK(cudaStreamSynchronize(s));
-      KVT_CUDA_CHECK(cudaMemset(stamps.get(), 0, stamps.size() * sizeof(unsigned long long)));
-      hooks.stamps = {stamps.get(), iters};
+      hooks.stamps = recorder.stamps();
       const GraphExec g = capture(s, [&] {
         for (int i = 0; i < iters; ++i)
           enqueue(i);
       });
+      recorder.clear();  // the warm-up's launches recorded nothing; the graph's start clean
       const double t = replay_once_us(g, s);
-      std::vector<unsigned long long> h(stamps.size());
-      KVT_CUDA_CHECK(cudaMemcpy(h.data(), stamps.get(), h.size() * 8, cudaMemcpyDeviceToHost));
-      // ns per cycle over all steps (the global timer's tick may be coarse; the sum is not)
-      double ns = 0, cycles = 0;
-      for (int i = 0; i < iters; ++i) {
-        const unsigned long long* r = h.data() + std::size_t(i) * kStepStamps;
-        ns += double(r[kStampPublishedNs] - r[kStampStartNs]);
-        cycles += double(r[kStampPublished] - r[kStampStart]);
-      }
-      const double ns_per_cycle = ns > 0 && cycles > 0 ? ns / cycles : 1e6 / clock_khz;
-      // phase k: from stamp k - 1 to stamp k, in us (median over the steps); then the rest of
-      // the launch after the publish, and the gap to the next launch's start
-      auto median = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        return v[v.size() / 2];
-      };
-      std::string detail;
-      static const char* const kNames[] = {"ticket", "compact", "check",   "mark",
-                                           "sort",   "victims", "install", "publish"};
-      static_assert(std::size(kNames) == kStampPublished - kStampTicket + 1);
-      for (int k = kStampTicket; k <= kStampPublished; ++k) {
-        std::vector<double> v;
-        for (int i = 0; i < iters; ++i) {
-          const unsigned long long* r = h.data() + std::size_t(i) * kStepStamps;
-          v.push_back(double(r[k] - r[k - 1]) * ns_per_cycle / 1e3);
-        }
-        char buf[48];
-        std::snprintf(buf, sizeof buf, "%s%s %.2f", detail.empty() ? "" : ", ",
-                      kNames[k - kStampTicket], median(v));
-        detail += buf;
-      }
-      // launches in start order (the ring's rows are in ticket order from a shifted origin)
-      std::vector<const unsigned long long*> order;
-      for (int i = 0; i < iters; ++i)
-        order.push_back(h.data() + std::size_t(i) * kStepStamps);
-      std::sort(order.begin(), order.end(),
-                [](auto* a, auto* b) { return a[kStampStartNs] < b[kStampStartNs]; });
-      std::vector<double> tail, gap;
-      for (int i = 0; i < iters; ++i) {
-        tail.push_back(double(order[i][kStampEndNs] - order[i][kStampPublishedNs]) / 1e3);
-        if (i + 1 < iters)
-          gap.push_back(double(order[i + 1][kStampStartNs] - order[i][kStampEndNs]) / 1e3);
-      }
-      char buf[96];
-      std::snprintf(buf, sizeof buf, ", copy + exit %.2f, gap to next start %.2f us", median(tail),
-                    median(gap));
-      detail += buf;
       f.push_back({"step beside (" + std::to_string(MirrorEngine::kBesideBlocks) + " blocks), " +
                        std::to_string(slots) + " slots, 514 lookups, " + std::to_string(misses) +
                        " misses",
                    t / iters, "us/layer", misses == 0 ? "<= 5 us" : "",
                    "graph of " + std::to_string(iters) + "; last: " + last_counts(e) +
-                       "; phases (us): " + detail});
+                       "; phases (us, medians): " + describe(recorder.read())});
     }
   }
 }

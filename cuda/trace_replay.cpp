@@ -116,6 +116,7 @@ class TraceReplay {
       }
     }
     if (attend_) res_.checksum = att_->checksum();
+    if (step_stamps_) res_.step_phases = step_stamps_->read();
     totals();
     return std::move(res_);
   }
@@ -135,6 +136,7 @@ class TraceReplay {
       MirrorConfig mc{layout_, ResidencyUnit::layer_page,   num_pages_,
                       slots_,  static_cast<int>(max_query), cfg_.form};
       engine_ = std::make_unique<MirrorEngine>(mc);
+      if (cfg_.step_phases) step_stamps_.emplace(kStepPhaseLaunches);
       res_.device_bytes = engine_->pool().total_bytes();
       res_.host_bytes = engine_->host().total_bytes();
     } else {
@@ -402,7 +404,9 @@ class TraceReplay {
   void residency_beside(int l) {
     KVT_CUDA_CHECK(cudaEventRecord(ev_fork_, s_));
     KVT_CUDA_CHECK(cudaStreamWaitEvent(side_, ev_fork_));
-    engine_->residency_beside_async(l, compact_params(l), query(l), sf_.query_len, side_, hooks(l));
+    EnsureHooks h = hooks(l);
+    if (step_stamps_) h.stamps = step_stamps_->stamps();
+    engine_->residency_beside_async(l, compact_params(l), query(l), sf_.query_len, side_, h);
     KVT_CUDA_CHECK(cudaEventRecord(ev_join_[l % 2], side_));
   }
 
@@ -616,6 +620,8 @@ class TraceReplay {
   std::vector<std::int64_t> bypass_read_pos_;  // the same for rows that bypass the pool
 
   std::unique_ptr<MirrorEngine> engine_;
+  static constexpr int kStepPhaseLaunches = 65536;
+  std::optional<StepStampRecorder> step_stamps_;  // cfg_.step_phases
   std::unique_ptr<DevicePool> pool_;
   std::unique_ptr<HostBank> bank_;
   std::optional<MirrorVerifier> verifier_;

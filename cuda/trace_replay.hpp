@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cuda/kernels.hpp"
+#include "cuda/step_phases.hpp"
 #include "model/kv_dtype.hpp"
 #include "model/mirror_policy.hpp"
 #include "model/placement.hpp"
@@ -66,6 +67,9 @@ struct ReplayConfig {
   // reads every page from the pool (the default reads the misses from the host bank in place
   // while the ensure and copy run beside it; the same bytes, the same decisions).
   bool copy_first = false;
+  // Mirror, in place: record where the residency steps beside the attention spend their time
+  // (StepPhases, ReplayResult::step_phases), the last 65,536 of them.
+  bool step_phases = false;
   // With verify: one JSON line per install, in the simulator's --decisions format.
   std::ostream* decisions = nullptr;
   std::int64_t max_forwards = -1;  // stop after this many forwards (-1: all)
@@ -125,6 +129,7 @@ struct ReplayResult {
   std::string first_checksum_mismatch;
   std::int64_t device_bytes = 0;  // allocated for banks and pool
   std::int64_t host_bytes = 0;
+  StepPhases step_phases;  // with cfg.step_phases: the steps beside the attention
 };
 
 // Replays `input` on device 0. Throws ConfigError / CapacityError like the simulator for

@@ -49,6 +49,19 @@ TEST(CliRunTrace, PolicyIsCheckedBeforeAnythingRuns) {
   EXPECT_TRUE(has(bad.out, "policy: expected lru, hybrid or prefetch, got 'fifo'")) << bad.out;
 }
 
+// --step-phases: told in --help, and refused before anything runs where no residency step is.
+TEST(CliRunTrace, StepPhasesAreTheMirrorsOnly) {
+  const std::string base = "run --trace " + sample_trace();
+  const auto help = run_kvtier(base + " --help");
+  EXPECT_TRUE(has(help.out, "--step-phases")) << help.out;
+  EXPECT_TRUE(has(help.out, "spend their time")) << help.out;
+  for (const char* placement : {"device", "host"}) {
+    const auto r = run_kvtier(base + " --placement " + placement + " --step-phases");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_TRUE(has(r.out, "--step-phases applies to placement mirror only")) << r.out;
+  }
+}
+
 TEST(CliRunTrace, BadReadModeOrNoDeviceIsAnError) {
   const auto bad = run_kvtier("run --trace " + sample_trace() + " --read both");
   EXPECT_EQ(bad.exit_code, 1) << bad.out;

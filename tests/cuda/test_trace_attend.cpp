@@ -220,6 +220,39 @@ TEST(TraceAttend, EvictingMirrorMatchesDevice) {
   }
 }
 
+// The steps beside the attention, recorded (--step-phases): one record per in-place forward and
+// layer, phases that add up within the step's span, and the same outputs and counts as the
+// run that records nothing (the recording kernel makes the same decisions).
+TEST(TraceAttend, StepPhasesRecordEveryStepBeside) {
+  KVT_REQUIRE_GPU();
+  const traces::TraceInput in = long_request();
+  const ReplayResult plain =
+      replay_trace(in, attend_config(Placement::mirror, KvDtype::bf16, kLongPool));
+  ReplayConfig c = attend_config(Placement::mirror, KvDtype::bf16, kLongPool);
+  c.step_phases = true;
+  const ReplayResult rec = replay_trace(in, c);
+  EXPECT_EQ(rec.checksum, plain.checksum);
+  EXPECT_EQ(rec.total.hits, plain.total.hits);
+  EXPECT_EQ(rec.total.misses, plain.total.misses);
+  EXPECT_EQ(rec.total.evictions, plain.total.evictions);
+  int in_place = 0;
+  for (const cuda::ReplayStep& s : rec.steps)
+    in_place += s.reads_in_place ? 1 : 0;
+  ASSERT_GT(in_place, 0);
+  const StepPhases& p = rec.step_phases;
+  EXPECT_EQ(p.launches, in_place * in.header.geometry.qsa_layers());
+  for (double v : {p.ticket, p.compaction, p.check, p.mark, p.sort, p.victims, p.install, p.publish,
+                   p.copy_exit, p.gap})
+    EXPECT_GE(v, 0.0);
+  EXPECT_GT(p.compaction, 0.0);
+  EXPECT_GT(p.span, p.compaction);
+  // medians need not add up exactly; the leader's phases lie within the span
+  EXPECT_LE(p.ticket + p.compaction + p.check + p.mark + p.sort + p.victims + p.install,
+            p.span * 1.5);
+  // without the option nothing is recorded
+  EXPECT_EQ(plain.step_phases.launches, 0);
+}
+
 // The prefetch policy on the evicting pool: each layer's query ensured into the next layer's
 // pool beside the main stream. The outputs are still the device placement's bit for bit and
 // the decisions (prefetches included) the simulator's; without --verify (a CUDA graph per
