@@ -83,7 +83,7 @@ po::options_description model_options() {
       "and keep their decode steps in flight together (one's reads over the link overlap the "
       "others' GPU work); the decode figures then time the overlapped steps after the first. "
       "auto: placement host takes 2 or 4 where the h200-pcie5 profile's estimate of a decode "
-      "step is at least 10 % shorter than in one batch (model/micro_batch_choice.hpp), else 1; "
+      "step is at least 3 % shorter than in one batch (model/micro_batch_choice.hpp), else 1; "
       "other placements, --needle-at, --record, --profile-phases and --decode 1 take 1")(
       "decode-splits", po::value<int>()->default_value(0),
       "attend splits of decode forwards (0: the kernels' default; with --micro-batches and "

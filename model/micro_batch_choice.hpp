@@ -7,10 +7,12 @@
 // again and pays the kernels' fixed parts again. The estimate of a step in K groups: the link's
 // reads (the same bytes however split) and the layers' other work (summed over the groups), the
 // larger of the two plus 1/K of the smaller (the pipeline's fill). K is taken only where that
-// estimate is at least kMicroBatchMinGain below one batch's: measured on the H200
-// (bench/results/scale-h200-2026-12-02.md), groups paid where the work between the reads was a
-// large share of the step (8 x 1M fp8: -15 % with 2, -20 % with 4) and not where the link
-// already set the step (32 x 128k and 64 x 32k bf16: -1 % to +3 %).
+// estimate is at least kMicroBatchMinGain below one batch's. Measured on the H200, with the
+// groups' reads yielding the SMs to the others' work
+// (bench/results/micro-batches-h200-2026-12-03.md): 32 x 128k bf16 -2.5 % with 2 groups and -4.2 to
+// -4.8 % with 4 (estimated -2.6 and -3.6 %), 64 x 32k bf16 +0.8 % and -0.9 % (estimated -0.4 and
+// -1.0 %), 8 x 1M fp8 -2.8 % and -6.7 % (estimated -12.2 and -1.3 %: the fp8 read's term prices its
+// work poorly in groups).
 #include <cstdint>
 #include <vector>
 
@@ -20,7 +22,7 @@
 
 namespace kvtier {
 
-inline constexpr double kMicroBatchMinGain = 0.10;
+inline constexpr double kMicroBatchMinGain = 0.03;
 
 struct MicroBatchEstimate {
   int micro_batches = 1;

@@ -93,7 +93,16 @@ QsaRunner::QsaRunner(const weights::SafetensorsFile& file, const Geometry& g, st
   m.L = g.qsa_layers();
   m.rope = qsa::make_rope(g.rope_dims, g.rope_theta, c.yarn, g.yarn_factor,
                           static_cast<double>(g.rope_max_positions));
-  KVT_CUDA_CHECK(cudaStreamCreateWithFlags(&m.s, cudaStreamNonBlocking));
+  if (c.reads_yield) {
+    int least = 0, greatest = 0;
+    KVT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    KVT_CUDA_CHECK(cudaStreamCreateWithPriority(&m.s, cudaStreamNonBlocking, greatest));
+    KVT_CUDA_CHECK(cudaStreamCreateWithPriority(&m.reads, cudaStreamNonBlocking, least));
+    KVT_CUDA_CHECK(cudaEventCreateWithFlags(&m.ev_reads_fork, cudaEventDisableTiming));
+    KVT_CUDA_CHECK(cudaEventCreateWithFlags(&m.ev_reads_join, cudaEventDisableTiming));
+  } else {
+    KVT_CUDA_CHECK(cudaStreamCreateWithFlags(&m.s, cudaStreamNonBlocking));
+  }
   m.gemm.set_stream(m.s);
   m.qd = g.q_heads * g.head_dim;
   m.kvd = g.kv_heads * g.head_dim;
@@ -255,6 +264,12 @@ QsaRunner::~QsaRunner() {
   if (impl_->side) {
     cudaStreamSynchronize(impl_->side);
     cudaStreamDestroy(impl_->side);
+  }
+  if (impl_->ev_reads_fork) cudaEventDestroy(impl_->ev_reads_fork);
+  if (impl_->ev_reads_join) cudaEventDestroy(impl_->ev_reads_join);
+  if (impl_->reads) {
+    cudaStreamSynchronize(impl_->reads);
+    cudaStreamDestroy(impl_->reads);
   }
   impl_.reset();  // buffers and the cuBLAS handle go before the stream they were used on
   if (s) cudaStreamDestroy(s);

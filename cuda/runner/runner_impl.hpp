@@ -112,6 +112,10 @@ struct QsaRunner::Impl {
   cudaEvent_t ev_fork = nullptr, ev_join[2] = {nullptr, nullptr};
   int pending_join = -1;
   void join_residency();
+  // reads_yield: the stream of the host decode attention (lowest priority; s has the highest),
+  // forked from s before it and joined after.
+  cudaStream_t reads = nullptr;
+  cudaEvent_t ev_reads_fork = nullptr, ev_reads_join = nullptr;
   // Mirror, prefetch policy: the last prefetch (issued on `side` after a layer's residency
   // step, into the next layer's pool) is done at ev_prefetched; the next step waits for it.
   cudaEvent_t ev_prefetched = nullptr;

@@ -238,8 +238,17 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
   if (p.staged) {
     attend_staged(li, p, r, st);
   } else if (!(mirror && p.decode)) {
+    const bool yield = reads != nullptr && p.decode;
+    if (yield) {
+      KVT_CUDA_CHECK(cudaEventRecord(ev_reads_fork, s));
+      KVT_CUDA_CHECK(cudaStreamWaitEvent(reads, ev_reads_fork));
+    }
     qsa::attend(q.get(), g.q_heads, r, sel.get(), width, logical, logical_table, p.splits,
-                work.get(), o.get(), nullptr, s);
+                work.get(), o.get(), nullptr, yield ? reads : s);
+    if (yield) {
+      KVT_CUDA_CHECK(cudaEventRecord(ev_reads_join, reads));
+      KVT_CUDA_CHECK(cudaStreamWaitEvent(s, ev_reads_join));
+    }
   }
   mark("attend");
   if (owner.probe_pos_ >= 0) {

@@ -169,7 +169,8 @@ void QsaRunner::launch_step(const std::vector<RequestRows>& batch) {
       m.forward_work(p, *this);
       KVT_CUDA_CHECK(cudaStreamEndCapture(m.s, &graph));
       cudaGraphExec_t exec = nullptr;
-      const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+      const cudaError_t e = cudaGraphInstantiate(
+          &exec, graph, m.c.reads_yield ? cudaGraphInstantiateFlagUseNodePriority : 0);
       cudaGraphDestroy(graph);
       KVT_CUDA_CHECK(e);
       it = m.graphs.emplace(key, exec).first;

@@ -143,8 +143,11 @@ SessionPlan plan_session(const SessionOptions& o, const Geometry& g, int sms) {
     c.max_context = o.fill_depth + longest + o.decode - 1;  // the last decoded token is not stored
     c.max_requests = b.requests;
     c.max_rows = plan.rows_per_request * b.requests;
-    if (o.runner.decode_splits == 0 && o.micro_batches > 1 && c.placement == Placement::host)
-      c.decode_splits = half_sm_decode_splits(sms, b.requests, g.kv_heads);
+    if (o.micro_batches > 1 && c.placement == Placement::host) {
+      if (o.runner.decode_splits == 0)
+        c.decode_splits = half_sm_decode_splits(sms, b.requests, g.kv_heads);
+      c.reads_yield = true;
+    }
     if (c.placement == Placement::mirror && o.pool_fits_budget)
       c.pool_pages = budget_pool(g, o, b, plan.rows_per_request);
     if (c.placement == Placement::mirror && !o.allow_drops)

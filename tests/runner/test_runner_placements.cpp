@@ -404,24 +404,27 @@ TEST(RunnerPlacements, StandInMlpChangesTheStateAndKeepsPlacementsAlike) {
 
 // Micro-batches (kvtier run --micro-batches): two runners with a forward in flight each at once
 // (launch A, launch B, finish A, finish B, graphs replayed on their own streams) decode exactly
-// as two runners stepped one after the other. launch_step twice, or finish_step with nothing in
-// flight, is refused.
+// as two runners stepped one after the other, on host also with the reads on streams of the
+// lowest priority (reads_yield: a fork and a join around each decode attend, kept by the
+// graphs). launch_step twice, or finish_step with nothing in flight, is refused.
 TEST(RunnerPlacements, MicroBatchesInFlightTogetherEqualOneAtATime) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   const Weights w(30);
   const auto& all = prompts();
   const std::vector<std::vector<std::vector<std::int32_t>>> groups = {{all[0], all[1]}, {all[2]}};
   for (Placement p : {Placement::host, Placement::mirror}) {
-    std::vector<std::vector<std::vector<std::int32_t>>> together, alone;
-    for (auto* out : {&together, &alone}) {
+    std::vector<std::vector<std::vector<std::int32_t>>> together, alone, yielding;
+    for (auto* out : {&together, &alone, &yielding}) {
+      if (out == &yielding && p != Placement::host) continue;
       std::vector<std::unique_ptr<runner::QsaRunner>> rs;
       for (const auto& gp : groups) {
         auto c = config(p, 96);
         c.decode_splits = 5;  // as --micro-batches sets them for host placement
+        c.reads_yield = out == &yielding;
         rs.push_back(std::make_unique<runner::QsaRunner>(*w.file, small_gpu_geometry(), kVocab, c));
         out->push_back(rs.back()->generate(gp, 256, 1));
       }
-      const bool in_flight = out == &together;
+      const bool in_flight = out != &alone;
       for (int d = 0; d < 12; ++d) {
         std::vector<std::vector<runner::RequestRows>> rows(groups.size());
         for (std::size_t k = 0; k < groups.size(); ++k)
@@ -443,6 +446,9 @@ TEST(RunnerPlacements, MicroBatchesInFlightTogetherEqualOneAtATime) {
     }
     EXPECT_EQ(together, alone) << to_string(p);
     ASSERT_EQ(together[0][0].size(), 13u);
+    if (p == Placement::host) {
+      EXPECT_EQ(yielding, alone);
+    }
   }
 }
 

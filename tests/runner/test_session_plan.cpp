@@ -76,7 +76,7 @@ TEST(SessionPlan, EveryRunnerHoldsItsRequestsAtTheLongestContext) {
   EXPECT_EQ(runner::plan_session(o, g, 132).rows_per_request, 8000);
 }
 
-TEST(SessionPlan, HostMicroBatchesShareTheSmsUnlessSplitsAreGiven) {
+TEST(SessionPlan, HostMicroBatchesShareTheSmsAndTheirReadsYield) {
   SessionOptions o = options_of({1, 1, 1, 1, 1});
   o.micro_batches = 2;
   o.runner.placement = Placement::host;
@@ -86,18 +86,25 @@ TEST(SessionPlan, HostMicroBatchesShareTheSmsUnlessSplitsAreGiven) {
   EXPECT_EQ(p.batches[0].config.max_requests, 2);
   EXPECT_EQ(p.batches[1].config.max_requests, 3);
   EXPECT_EQ(p.batches[1].config.max_rows, 3);
-  for (const MicroBatch& b : p.batches)
+  for (const MicroBatch& b : p.batches) {
     EXPECT_EQ(b.config.decode_splits, runner::half_sm_decode_splits(132, b.requests, g.kv_heads));
+    EXPECT_TRUE(b.config.reads_yield);  // the others' work goes ahead of the reads
+  }
   o.runner.decode_splits = 7;
-  for (const MicroBatch& b : runner::plan_session(o, g, 132).batches)
+  for (const MicroBatch& b : runner::plan_session(o, g, 132).batches) {
     EXPECT_EQ(b.config.decode_splits, 7);
+    EXPECT_TRUE(b.config.reads_yield);
+  }
   o.runner.decode_splits = 0;
   o.runner.placement = Placement::device;  // no link to wait on: the kernels' default
-  for (const MicroBatch& b : runner::plan_session(o, g, 132).batches)
+  for (const MicroBatch& b : runner::plan_session(o, g, 132).batches) {
     EXPECT_EQ(b.config.decode_splits, 0);
+    EXPECT_FALSE(b.config.reads_yield);
+  }
   o.micro_batches = 1;
   o.runner.placement = Placement::host;
   EXPECT_EQ(runner::plan_session(o, g, 132).batches[0].config.decode_splits, 0);
+  EXPECT_FALSE(runner::plan_session(o, g, 132).batches[0].config.reads_yield);
 }
 
 TEST(SessionPlan, RefusesWhatTheSessionCannotRun) {

@@ -15,18 +15,22 @@ MicroBatchChoice on_h200(KvDtype d, int requests, std::int64_t context) {
                               context);
 }
 
-// Where the H200 measured (bench/results/scale-h200-2026-12-02.md): groups paid at 8 x 1M fp8
-// and not at 32 x 128k or 64 x 32k bf16, whose steps the link sets.
+// Where the H200 measured (bench/results/micro-batches-h200-2026-12-03.md): groups paid at
+// 8 x 1M fp8 and at 32 x 128k bf16 (4 groups: -4.5 %), and not at 64 x 32k bf16 (-0.9 % at
+// best), whose step the link sets nearly alone.
 TEST(MicroBatchChoice, GroupsWhereTheWorkBetweenTheReadsIsALargeShare) {
   const MicroBatchChoice fp8 = on_h200(KvDtype::fp8, 8, 1048576);
   EXPECT_GT(fp8.micro_batches, 1);
   ASSERT_EQ(fp8.estimates.size(), 3u);
   EXPECT_LT(fp8.estimates[1].step_ms, 0.9 * fp8.estimates[0].step_ms);
-  for (const auto& [requests, context] : {std::pair{32, 131072}, std::pair{64, 32768}}) {
-    const MicroBatchChoice b = on_h200(KvDtype::bf16, requests, context);
-    EXPECT_EQ(b.micro_batches, 1) << requests << " x " << context;
-    // the link's reads are most of the step
-    EXPECT_GT(b.link_ms(), 5 * b.estimates[0].compute_ms);
+  const MicroBatchChoice at128k = on_h200(KvDtype::bf16, 32, 131072);
+  EXPECT_EQ(at128k.micro_batches, 4);
+  const MicroBatchChoice at32k = on_h200(KvDtype::bf16, 64, 32768);
+  EXPECT_EQ(at32k.micro_batches, 1);
+  for (const MicroBatchChoice* b : {&at128k, &at32k}) {
+    // the link's reads are most of the step, so a group saves a few per cent at most
+    EXPECT_GT(b->link_ms(), 5 * b->estimates[0].compute_ms);
+    EXPECT_GT(b->estimates.back().step_ms, 0.95 * b->estimates[0].step_ms);
   }
 }
 
