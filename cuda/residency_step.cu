@@ -6,11 +6,11 @@
 // launch keeps few SMs busy.
 #include <cuda/atomic>
 
-#include "cuda/compact_row.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/ensure_block.cuh"
 #include "cuda/kernels.hpp"
 #include "cuda/qsa/qsa_kernels.hpp"
+#include "cuda/step_compaction.cuh"
 #include "cuda/word_copy.cuh"
 #include "model/compaction.hpp"
 #include "model/translate.hpp"
@@ -20,118 +20,10 @@ namespace {
 
 using ensure_block::kEnsureThreads;
 
-// Items a lane holds per pass of a row: 32 x 17 = 544 covers a decode row (512 chosen blocks
-// and the tail) in one pass, so the row's loads are all in flight together.
-constexpr int kLaneItems = 17;
-constexpr std::int32_t kNoItem = -1;
-
 __device__ inline unsigned long long globaltimer_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
-}
-
-// One row's compaction by one warp, with compact_row's output. A row's items are its chosen
-// blocks, then the causal tail's first block (tail.begin is a multiple of the ratio), each
-// lane holding kLaneItems consecutive items. Positions are block x ratio and a page holds
-// page_size / ratio whole blocks, so order and page index follow from block ids alone (int32:
-// fewer registers). With prev = the largest earlier block (a max-scan over lanes), an item
-// starts a page iff its page index differs from prev's, and its output index is the number
-// of earlier starts. That is compact_row's result whenever no block goes backwards and all
-// lie inside the table; otherwise lane 0 reruns compact_row itself.
-__device__ void compact_row_in_warp(const CompactParams& p, int r, int lane) {
-  constexpr unsigned kAll = 0xffffffffu;
-  const std::int32_t* blocks = p.blocks + std::int64_t{r} * p.n_blocks;
-  const PageId* table = p.tables + std::int64_t{r} * p.table_stride;
-  const std::int64_t table_len = p.table_len[r];
-  PageId* out = p.out + std::int64_t{r} * p.width;
-  const TokenRange tail = causal_tail(p.pos[r], p.compress_ratio);
-  const std::int64_t tail_block = tail.begin / p.compress_ratio;
-  const bool has_tail = tail.begin < tail.end;
-  const int n_blocks = p.tail_only != nullptr && p.tail_only[r] != 0 ? 0 : p.n_blocks;
-  const int items = n_blocks + (has_tail ? 1 : 0);
-  const int blocks_per_page = p.page_size / p.compress_ratio;
-  // A page's blocks are a power of two in every geometry kvtier ships: a shift, not a division
-  // (one warp compacts a row, and its instructions, not its loads, are most of its time: the
-  // shift took 1.5 us off the row's 8, bench/results/residency-step-h200-2026-12-02.md).
-  const int page_shift = __popc(blocks_per_page) == 1 ? __ffs(blocks_per_page) - 1 : -1;
-  auto page_of = [page_shift, blocks_per_page](std::int32_t block) {
-    return page_shift >= 0 ? block >> page_shift : block / blocks_per_page;
-  };
-  // A tail block beyond int32 cannot be held as an item, and pages must hold whole blocks:
-  // the core handles such rows.
-  bool bad = (has_tail && tail_block > INT32_MAX) || p.page_size % p.compress_ratio != 0;
-  std::int32_t carry_block = kNoItem;  // the largest block of earlier passes
-  int carry_count = 0;                 // pages started in earlier passes
-  // The first pass does not wait for the row's position (its blocks' loads go out at once);
-  // the checks below stop it before any write when the row is bad.
-  for (int base = 0; base == 0 || (base < items && !__any_sync(kAll, bad));
-       base += 32 * kLaneItems) {
-    const int first = base + lane * kLaneItems;
-    std::int32_t item[kLaneItems];
-    std::int32_t lane_max = kNoItem;
-#pragma unroll
-    for (int k = 0; k < kLaneItems; ++k) {
-      const int i = first + k;
-      item[k] = kNoItem;
-      if (i < n_blocks) {
-        item[k] = blocks[i] >= 0 ? blocks[i] : kNoItem;
-      } else if (i < items) {
-        item[k] = static_cast<std::int32_t>(tail_block);
-      }
-      lane_max = item[k] > lane_max ? item[k] : lane_max;
-    }
-    std::int32_t incl_max = lane_max;
-#pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-      const std::int32_t v = __shfl_up_sync(kAll, incl_max, d);
-      if (lane >= d) incl_max = v > incl_max ? v : incl_max;
-    }
-    std::int32_t prev = __shfl_up_sync(kAll, incl_max, 1);
-    if (lane == 0) prev = kNoItem;
-    if (prev < carry_block) prev = carry_block;
-    // this lane's page starts (a bit per item), and the order and range checks
-    unsigned start_bits = 0;
-    std::int32_t q = prev;
-#pragma unroll
-    for (int k = 0; k < kLaneItems; ++k) {
-      if (item[k] == kNoItem) continue;
-      const std::int32_t index = page_of(item[k]);
-      if (item[k] < q || index >= table_len) bad = true;
-      if (q == kNoItem || index != page_of(q)) start_bits |= 1u << k;
-      q = item[k] > q ? item[k] : q;
-    }
-    if (__any_sync(kAll, bad)) break;
-    const int starts = __popc(start_bits);
-    int incl = starts;
-#pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-      const int v = __shfl_up_sync(kAll, incl, d);
-      if (lane >= d) incl += v;
-    }
-    // The table loads of all starts first (in place of their items), then the stores: one
-    // round trip per pass, not one per page.
-#pragma unroll
-    for (int k = 0; k < kLaneItems; ++k)
-      if (start_bits & (1u << k)) item[k] = table[page_of(item[k])];
-    int k_out = carry_count + incl - starts;
-#pragma unroll
-    for (int k = 0; k < kLaneItems; ++k) {
-      if (!(start_bits & (1u << k))) continue;
-      if (k_out < p.width) out[k_out] = item[k];
-      ++k_out;
-    }
-    carry_count += __shfl_sync(kAll, incl, 31);
-    const std::int32_t pass_max = __shfl_sync(kAll, incl_max, 31);
-    carry_block = pass_max > carry_block ? pass_max : carry_block;
-  }
-  if (__any_sync(kAll, bad)) {
-    if (lane == 0) compact_row_counted(p, r);
-    return;
-  }
-  for (int k = carry_count + lane; k < p.width; k += 32)
-    out[k] = kNoPage;
-  if (lane == 0 && carry_count > p.width) atomicAdd(p.dropped, carry_count - p.width);
 }
 
 // kStamps: the benchmarks' form, which records the phases (p.stamps); apart, because holding the
@@ -162,9 +54,8 @@ __global__ void __launch_bounds__(kEnsureThreads)
       stamps[kStampStart] = s_start_clock;
       stamps[kStampTicket] = clock64();
     }
-    const int lane = threadIdx.x & 31;
-    for (int r = threadIdx.x >> 5; r < p.compact.rows; r += kEnsureThreads / 32)
-      compact_row_in_warp(p.compact, r, lane);
+    __shared__ step_compaction::ChunkSummary s_chunks[kEnsureThreads / 32];
+    step_compaction::compact_rows(p.compact, s_chunks);
     __syncthreads();  // the query is complete (global writes of this block are visible to it)
     ensure_block::stamp_clock(stamps, kStampCompacted);
     ensure_block::ensure_in_one_block(p.ensure, stamps);
