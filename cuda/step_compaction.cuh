@@ -73,6 +73,25 @@ __device__ inline int warp_inclusive_sum(int v, int lane) {
   return v;
 }
 
+// A lane's page starts, a bit per item: an item starts a page iff its page differs from that of
+// the largest item before it (`prev`: of the earlier lanes and passes, kNoItem if none). Sets
+// `bad` for an item below that largest one (the row is unsorted) or beyond the table.
+template <int kN>
+__device__ unsigned page_starts(const RowItems& row, const std::int32_t (&item)[kN],
+                                std::int32_t prev, bool& bad) {
+  unsigned start_bits = 0;
+  std::int32_t q = prev;
+#pragma unroll
+  for (int k = 0; k < kN; ++k) {
+    if (item[k] == kNoItem) continue;
+    const std::int32_t index = row.page_of(item[k]);
+    if (item[k] < q || index >= row.table_len) bad = true;
+    if (q == kNoItem || index != row.page_of(q)) start_bits |= 1u << k;
+    q = item[k] > q ? item[k] : q;
+  }
+  return start_bits;
+}
+
 // One row's compaction by one warp, with compact_row's output. A row's items are its chosen
 // blocks, then the causal tail's first block (tail.begin is a multiple of the ratio), each
 // lane holding kLaneItems consecutive items. Positions are block x ratio and a page holds
@@ -103,16 +122,7 @@ __device__ inline void compact_row_in_warp(const CompactParams& p, int r, int la
     if (lane == 0) prev = kNoItem;
     if (prev < carry_block) prev = carry_block;
     // this lane's page starts (a bit per item), and the order and range checks
-    unsigned start_bits = 0;
-    std::int32_t q = prev;
-#pragma unroll
-    for (int k = 0; k < kLaneItems; ++k) {
-      if (item[k] == kNoItem) continue;
-      const std::int32_t index = row.page_of(item[k]);
-      if (item[k] < q || index >= row.table_len) bad = true;
-      if (q == kNoItem || index != row.page_of(q)) start_bits |= 1u << k;
-      q = item[k] > q ? item[k] : q;
-    }
+    const unsigned start_bits = page_starts<kLaneItems>(row, item, prev, bad);
     if (__any_sync(kAll, bad)) break;
     const int starts = __popc(start_bits);
     const int incl = warp_inclusive_sum(starts, lane);
@@ -182,17 +192,10 @@ __device__ void compact_rows_in_groups(const CompactParams& p, int group, ChunkS
       if (lane_first == kNoItem) lane_first = item[k];
     }
     const std::int32_t incl_max = warp_inclusive_max(lane_max, lane);
-    std::int32_t q = __shfl_up_sync(kAll, incl_max, 1);
-    if (lane == 0) q = kNoItem;
+    std::int32_t prev = __shfl_up_sync(kAll, incl_max, 1);
+    if (lane == 0) prev = kNoItem;
     bool bad = row.bad;
-#pragma unroll
-    for (int k = 0; k < kItems; ++k) {
-      if (item[k] == kNoItem) continue;
-      const std::int32_t index = row.page_of(item[k]);
-      if (item[k] < q || index >= row.table_len) bad = true;
-      if (q == kNoItem || index != row.page_of(q)) start_bits |= 1u << k;
-      q = item[k] > q ? item[k] : q;
-    }
+    start_bits = page_starts<kItems>(row, item, prev, bad);
     const int starts = __popc(start_bits);
     const int incl = warp_inclusive_sum(starts, lane);
     excl = incl - starts;
@@ -210,7 +213,7 @@ __device__ void compact_rows_in_groups(const CompactParams& p, int group, ChunkS
   }
   __syncthreads();  // every chunk's summary is in shared memory
   if (!active) return;
-  const RowItems row(p, r);
+  const RowItems row(p, r);  // again, rather than held across the barrier beside the items
   // Lane j < group: chunk j of the row, with the largest item of the chunks before it.
   ChunkSummary c{kNoItem, kNoItem, 0, 0};
   if (lane < group) c = chunks[r * group + lane];
