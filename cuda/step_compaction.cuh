@@ -64,6 +64,13 @@ __device__ inline std::int32_t warp_inclusive_max(std::int32_t v, int lane) {
   return v;
 }
 
+// From a warp's inclusive max-scan: the largest value of the lanes before this one (kNoItem at
+// lane 0).
+__device__ inline std::int32_t warp_max_before(std::int32_t incl_max, int lane) {
+  const std::int32_t v = __shfl_up_sync(kAll, incl_max, 1);
+  return lane == 0 ? kNoItem : v;
+}
+
 __device__ inline int warp_inclusive_sum(int v, int lane) {
 #pragma unroll
   for (int d = 1; d < 32; d *= 2) {
@@ -118,8 +125,7 @@ __device__ inline void compact_row_in_warp(const CompactParams& p, int r, int la
       lane_max = item[k] > lane_max ? item[k] : lane_max;
     }
     const std::int32_t incl_max = warp_inclusive_max(lane_max, lane);
-    std::int32_t prev = __shfl_up_sync(kAll, incl_max, 1);
-    if (lane == 0) prev = kNoItem;
+    std::int32_t prev = warp_max_before(incl_max, lane);
     if (prev < carry_block) prev = carry_block;
     // this lane's page starts (a bit per item), and the order and range checks
     const unsigned start_bits = page_starts<kLaneItems>(row, item, prev, bad);
@@ -192,10 +198,8 @@ __device__ void compact_rows_in_groups(const CompactParams& p, int group, ChunkS
       if (lane_first == kNoItem) lane_first = item[k];
     }
     const std::int32_t incl_max = warp_inclusive_max(lane_max, lane);
-    std::int32_t prev = __shfl_up_sync(kAll, incl_max, 1);
-    if (lane == 0) prev = kNoItem;
     bool bad = row.bad;
-    start_bits = page_starts<kItems>(row, item, prev, bad);
+    start_bits = page_starts<kItems>(row, item, warp_max_before(incl_max, lane), bad);
     const int starts = __popc(start_bits);
     const int incl = warp_inclusive_sum(starts, lane);
     excl = incl - starts;
@@ -217,8 +221,7 @@ __device__ void compact_rows_in_groups(const CompactParams& p, int group, ChunkS
   // Lane j < group: chunk j of the row, with the largest item of the chunks before it.
   ChunkSummary c{kNoItem, kNoItem, 0, 0};
   if (lane < group) c = chunks[r * group + lane];
-  std::int32_t before = __shfl_up_sync(kAll, warp_inclusive_max(c.max, lane), 1);
-  if (lane == 0) before = kNoItem;
+  const std::int32_t before = warp_max_before(warp_inclusive_max(c.max, lane), lane);
   const bool joined = c.first != kNoItem && before != kNoItem &&
                       row.page_of(c.first) == row.page_of(before);  // no start at its first item
   const bool row_bad = __any_sync(kAll, c.bad != 0 || (c.first != kNoItem && c.first < before));
