@@ -8,6 +8,7 @@
 #include "cuda/compact_row.cuh"
 #include "cuda/kernels.hpp"
 #include "model/compaction.hpp"
+#include "model/cost_model.hpp"
 
 namespace kvtier::cuda::step_compaction {
 
@@ -251,6 +252,11 @@ __device__ void compact_rows_in_groups(const CompactParams& p, int group, ChunkS
   if (w == 0 && lane == 0 && total > p.width) atomicAdd(p.dropped, total - p.width);
 }
 
+// Rows compacted by groups of 4 warps: the block's 32 warps. The cost model prices the step
+// beside with a piece up to this many rows and one past it.
+inline constexpr int kGroupedRows = 8;
+static_assert(kGroupedRows == kStepGroupedRows);
+
 // Every thread of the leading block: the rows' compaction into the query, by groups of warps
 // where the rows are few and short enough, else one warp a row.
 __device__ inline void compact_rows(const CompactParams& p, ChunkSummary* chunks) {
@@ -258,7 +264,7 @@ __device__ inline void compact_rows(const CompactParams& p, ChunkSummary* chunks
   const int longest = p.n_blocks + 1;  // a row's items at most
   // Four warps of five items a lane hold a decode row (513 items); more forms (2 or 8 warps a
   // row) made the kernel spill registers it holds across the ensure.
-  if (p.rows <= 8 && longest <= 4 * 32 * 5) {
+  if (p.rows <= kGroupedRows && longest <= 4 * 32 * 5) {
     compact_rows_in_groups<5>(p, 4, chunks);
   } else {
     for (int r = warp; r < p.rows; r += static_cast<int>(blockDim.x >> 5))

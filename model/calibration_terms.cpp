@@ -24,7 +24,11 @@ const std::vector<CalibrationTerm>& calibration_terms() {
       {"projection_wide", {"weight_byte_rows"}},
       {"layer_ops", {"rows"}},
       {"ensure", {"lookups", "slots", "misses"}},
+      // retired (points files before 2026-12-03b): read, not fitted (validation/fit)
       {"ensure_beside", {"lookups", "slots", "misses"}},
+      {"step_beside", {"rows", "pages", "slots", "misses"}},
+      {"step_beside_wide", {"rows", "pages", "slots", "misses"}},
+      {"step_beside_copy", {"bytes"}},
       {"attention", {"hbm_bytes", "ctas"}},
       {"attention_fp8", {"hbm_bytes", "rows"}},
       {"attention_fp8_host", {"bytes", "rows"}},

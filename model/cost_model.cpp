@@ -108,11 +108,28 @@ std::int64_t CostModel::ensure_ns(std::int64_t lookups, std::int64_t slots,
             d(misses) * p_.ensure_ns_per_miss);
 }
 
-std::int64_t CostModel::ensure_beside_ns(std::int64_t lookups, std::int64_t slots,
-                                         std::int64_t misses) const {
-  return ns(p_.ensure_beside_fixed_us * 1e3 + d(lookups) * p_.ensure_beside_ns_per_lookup +
-            ensure_slots_scanned(d(slots), d(misses)) * p_.ensure_beside_ns_per_slot +
-            d(misses) * p_.ensure_beside_ns_per_miss);
+std::int64_t CostModel::step_beside_ns(std::int64_t rows, std::int64_t pages, std::int64_t slots,
+                                       std::int64_t misses) const {
+  const double scanned = ensure_slots_scanned(d(slots), d(misses));
+  const double pages_missing = misses > 0 ? d(pages) : 0.0;
+  if (rows > kStepGroupedRows) {
+    return ns(p_.step_beside_wide_fixed_us * 1e3 + d(rows) * p_.step_beside_wide_ns_per_row +
+              d(pages) * p_.step_beside_wide_ns_per_page +
+              scanned * p_.step_beside_wide_ns_per_slot +
+              d(misses) * p_.step_beside_wide_ns_per_miss +
+              pages_missing * p_.step_beside_wide_ns_per_page_missing);
+  }
+  return ns(p_.step_beside_fixed_us * 1e3 +
+            row_doublings(d(rows)) * p_.step_beside_us_per_row_doubling * 1e3 +
+            d(pages) * p_.step_beside_ns_per_page + scanned * p_.step_beside_ns_per_slot +
+            d(misses) * p_.step_beside_ns_per_miss +
+            pages_missing * p_.step_beside_ns_per_page_missing +
+            (misses > 0 ? p_.step_beside_us_missing * 1e3 : 0.0));
+}
+
+std::int64_t CostModel::step_beside_copy_ns(std::int64_t bytes) const {
+  if (bytes <= 0) return 0;
+  return ns(p_.step_beside_copy_us * 1e3 + d(bytes) / p_.step_beside_copy_gbps);
 }
 
 std::int64_t CostModel::store_ns(std::int64_t device_bytes, std::int64_t host_bytes,

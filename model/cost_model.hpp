@@ -1,4 +1,5 @@
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "model/hardware_profile.hpp"
@@ -27,6 +28,9 @@ constexpr IndexPath index_path(std::int64_t rows, std::int64_t rows_per_request)
   return rows <= kIndexDecodeRows || rows_per_request <= kIndexDecodeRows ? IndexPath::decode
                                                                           : IndexPath::prefill;
 }
+// The residency step compacts up to this many rows by groups of warps, more one warp a row
+// (cuda/residency_step.cu, which asserts the value): the step beside has a piece for each.
+inline constexpr std::int64_t kStepGroupedRows = 8;
 inline constexpr std::int64_t kTopkClusterRows = 16;
 inline constexpr std::int64_t kTopkOneCtaRows = 64;
 inline constexpr std::int64_t kTopkOneCtaBlocks = 32768;
@@ -80,9 +84,16 @@ class CostModel {
   // misses searches the slots for victims; an all-hit step does not look at them.
   std::int64_t ensure_ns(std::int64_t lookups, std::int64_t slots, std::int64_t misses) const;
   // The same step as the mirror in place launches it beside the attention (a few blocks on the
-  // side stream, no translate: MirrorEngine::residency_beside_async), its own terms.
-  std::int64_t ensure_beside_ns(std::int64_t lookups, std::int64_t slots,
-                                std::int64_t misses) const;
+  // side stream, no translate: MirrorEngine::residency_beside_async), as timed beside an
+  // attention of its `rows` rows: `pages` are its query's entries that are not padding. One
+  // piece up to kStepGroupedRows rows, one past them (the compaction's two forms).
+  // A step that misses also searches the slots and goes over its pages again.
+  std::int64_t step_beside_ns(std::int64_t rows, std::int64_t pages, std::int64_t slots,
+                              std::int64_t misses) const;
+  // The copy of that step's misses, by its own few blocks: the first page's latency, the rate.
+  std::int64_t step_beside_copy_ns(std::int64_t bytes) const;
+  // The rows' input of the step beside up to kStepGroupedRows rows: their doublings.
+  static double row_doublings(double rows) { return rows > 1 ? std::log2(rows) : 0.0; }
   // The slots the ensure searches: all of them when the step misses, none when all hit (the
   // calibration's fit prices its points through the same rule).
   static double ensure_slots_scanned(double slots, double misses) {

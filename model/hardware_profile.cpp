@@ -51,10 +51,22 @@ constexpr Field kFields[] = {
     {"ensure_ns_per_lookup", &HardwareProfile::ensure_ns_per_lookup},
     {"ensure_ns_per_slot", &HardwareProfile::ensure_ns_per_slot},
     {"ensure_ns_per_miss", &HardwareProfile::ensure_ns_per_miss},
-    {"ensure_beside_fixed_us", &HardwareProfile::ensure_beside_fixed_us},
-    {"ensure_beside_ns_per_lookup", &HardwareProfile::ensure_beside_ns_per_lookup},
-    {"ensure_beside_ns_per_slot", &HardwareProfile::ensure_beside_ns_per_slot},
-    {"ensure_beside_ns_per_miss", &HardwareProfile::ensure_beside_ns_per_miss},
+    {"step_beside_fixed_us", &HardwareProfile::step_beside_fixed_us},
+    {"step_beside_us_per_row_doubling", &HardwareProfile::step_beside_us_per_row_doubling},
+    {"step_beside_ns_per_page", &HardwareProfile::step_beside_ns_per_page},
+    {"step_beside_ns_per_slot", &HardwareProfile::step_beside_ns_per_slot},
+    {"step_beside_ns_per_miss", &HardwareProfile::step_beside_ns_per_miss},
+    {"step_beside_ns_per_page_missing", &HardwareProfile::step_beside_ns_per_page_missing},
+    {"step_beside_us_missing", &HardwareProfile::step_beside_us_missing},
+    {"step_beside_wide_fixed_us", &HardwareProfile::step_beside_wide_fixed_us},
+    {"step_beside_wide_ns_per_row", &HardwareProfile::step_beside_wide_ns_per_row},
+    {"step_beside_wide_ns_per_page", &HardwareProfile::step_beside_wide_ns_per_page},
+    {"step_beside_wide_ns_per_slot", &HardwareProfile::step_beside_wide_ns_per_slot},
+    {"step_beside_wide_ns_per_miss", &HardwareProfile::step_beside_wide_ns_per_miss},
+    {"step_beside_wide_ns_per_page_missing",
+     &HardwareProfile::step_beside_wide_ns_per_page_missing},
+    {"step_beside_copy_us", &HardwareProfile::step_beside_copy_us},
+    {"step_beside_copy_gbps", &HardwareProfile::step_beside_copy_gbps},
     {"attention_fixed_us", &HardwareProfile::attention_fixed_us},
     {"attention_ns_per_cta", &HardwareProfile::attention_ns_per_cta},
     {"attention_fp8_fixed_us", &HardwareProfile::attention_fp8_fixed_us},
@@ -288,6 +300,11 @@ HardwareProfile hardware_profile_from_json(const std::string& json_text) {
   for (const auto& kv : params->as_object()) {
     const std::string key(kv.key());
     const Field* field = find_field(key);
+    if (field == nullptr && key.starts_with("ensure_beside"))
+      fail(who + "." + key,
+           "retired parameter: since 2026-12-03 the step beside the attention is priced by "
+           "step_beside_* (its rows and pages); fit the profile again from a new points file "
+           "(kvtier validate calibrate, then kvtier validate fit; docs/validation.md)");
     if (field == nullptr) fail(who + "." + key, "unknown parameter");
     if (!kv.value().is_object()) fail(who + "." + key, "expected {\"value\": x, \"source\": s}");
     const json::object& e = kv.value().as_object();

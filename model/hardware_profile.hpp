@@ -92,11 +92,29 @@ struct HardwareProfile {
   double ensure_ns_per_slot = 0;    // victim scan, per pool slot (only a step that misses scans)
   double ensure_ns_per_miss = 0;    // per installed page
   // The same step as the mirror in place runs it beside the attention (a few blocks on a side
-  // stream, no translate: MirrorEngine::residency_beside_async), its own terms.
-  double ensure_beside_fixed_us = 0;
-  double ensure_beside_ns_per_lookup = 0;
-  double ensure_beside_ns_per_slot = 0;
-  double ensure_beside_ns_per_miss = 0;
+  // stream, no translate: MirrorEngine::residency_beside_async), timed beside an attention of
+  // its own rows, which sets much of its time: per page entry of its query (padding apart), per
+  // miss, and by its rows; a step that misses also searches the slots and goes over its pages
+  // again (per slot, per page). Two pieces: up to kStepGroupedRows rows (the compaction by
+  // groups of warps; per doubling of the rows), and past them (one warp a row; per row, and
+  // no fixed part of its own for a step that misses: the attention of its rows hides it).
+  double step_beside_fixed_us = 0;
+  double step_beside_us_per_row_doubling = 0;
+  double step_beside_ns_per_page = 0;
+  double step_beside_ns_per_slot = 0;
+  double step_beside_ns_per_miss = 0;
+  double step_beside_ns_per_page_missing = 0;
+  double step_beside_us_missing = 0;  // a step that misses: its searches' fixed part
+  double step_beside_wide_fixed_us = 0;
+  double step_beside_wide_ns_per_row = 0;
+  double step_beside_wide_ns_per_page = 0;
+  double step_beside_wide_ns_per_slot = 0;
+  double step_beside_wide_ns_per_miss = 0;
+  double step_beside_wide_ns_per_page_missing = 0;
+  // The copy of its misses by that step's few blocks (not the full grid's zero_copy_read_gbps):
+  // its first page's latency, then the rate.
+  double step_beside_copy_us = 0;
+  double step_beside_copy_gbps = 0;
   double attention_fixed_us = 0;    // bf16 attend + merge fixed part (bytes priced by hbm_gbps)
   double attention_ns_per_cta = 0;  // bf16 attend, per CTA of its grid (partials + merge)
   // The fp8 attend (codes + scales, its own kernel): fixed part, the rate it reads at, per row.

@@ -30,9 +30,11 @@ CalibrationGrid calibration_grid(bool quick) {
     g.prefill_contexts = {16384, 32768};
     g.slab_bytes = 256 * MiB;
     g.logits_bytes = 64 * MiB;
-    g.ensure_rows = {1, 2};
-    g.ensure_slots = {8192, 16384};
+    g.ensure_rows = {1, 2, 12};  // 12: the step's compaction one warp a row (step_beside_wide)
+    g.ensure_slots = {2048, 8192, 16384};  // 2,048: the rows of 2,048 pages do not fit
     g.ensure_misses = {0, 32};
+    g.ensure_context_pages = {128, 2048};
+    g.beside_copy_misses = {1, 4, 16};
     g.projection_rows = {1, 2, 8, 64};  // two matrices each: 8 points for 3 coefficients
     g.projection_wide_rows = {128, 512};
     g.layer_ops_rows = {1, 8, 64};
@@ -61,9 +63,13 @@ CalibrationGrid calibration_grid(bool quick) {
   g.prefill_contexts = {16384, 32768, 131072};
   g.slab_bytes = 4 * GiB;
   g.logits_bytes = 512 * MiB;
-  g.ensure_rows = {1, 4, 16};
-  g.ensure_slots = {8192, 32768, 131072};
+  g.ensure_rows = {1, 2, 4, 6, 8, 12, 16, 24, 32};  // both sides of kStepGroupedRows
+  // small pools apart (the searches of a step that misses have a fixed part); the steps that do
+  // not fit a pool's halves are left out (bench_residency.cpp)
+  g.ensure_slots = {1024, 2048, 4096, 8192, 16384, 32768, 131072};
   g.ensure_misses = {0, 16, 64, 256};
+  g.ensure_context_pages = {128, 384, 2048};  // about 126, 283 and 453 distinct pages a row
+  g.beside_copy_misses = {1, 2, 4, 8, 16, 32, 64};
   g.projection_rows = {1, 2, 4, 8, 16, 24, 32, 48, 64};
   g.projection_wide_rows = {128, 256, 512, 1024, 2048, 4096, 8192};
   g.layer_ops_rows = {1, 2, 8, 16, 64, 256, 1024, 4096};

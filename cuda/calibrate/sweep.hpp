@@ -40,10 +40,15 @@ struct CalibrationGrid {
   std::vector<std::int64_t> prefill_contexts;
   std::int64_t slab_bytes = 0;    // index slabs of every call of a point, at most
   std::int64_t logits_bytes = 0;  // index logits, likewise (at least one call always fits)
-  // ensure: rows (lookups = rows x (1 + 513)) x pool slots x misses per layer-step
+  // ensure: rows (lookups = rows x (1 + 513)) x pool slots x misses per layer-step, of rows
+  // of a 2,048-page context; step_beside*: also x the rows' context pages (the distinct pages a
+  // row's 512 blocks touch follow from them). step_beside_copy: misses (at least one) of bf16
+  // layer pages.
   std::vector<int> ensure_rows;
   std::vector<int> ensure_slots;
   std::vector<int> ensure_misses;
+  std::vector<int> ensure_context_pages;
+  std::vector<int> beside_copy_misses;
   // projection (the runner's own GEMMs) and projection_wide (cuBLAS): rows of each call
   std::vector<int> projection_rows;
   std::vector<int> projection_wide_rows;

@@ -17,6 +17,7 @@
 
 #include "cli/run_modes.hpp"
 #include "cuda/calibrate/points.hpp"
+#include "model/cost_model.hpp"
 #include "tests/cuda/gpu_test_util.hpp"
 
 namespace kvtier::calibrate {
@@ -81,7 +82,7 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
   // Every sweep: points, positive finite times, non-negative inputs, not cut at its budget.
   std::map<std::string, std::vector<std::vector<double>>> by_sweep;
   const auto& series = report.at("series").as_array();
-  EXPECT_EQ(series.size(), 30u);
+  EXPECT_EQ(series.size(), 32u);
   for (const auto& s : series) {
     const std::string name =
         std::string(s.at("term").as_string()) + " / " + std::string(s.at("sweep").as_string());
@@ -138,9 +139,32 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
   // The residency steps missed exactly the planned pages (quick grid: 0 or 32 per step).
   for (const auto& p : sweep("ensure / MirrorEngine::residency_step_async"))
     EXPECT_TRUE(p[2] == 0 || p[2] == 32) << p[2];
-  for (const auto& p : sweep("ensure_beside / MirrorEngine::residency_beside_async"))
-    EXPECT_TRUE(p[2] == 0 || p[2] == 32) << p[2];
-
+  // The step beside: up to kStepGroupedRows rows, and past them; the rows' pages follow their
+  // context (the quick grid's 128 and 2,048 pages: at most 128 a row and its written page, about
+  // 460).
+  for (const char* term : {"step_beside / ", "step_beside_wide / "}) {
+    SCOPED_TRACE(term);
+    const bool wide = std::string(term) == "step_beside_wide / ";
+    std::map<double, std::pair<double, double>> pages_by_rows;  // rows -> least, most pages
+    for (const auto& p : sweep(term)) {
+      EXPECT_TRUE(p[3] == 0 || p[3] == 32) << p[3];
+      EXPECT_EQ(p[0] > kStepGroupedRows, wide) << p[0];
+      auto [it, fresh] = pages_by_rows.try_emplace(p[0], p[1], p[1]);
+      it->second = {std::min(it->second.first, p[1]), std::max(it->second.second, p[1])};
+    }
+    EXPECT_FALSE(pages_by_rows.empty());
+    for (const auto& [rows, range] : pages_by_rows) {
+      EXPECT_LE(range.first, rows * 129) << rows << " rows of 128 pages";
+      EXPECT_GE(range.second, rows * 400) << rows << " rows of 2,048 pages";
+    }
+  }
+  // The step beside's copy of its misses: bytes of bf16 layer pages, more take longer.
+  {
+    const auto pts = sweep("step_beside_copy / ");
+    for (const auto& p : pts)
+      EXPECT_EQ(std::fmod(p[0], 131072.0), 0.0) << p[0];
+    EXPECT_GT(y_at_max_x(pts), y_at_min_x(pts));
+  }
   // The points file, as docs/validation.md defines it.
   std::ifstream in(path);
   std::stringstream text;
@@ -170,14 +194,31 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
       EXPECT_GT(p.back(), 0);
     }
   }
-  EXPECT_EQ(terms, (std::set<std::string>{"launch_eager",  "launch_graph",      "h2d_copy",
-                                          "d2h_copy",      "zero_copy_read",    "store",
-                                          "store_fp8",     "store_host",        "store_host_fp8",
-                                          "hbm_read",      "indexer",           "indexer_prefill",
-                                          "topk",          "topk_one_cta",      "topk_chain",
-                                          "projection",    "projection_wide",   "layer_ops",
-                                          "ensure",        "ensure_beside",     "attention",
-                                          "attention_fp8", "attention_fp8_host"}));
+  EXPECT_EQ(terms, (std::set<std::string>{"launch_eager",
+                                          "launch_graph",
+                                          "h2d_copy",
+                                          "d2h_copy",
+                                          "zero_copy_read",
+                                          "store",
+                                          "store_fp8",
+                                          "store_host",
+                                          "store_host_fp8",
+                                          "hbm_read",
+                                          "indexer",
+                                          "indexer_prefill",
+                                          "topk",
+                                          "topk_one_cta",
+                                          "topk_chain",
+                                          "projection",
+                                          "projection_wide",
+                                          "layer_ops",
+                                          "ensure",
+                                          "step_beside",
+                                          "step_beside_wide",
+                                          "step_beside_copy",
+                                          "attention",
+                                          "attention_fp8",
+                                          "attention_fp8_host"}));
   std::filesystem::remove(path);
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "cuda/calibrate/points.hpp"
 #include "cuda/calibrate/sweep.hpp"
 #include "model/config_error.hpp"
+#include "model/cost_model.hpp"
 #if defined(KVTIER_WITH_CUDA)
 #include "cuda/host_bank.hpp"
 #endif
@@ -130,10 +132,21 @@ TEST(CalibrateSweep, GridsCoverEveryTerm) {
     EXPECT_GE(g.ensure_rows.size(), 2u);
     EXPECT_GE(g.ensure_slots.size(), 2u);
     EXPECT_GE(g.ensure_misses.size(), 2u);
-    for (const int slots : g.ensure_slots) {
-      EXPECT_GE(slots / 2, 2048);  // the rows' tables fit the recent half
-      EXPECT_GE(slots / 2, std::min(g.max_calls, 8) * g.ensure_misses.back());
-    }
+    // the step beside: both pieces (rows up to 8 and past), rows of 2,048 pages (the ensure
+    // series') and of fewer, and misses of real pages
+    EXPECT_TRUE(std::ranges::any_of(g.ensure_rows, [](int r) { return r <= kStepGroupedRows; }));
+    EXPECT_TRUE(std::ranges::any_of(g.ensure_rows, [](int r) { return r > kStepGroupedRows; }));
+    EXPECT_NE(std::ranges::find(g.ensure_context_pages, 2048), g.ensure_context_pages.end());
+    EXPECT_GE(g.ensure_context_pages.size(), 2u);
+    for (const int c : g.ensure_context_pages)
+      EXPECT_LE(c, 2048);  // the rows' tables fit the recent half of the smallest pool
+    EXPECT_GE(g.beside_copy_misses.size(), 3u);
+    EXPECT_GE(g.beside_copy_misses.front(), 1);  // a copy in every point
+    EXPECT_LE(g.beside_copy_misses.back(), 64);  // half the copy sweep's 128-page rows
+    // the ensure series (rows of 2,048 pages) at two pools at least, and the largest misses of
+    // every call in the older half of the largest pool
+    EXPECT_GE(std::ranges::count_if(g.ensure_slots, [](int s) { return s / 2 >= 2048; }), 2);
+    EXPECT_GE(g.ensure_slots.back() / 2, std::min(g.max_calls, 8) * g.ensure_misses.back());
     for (const int t : g.attend_tokens)
       EXPECT_LT(t / 4, g.context_pages * 16);
     EXPECT_LE(g.context_pages, g.bank_pages);
@@ -219,8 +232,13 @@ TEST(CalibratePointsFile, RefusesWhatTheReaderWould) {
   EXPECT_THROW(term_inputs("nonsense"), std::invalid_argument);
   EXPECT_EQ(term_inputs("ensure"), (std::vector<std::string>{"lookups", "slots", "misses"}));
   EXPECT_EQ(term_inputs("ensure_beside"), (std::vector<std::string>{"lookups", "slots", "misses"}));
+  EXPECT_EQ(term_inputs("step_beside"),
+            (std::vector<std::string>{"rows", "pages", "slots", "misses"}));
+  EXPECT_EQ(term_inputs("step_beside_wide"),
+            (std::vector<std::string>{"rows", "pages", "slots", "misses"}));
+  EXPECT_EQ(term_inputs("step_beside_copy"), (std::vector<std::string>{"bytes"}));
   EXPECT_EQ(term_inputs("projection"), (std::vector<std::string>{"weight_bytes", "rows"}));
-  EXPECT_EQ(points_file_terms().size(), 25u);
+  EXPECT_EQ(points_file_terms().size(), 28u);
 }
 
 TEST(CalibratePointsFile, ShortTermsAreLeftOut) {

@@ -41,7 +41,8 @@ inline HardwareProfile unit_profile() {
   p.device_memory_gib = 1;
   p.pcie_h2d_gbps = p.pcie_d2h_gbps = 1;
   p.pcie_latency_us = 0.001;
-  p.zero_copy_read_gbps = p.zero_copy_write_gbps = 1;
+  p.zero_copy_read_gbps = p.zero_copy_write_gbps = p.step_beside_copy_gbps = 1;
+  p.step_beside_copy_us = p.pcie_latency_us;
   p.hbm_gbps = 1;
   p.launch_us = 0.001;
   p.graph_launch_us = 0.001;
@@ -63,8 +64,16 @@ inline HardwareProfile unit_profile() {
   p.ensure_ns_per_lookup = 1;
   p.ensure_ns_per_slot = 1;
   p.ensure_ns_per_miss = 1;
-  p.ensure_beside_fixed_us = 0.001;
-  p.ensure_beside_ns_per_lookup = p.ensure_beside_ns_per_slot = p.ensure_beside_ns_per_miss = 1;
+  // the step beside: 1 ns a page entry, a slot searched, a miss; rows and the pages of a step
+  // that misses all but nothing (the timelines' steps keep their own arithmetic)
+  p.step_beside_fixed_us = p.step_beside_wide_fixed_us = 0.001;
+  p.step_beside_us_per_row_doubling = 1e-9;
+  p.step_beside_wide_ns_per_row = 1e-6;
+  p.step_beside_ns_per_page = p.step_beside_ns_per_slot = p.step_beside_ns_per_miss = 1;
+  p.step_beside_wide_ns_per_page = p.step_beside_wide_ns_per_slot = p.step_beside_wide_ns_per_miss =
+      1;
+  p.step_beside_ns_per_page_missing = p.step_beside_wide_ns_per_page_missing = 1e-6;
+  p.step_beside_us_missing = 1e-9;
   p.attention_fixed_us = 0.001;
   p.attention_ns_per_cta = 1;
   p.attention_fp8_fixed_us = 0.001;

@@ -13,7 +13,7 @@ TEST(Profiles, EveryBuiltinProfileParsesWithASourcePerValue) {
   for (const auto& b : builtin_profiles()) {
     const HardwareProfile p = load_profile(b.name);
     EXPECT_EQ(p.name, b.name);
-    EXPECT_EQ(p.sources.size(), 64u) << b.name;
+    EXPECT_EQ(p.sources.size(), 75u) << b.name;
     for (const auto& [field, source] : p.sources)
       EXPECT_FALSE(source.empty()) << field;
   }
@@ -189,18 +189,61 @@ TEST(CostModel, TheFp8AttendsHaveAKneeInTheirBytes) {
   EXPECT_EQ(CostModel(p).attention_ns(8'000'000, 2, 264, KvDtype::fp8), 25000 + 800 + 32000);
 }
 
-// The step beside (MirrorEngine::residency_beside_async) has its own terms, the same form as
-// the full-grid step's.
+// The step beside (MirrorEngine::residency_beside_async) has its own terms: its rows (by their
+// doublings), its query's page entries, its misses; a step that misses searches the slots and
+// goes over its pages again.
 TEST(CostModel, TheStepBesideHasItsOwnTerms) {
   HardwareProfile p = load_profile("h200-pcie5");
-  p.ensure_beside_fixed_us = 10;
-  p.ensure_beside_ns_per_lookup = 2;
-  p.ensure_beside_ns_per_slot = 0.5;
-  p.ensure_beside_ns_per_miss = 40;
+  p.step_beside_fixed_us = 10;
+  p.step_beside_us_per_row_doubling = 3;
+  p.step_beside_ns_per_page = 2;
+  p.step_beside_ns_per_slot = 0.5;
+  p.step_beside_ns_per_miss = 40;
+  p.step_beside_ns_per_page_missing = 1;
+  p.step_beside_us_missing = 2.5;
   const CostModel c(p);
-  EXPECT_EQ(c.ensure_beside_ns(1000, 8192, 0), 10000 + 2000);  // all hit: no slot scanned
-  EXPECT_EQ(c.ensure_beside_ns(1000, 8192, 16), 10000 + 2000 + 4096 + 640);
-  EXPECT_NE(c.ensure_beside_ns(1000, 8192, 16), c.ensure_ns(1000, 8192, 16));
+  EXPECT_EQ(c.step_beside_ns(1, 1000, 8192, 0), 10000 + 2000);  // all hit: no slot searched
+  EXPECT_EQ(c.step_beside_ns(2, 1000, 8192, 0), 10000 + 3000 + 2000);
+  EXPECT_EQ(c.step_beside_ns(8, 1000, 8192, 16), 10000 + 9000 + 2000 + 4096 + 640 + 1000 + 2500);
+  EXPECT_NE(c.step_beside_ns(1, 1000, 8192, 16), c.ensure_ns(1000, 8192, 16));
+}
+
+// Past kStepGroupedRows rows the step's compaction takes one warp a row: the step beside is
+// priced by its second piece, per row, from exactly that row count on.
+TEST(CostModel, TheStepBesideHasAPiecePastTheGroupedRows) {
+  HardwareProfile p = load_profile("h200-pcie5");
+  p.step_beside_fixed_us = 10;
+  p.step_beside_us_per_row_doubling = 3;
+  p.step_beside_ns_per_page = 2;
+  p.step_beside_ns_per_slot = 0.5;
+  p.step_beside_ns_per_miss = 40;
+  p.step_beside_ns_per_page_missing = 1;
+  p.step_beside_us_missing = 2.5;
+  p.step_beside_wide_fixed_us = 7;
+  p.step_beside_wide_ns_per_row = 500;
+  p.step_beside_wide_ns_per_page = 5;
+  p.step_beside_wide_ns_per_slot = 0.25;
+  p.step_beside_wide_ns_per_miss = 60;
+  p.step_beside_wide_ns_per_page_missing = 0.5;
+  const CostModel c(p);
+  EXPECT_EQ(c.step_beside_ns(kStepGroupedRows, 4000, 8192, 16),
+            10000 + 9000 + 8000 + 4096 + 640 + 4000 + 2500);
+  EXPECT_EQ(c.step_beside_ns(kStepGroupedRows + 1, 4000, 8192, 16),
+            7000 + 4500 + 20000 + 2048 + 960 + 2000);
+  EXPECT_EQ(c.step_beside_ns(32, 4000, 8192, 0), 7000 + 16000 + 20000);  // all hit
+}
+
+// The copy of the step's misses by its own blocks has its own latency and rate.
+TEST(CostModel, TheStepBesideCopiesAtItsOwnRate) {
+  HardwareProfile p = load_profile("h200-pcie5");
+  p.pcie_latency_us = 1;
+  p.zero_copy_read_gbps = 50;
+  p.step_beside_copy_us = 3;
+  p.step_beside_copy_gbps = 40;
+  const CostModel c(p);
+  EXPECT_EQ(c.step_beside_copy_ns(0), 0);
+  EXPECT_EQ(c.step_beside_copy_ns(400'000), 3000 + 10000);
+  EXPECT_EQ(c.zero_copy_read_ns(400'000), 1000 + 8000);
 }
 
 // The replay's fp8 attend is priced over its grid: every row as wide as the widest.

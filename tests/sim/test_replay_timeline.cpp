@@ -160,7 +160,8 @@ TEST(ReplayTimeline, MirrorLayerUnit) {
   // The forward after the warm one (times from its start):
   // One launch locates every layer's table first. Layer 0: the store writes the host bank only
   // (page 2 is not resident yet): 1 + 16 = 17 ns, the link's share beside it. The step beside
-  // (1 fixed + 4 entries + 4 slots + 3 misses = 12 ns, 34 .. 46); the attention reads its 5
+  // (1 fixed + 4 page entries + 4 slots + 3 misses = 12 ns, 34 .. 46; layer 1's query has 3
+  // pages and a padding entry: 10 ns); the attention reads its 5
   // tokens in place (80 ns on the link from 34: the attend's reads, no latency of their own)
   // and then runs 1 + 1 CTA = 2 ns; the step's copy (1 + 3 x 64 ns) queues behind that read on
   // the link (114 .. 307). Layer 1's top-k waits for layer 0's step.
@@ -176,7 +177,7 @@ TEST(ReplayTimeline, MirrorLayerUnit) {
                                      {"attend", 1, 383, 385},
                                      {"gate, output projection", 1, 385, 386}};
   EXPECT_EQ(spans_of(r, Resource::compute, 1), compute);
-  const std::vector<Span> beside = {{"residency step", 0, 34, 46}, {"residency step", 1, 335, 346}};
+  const std::vector<Span> beside = {{"residency step", 0, 34, 46}, {"residency step", 1, 335, 345}};
   EXPECT_EQ(spans_of(r, Resource::beside, 1), beside);
   // The store's write into the host bank shares the link with the step's copy and the reads.
   const std::vector<Span> h2d = {{"write-through", 0, 17, 34},   {"in-place read", 0, 34, 114},
@@ -196,11 +197,11 @@ TEST(ReplayTimeline, MirrorLayerUnit) {
   EXPECT_EQ(r.total().drops, 0);
 }
 
-// The step beside is priced by its own terms (ensure_beside: MirrorEngine::
+// The step beside is priced by its own terms (step_beside: MirrorEngine::
 // residency_beside_async), not the full-grid step's; the decisions do not move.
 TEST(ReplayTimeline, TheStepBesideIsPricedByItsOwnTerms) {
   HardwareProfile p = unit_profile();
-  p.ensure_beside_fixed_us = 0.101;  // 101 ns where the full-grid step's is 1
+  p.step_beside_fixed_us = 0.101;  // 101 ns where the full-grid step's is 1
   const SimResult base =
       run(Placement::mirror, ResidencyUnit::layer_page, 4, KvDtype::bf16, unit_profile(), true);
   const SimResult r = run(Placement::mirror, ResidencyUnit::layer_page, 4, KvDtype::bf16, p, true);
@@ -226,10 +227,11 @@ TEST(ReplayTimeline, TheStepBesideIsPricedByItsOwnTerms) {
 // on the link with the copies and the in-place reads (the H200's mirror prefill forwards took
 // the writes and the copies one after the other).
 // Locate 0 .. 1. Layer 0: store into the host bank 1 .. 18 (its write on the link), step
-// 18 .. 30 (1 + 4 entries + 4 slots + 3 misses), the attend's in-place read of 5 tokens
+// 18 .. 30 (1 + 4 page entries + 4 slots + 3 misses), the attend's in-place read of 5 tokens
 // 18 .. 98, then the copy (1 + 3 x 64) 98 .. 291; attend 98 .. 100. Layer 1: store 100 .. 117,
-// its write on the link 291 .. 308; the step (1 + 4 + 4 + 2 misses) after layer 0's copy,
-// 291 .. 302; the read of 3 tokens 308 .. 356; the copy (1 + 2 x 64) 356 .. 485.
+// its write on the link 291 .. 308; the step (1 + 3 page entries, its 4th is padding, + 4 +
+// 2 misses) after layer 0's copy, 291 .. 301; the read of 3 tokens 308 .. 356; the copy
+// (1 + 2 x 64) 356 .. 485.
 TEST(ReplayTimeline, TraceReplayMirrorStepsBesideRunOneAfterAnother) {
   const traces::TraceInput t = warm_one_forward();  // forward 1 reads in place
   SimConfig c;
@@ -238,7 +240,7 @@ TEST(ReplayTimeline, TraceReplayMirrorStepsBesideRunOneAfterAnother) {
   c.pool_slots = 4;
   c.record_timeline = true;
   const SimResult r = simulate(t, frontend::scan_trace(t), CostModel(unit_profile()), c);
-  const std::vector<Span> beside = {{"residency step", 0, 18, 30}, {"residency step", 1, 291, 302}};
+  const std::vector<Span> beside = {{"residency step", 0, 18, 30}, {"residency step", 1, 291, 301}};
   EXPECT_EQ(spans_of(r, Resource::beside, 1), beside);
   const std::vector<Span> h2d = {{"write-through", 0, 1, 18},    {"in-place read", 0, 18, 98},
                                  {"miss copy", 0, 98, 291},      {"write-through", 1, 291, 308},

@@ -34,9 +34,16 @@ struct Truth {
   // The host bank's store: 2.4 us + 3.4 ns per KiB up to 128 KiB, then the link at 52 GB/s.
   double host_us = 2.4, host_knee = 131072, host_ns_per_kib = 3.4, store_zc_gbps = 52.0;
   double ensure_fixed_us = 6.0, per_lookup_ns = 0.8, per_slot_ns = 0.03, per_miss_ns = 35.0;
-  // The step beside (a few blocks): a smaller fixed part, dearer per lookup.
-  double beside_fixed_us = 4.0, beside_per_lookup_ns = 2.5, beside_per_slot_ns = 0.05,
-         beside_per_miss_ns = 40.0;
+  // The step beside (a few blocks, beside an attention of its rows): per doubling of the rows,
+  // per page entry; past 8 rows (one warp a row) its own piece, per row. Its copy's rate.
+  // A step that misses goes over its pages again.
+  double beside_fixed_us = 4.0, beside_per_doubling_us = 3.0, beside_per_page_ns = 1.5,
+         beside_per_slot_ns = 0.05, beside_per_miss_ns = 40.0, beside_per_page_missing_ns = 0.8,
+         beside_missing_us = 3.0;
+  double beside_wide_fixed_us = 9.0, beside_wide_per_row_ns = 900.0, beside_wide_per_page_ns = 3.0,
+         beside_wide_per_slot_ns = 0.07, beside_wide_per_miss_ns = 55.0,
+         beside_wide_per_page_missing_ns = 0.6;
+  double beside_copy_us = 4.5, beside_copy_gbps = 42.0;
   double indexer_ns = 0.09, indexer_fixed_us = 4.4, launch_us = 3.9;
   // Projections: up to 64 rows a fixed part, the weights at a rate and a cost per row; past
   // that (cuBLAS) a fixed part and the flops (weight bytes x rows) at a rate. The layer's small
@@ -108,7 +115,8 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
               std::max(0.0, x - t.host_knee) / (1000 * t.store_zc_gbps)));
   }
   PointSeries ens{"ensure", {{"lookups", "slots", "misses"}, {}, {}}};
-  PointSeries beside{"ensure_beside", {{"lookups", "slots", "misses"}, {}, {}}};
+  PointSeries beside{"step_beside", {{"rows", "pages", "slots", "misses"}, {}, {}}};
+  PointSeries beside_wide{"step_beside_wide", {{"rows", "pages", "slots", "misses"}, {}, {}}};
   for (double lookups : {512.0, 4096.0, 32768.0}) {
     for (double slots : {1024.0, 8192.0, 65536.0}) {
       for (double misses : {0.0, 64.0, 512.0}) {
@@ -117,13 +125,41 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
         ens.samples.y.push_back(
             noisy(t.ensure_fixed_us + 1e-3 * (lookups * t.per_lookup_ns + scanned * t.per_slot_ns +
                                               misses * t.per_miss_ns)));
-        beside.samples.x.push_back({lookups, slots, misses});
-        beside.samples.y.push_back(
-            noisy(t.beside_fixed_us +
-                  1e-3 * (lookups * t.beside_per_lookup_ns + scanned * t.beside_per_slot_ns +
-                          misses * t.beside_per_miss_ns)));
       }
     }
+  }
+  for (double rows : {1.0, 2.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0}) {
+    for (double per_row : {130.0, 460.0}) {
+      for (double slots : {8192.0, 65536.0}) {
+        for (double misses : {0.0, 16.0, 64.0}) {
+          const double pages = rows * per_row;
+          const double scanned = CostModel::ensure_slots_scanned(slots, misses);
+          const double missing = misses > 0 ? pages : 0.0;
+          if (rows <= kStepGroupedRows) {
+            beside.samples.x.push_back({rows, pages, slots, misses});
+            beside.samples.y.push_back(noisy(
+                t.beside_fixed_us + std::log2(rows) * t.beside_per_doubling_us +
+                1e-3 * (pages * t.beside_per_page_ns + scanned * t.beside_per_slot_ns +
+                        misses * t.beside_per_miss_ns + missing * t.beside_per_page_missing_ns) +
+                (misses > 0 ? t.beside_missing_us : 0.0)));
+          } else {
+            beside_wide.samples.x.push_back({rows, pages, slots, misses});
+            beside_wide.samples.y.push_back(noisy(
+                t.beside_wide_fixed_us +
+                1e-3 * (rows * t.beside_wide_per_row_ns + pages * t.beside_wide_per_page_ns +
+                        scanned * t.beside_wide_per_slot_ns + misses * t.beside_wide_per_miss_ns +
+                        missing * t.beside_wide_per_page_missing_ns)));
+          }
+        }
+      }
+    }
+  }
+  // The step's copy of its misses: the first page's latency, then the bytes at the rate.
+  PointSeries beside_copy{"step_beside_copy", {{"bytes"}, {}, {}}};
+  for (double misses : {1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0}) {
+    beside_copy.samples.x.push_back({misses * 131072});
+    beside_copy.samples.y.push_back(
+        noisy(t.beside_copy_us + misses * 131072 / (1000 * t.beside_copy_gbps)));
   }
   PointSeries idx{"indexer", {{"row_blocks"}, {}, {}}};
   PointSeries launch{"launch_eager", {{"kernels"}, {}, {}}};
@@ -152,8 +188,8 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
     ops.samples.x.push_back({rows});
     ops.samples.y.push_back(noisy(t.ops_fixed_us + rows * t.ops_per_row_ns * 1e-3));
   }
-  p.series = {h2d, zc,     store, store_host, hbm,  att,  fp8, fp8_host,
-              ens, beside, idx,   launch,     proj, wide, ops};
+  p.series = {h2d,    zc,          store,       store_host, hbm,    att,  fp8,  fp8_host, ens,
+              beside, beside_wide, beside_copy, idx,        launch, proj, wide, ops};
   return p;
 }
 
@@ -192,11 +228,22 @@ TEST(ProfileFit, RecoversTheCardFromExactPoints) {
   EXPECT_NEAR(p.ensure_ns_per_lookup, t.per_lookup_ns, 1e-9);
   EXPECT_NEAR(p.ensure_ns_per_slot, t.per_slot_ns, 1e-9);
   EXPECT_NEAR(p.ensure_ns_per_miss, t.per_miss_ns, 1e-9);
-  // The step beside: its own series, its own fields.
-  EXPECT_NEAR(p.ensure_beside_fixed_us, t.beside_fixed_us, 1e-6);
-  EXPECT_NEAR(p.ensure_beside_ns_per_lookup, t.beside_per_lookup_ns, 1e-9);
-  EXPECT_NEAR(p.ensure_beside_ns_per_slot, t.beside_per_slot_ns, 1e-9);
-  EXPECT_NEAR(p.ensure_beside_ns_per_miss, t.beside_per_miss_ns, 1e-9);
+  // The step beside: its own series, its own fields, in two pieces; its copy's rate.
+  EXPECT_NEAR(p.step_beside_fixed_us, t.beside_fixed_us, 1e-6);
+  EXPECT_NEAR(p.step_beside_us_per_row_doubling, t.beside_per_doubling_us, 1e-6);
+  EXPECT_NEAR(p.step_beside_ns_per_page, t.beside_per_page_ns, 1e-9);
+  EXPECT_NEAR(p.step_beside_ns_per_slot, t.beside_per_slot_ns, 1e-9);
+  EXPECT_NEAR(p.step_beside_ns_per_miss, t.beside_per_miss_ns, 1e-9);
+  EXPECT_NEAR(p.step_beside_ns_per_page_missing, t.beside_per_page_missing_ns, 1e-9);
+  EXPECT_NEAR(p.step_beside_us_missing, t.beside_missing_us, 1e-9);
+  EXPECT_NEAR(p.step_beside_wide_fixed_us, t.beside_wide_fixed_us, 1e-6);
+  EXPECT_NEAR(p.step_beside_wide_ns_per_row, t.beside_wide_per_row_ns, 1e-6);
+  EXPECT_NEAR(p.step_beside_wide_ns_per_page, t.beside_wide_per_page_ns, 1e-9);
+  EXPECT_NEAR(p.step_beside_wide_ns_per_slot, t.beside_wide_per_slot_ns, 1e-9);
+  EXPECT_NEAR(p.step_beside_wide_ns_per_miss, t.beside_wide_per_miss_ns, 1e-9);
+  EXPECT_NEAR(p.step_beside_wide_ns_per_page_missing, t.beside_wide_per_page_missing_ns, 1e-9);
+  EXPECT_NEAR(p.step_beside_copy_us, t.beside_copy_us, 1e-6);
+  EXPECT_NEAR(p.step_beside_copy_gbps, t.beside_copy_gbps, 1e-6);
   EXPECT_NEAR(p.indexer_ns_per_row_block, t.indexer_ns, 1e-9);
   EXPECT_NEAR(p.indexer_fixed_us, t.indexer_fixed_us, 1e-6);
   EXPECT_NEAR(p.launch_us, t.launch_us, 1e-9);
@@ -237,7 +284,9 @@ TEST(ProfileFit, RecoversTheCardFromNoisyPoints) {
   EXPECT_EQ(p.store_knee_bytes, t.store_knee);
   EXPECT_NEAR(p.attention_fp8_gbps / t.fp8_gbps, 1.0, 0.05);
   EXPECT_NEAR(p.attention_fp8_host_gbps / t.fp8_host_gbps, 1.0, 0.02);
-  EXPECT_NEAR(p.ensure_beside_ns_per_miss / t.beside_per_miss_ns, 1.0, 0.05);
+  EXPECT_NEAR(p.step_beside_us_per_row_doubling / t.beside_per_doubling_us, 1.0, 0.05);
+  EXPECT_NEAR(p.step_beside_wide_ns_per_page / t.beside_wide_per_page_ns, 1.0, 0.1);
+  EXPECT_NEAR(p.step_beside_copy_gbps / t.beside_copy_gbps, 1.0, 0.05);
   for (const SeriesFit& s : f.report.series)
     EXPECT_GT(s.linear.quality.r2, 0.99) << s.term;
 }
@@ -320,18 +369,32 @@ TEST(ProfileFit, AFitThatGivesANonPositiveRateIsRefused) {
 
 TEST(ProfileFit, EveryTermMapsToTheProfile) {
   // One exact series per term: each sets at least one field (or, hbm_read with attention and
-  // zero_copy_write with store present, none) and the result is a valid profile.
+  // zero_copy_write with store present, and the retired ensure_beside, none) and the result is
+  // a valid profile.
+  // The step beside's series are priced through their own inputs (doublings of the rows, the
+  // slots searched, the pages and fixed part of a step that misses): their points are the
+  // cost model's own, from a profile of positive figures, on either side of kStepGroupedRows.
+  const CostModel model(sim::load_profile("a100-80gb-pcie4"));
   PointsFile p{"c", "d", "2026-12-02", "cmd", {}};
   for (const CalibrationTerm& t : calibration_terms()) {
     PointSeries s{std::string(t.term), {{}, {}, {}}};
     for (std::string_view in : t.inputs)
       s.samples.inputs.emplace_back(in);
-    for (int i = 0; i < 12; ++i) {
+    const bool beside = t.term == "step_beside" || t.term == "step_beside_wide";
+    for (int i = 0; i < 24; ++i) {
       std::vector<double> x;
       double y = 1.0;
       for (std::size_t j = 0; j < t.inputs.size(); ++j) {
         x.push_back(1.0 + static_cast<double>((i * (j + 1) * 7 + j * 3) % 13) * 100.0);
         y += 0.01 * x.back();
+      }
+      if (beside) {  // rows, pages, slots, misses
+        x[0] = static_cast<double>(t.term == "step_beside" ? 1 + i % kStepGroupedRows
+                                                           : kStepGroupedRows + 1 + i);
+        x[3] = i % 3 == 0 ? 0 : x[3];
+        y = 1e-3 * static_cast<double>(model.step_beside_ns(
+                       static_cast<std::int64_t>(x[0]), static_cast<std::int64_t>(x[1]),
+                       static_cast<std::int64_t>(x[2]), static_cast<std::int64_t>(x[3])));
       }
       s.samples.x.push_back(x);
       s.samples.y.push_back(y);
@@ -342,7 +405,7 @@ TEST(ProfileFit, EveryTermMapsToTheProfile) {
   EXPECT_FALSE(f.profile.scaled_from_datasheets);
   EXPECT_TRUE(f.report.kept.empty());
   for (const SeriesFit& s : f.report.series) {
-    if (s.term != "hbm_read" && s.term != "zero_copy_write") {
+    if (s.term != "hbm_read" && s.term != "zero_copy_write" && s.term != "ensure_beside") {
       EXPECT_FALSE(s.fields.empty()) << s.term;
     }
   }
@@ -379,24 +442,57 @@ TEST(ProfileFit, AHostStoreWithoutAKneePricesTheLine) {
 namespace kvtier::fit {
 namespace {
 
-// Points files before the ensure_beside series (2026-12-02's): the step beside keeps the base
-// profile's values and sources (h200-pcie5's: fitted from a later points file, as its source
-// says).
-TEST(ProfileFit, WithoutTheBesideSeriesTheBaseStepBesideStands) {
+// Points files of 2026-12-03 and before time the step beside without its rows and pages
+// (ensure_beside): that series is read and fitted for the report but prices nothing, and the
+// step beside keeps the base profile's values and sources.
+TEST(ProfileFit, TheRetiredBesideSeriesPricesNothing) {
   PointsFile p = synthetic(Truth{}, 0.0);
-  std::erase_if(p.series, [](const PointSeries& s) { return s.term == "ensure_beside"; });
+  std::erase_if(p.series, [](const PointSeries& s) { return s.term.starts_with("step_beside"); });
+  PointSeries old{"ensure_beside", {{"lookups", "slots", "misses"}, {}, {}}};
+  for (double lookups : {514.0, 4112.0})
+    for (double slots : {8192.0, 32768.0})
+      for (double misses : {0.0, 16.0}) {
+        old.samples.x.push_back({lookups, slots, misses});
+        old.samples.y.push_back(10 + lookups * 0.002 + (misses > 0 ? slots * 0.001 : 0));
+      }
+  p.series.push_back(old);
   const HardwareProfile base = sim::load_profile("h200-pcie5");
   const ProfileFit f = fit_profile(p, base);
-  for (const char* field : {"ensure_beside_fixed_us", "ensure_beside_ns_per_lookup",
-                            "ensure_beside_ns_per_slot", "ensure_beside_ns_per_miss"}) {
+  for (const char* field :
+       {"step_beside_fixed_us", "step_beside_us_per_row_doubling", "step_beside_ns_per_page",
+        "step_beside_wide_ns_per_row", "step_beside_copy_gbps"}) {
     EXPECT_EQ(f.profile.param(field), base.param(field)) << field;
     EXPECT_EQ(f.profile.source(field), base.source(field)) << field;
-    EXPECT_NE(base.source(field).find("ensure_beside"), std::string::npos) << field;
   }
-  EXPECT_NE(std::find(f.report.kept.begin(), f.report.kept.end(), "ensure_beside"),
-            f.report.kept.end());
+  for (const char* term : {"step_beside", "step_beside_wide", "step_beside_copy"})
+    EXPECT_NE(std::find(f.report.kept.begin(), f.report.kept.end(), term), f.report.kept.end())
+        << term;
+  const auto s = std::find_if(f.report.series.begin(), f.report.series.end(),
+                              [](const SeriesFit& x) { return x.term == "ensure_beside"; });
+  ASSERT_NE(s, f.report.series.end());
+  EXPECT_TRUE(s->fields.empty());
+  ASSERT_EQ(s->unpriced.size(), 1u);
+  EXPECT_NE(s->unpriced[0].note.find("retired"), std::string::npos);
   // The full-grid step's own fit moves on without it.
   EXPECT_NE(f.profile.source("ensure_fixed_us").find("fitted"), std::string::npos);
+}
+
+// A profile written before the step beside took its rows and pages names a retired parameter:
+// refused with what replaced it, not as an unknown one.
+TEST(ProfileFit, AProfileWithTheRetiredBesideTermsIsRefusedWithTheReason) {
+  std::string text = hardware_profile_to_json(sim::load_profile("h200-pcie5"));
+  const std::string key = "\"step_beside_fixed_us\"";
+  const auto at = text.find(key);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, key.size(), "\"ensure_beside_fixed_us\"");
+  try {
+    (void)hardware_profile_from_json(text);
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("ensure_beside_fixed_us: retired parameter"), std::string::npos) << what;
+    EXPECT_NE(what.find("step_beside_"), std::string::npos) << what;
+  }
 }
 
 }  // namespace

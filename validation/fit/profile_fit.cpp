@@ -143,10 +143,32 @@ const std::vector<TermMap>& term_maps() {
         {"ensure_ns_per_miss", Coef::slope, 2, As::ns}},
        {}},
       {"ensure_beside",
-       {{"ensure_beside_fixed_us", Coef::intercept, 0, As::us},
-        {"ensure_beside_ns_per_lookup", Coef::slope, 0, As::ns},
-        {"ensure_beside_ns_per_slot", Coef::slope, 1, As::ns},
-        {"ensure_beside_ns_per_miss", Coef::slope, 2, As::ns}},
+       {},
+       {{Coef::intercept, 0,
+         "retired series (points files before 2026-12-03b): the step beside is priced by "
+         "step_beside*, from its rows and pages, which it lacks"}}},
+      {"step_beside",
+       {{"step_beside_fixed_us", Coef::intercept, 0, As::us},
+        {"step_beside_us_per_row_doubling", Coef::slope, 0, As::us},
+        {"step_beside_ns_per_page", Coef::slope, 1, As::ns},
+        {"step_beside_ns_per_slot", Coef::slope, 2, As::ns},
+        {"step_beside_ns_per_miss", Coef::slope, 3, As::ns},
+        {"step_beside_ns_per_page_missing", Coef::slope, 4, As::ns},
+        {"step_beside_us_missing", Coef::slope, 5, As::us}},
+       {},
+       Form::relative_line},
+      {"step_beside_wide",
+       {{"step_beside_wide_fixed_us", Coef::intercept, 0, As::us},
+        {"step_beside_wide_ns_per_row", Coef::slope, 0, As::ns},
+        {"step_beside_wide_ns_per_page", Coef::slope, 1, As::ns},
+        {"step_beside_wide_ns_per_slot", Coef::slope, 2, As::ns},
+        {"step_beside_wide_ns_per_miss", Coef::slope, 3, As::ns},
+        {"step_beside_wide_ns_per_page_missing", Coef::slope, 4, As::ns}},
+       {},
+       Form::relative_line},
+      {"step_beside_copy",
+       {{"step_beside_copy_us", Coef::intercept, 0, As::us},
+        {"step_beside_copy_gbps", Coef::slope, 0, As::gbps}},
        {}},
       {"attention",
        {{"attention_fixed_us", Coef::intercept, 0, As::us},
@@ -236,11 +258,27 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
   s.term = ps.term;
   s.inputs = ps.samples.inputs;
   s.points = ps.samples.y.size();
-  // The ensure's slots enter the cost as the slots it searches (CostModel::ensure_ns).
+  // The ensure's slots enter the cost as the slots it searches (CostModel::ensure_ns), and the
+  // rows of the step beside up to kStepGroupedRows rows as their doublings (step_beside_ns).
   Samples samples = ps.samples;
   if (ps.term == "ensure" || ps.term == "ensure_beside") {
     for (auto& x : samples.x)
       x[1] = CostModel::ensure_slots_scanned(x[1], x[2]);
+  }
+  // The step beside's pages enter once more in a step that misses (a fifth input), and up to
+  // kStepGroupedRows rows, so does a fixed part (a sixth: 1 for a step that misses).
+  if (ps.term == "step_beside" || ps.term == "step_beside_wide") {
+    const bool narrow = ps.term == "step_beside";
+    for (auto& x : samples.x) {
+      const bool missing = x[3] > 0;
+      x.push_back(missing ? x[1] : 0.0);
+      if (narrow) x.push_back(missing ? 1.0 : 0.0);
+      x[2] = CostModel::ensure_slots_scanned(x[2], x[3]);
+      if (narrow) x[0] = CostModel::row_doublings(x[0]);
+    }
+    samples.inputs.emplace_back("pages missing");
+    if (narrow) samples.inputs.emplace_back("missing");
+    s.inputs = samples.inputs;
   }
   const bool relative = m.form != Form::line;
   try {
@@ -344,8 +382,10 @@ ProfileFit fit_profile(const PointsFile& points, const HardwareProfile& base) {
                             fmt("%.1f", 100.0 * hbm->linear.slopes[0] / attend->linear.slopes[0]) +
                             " % of the HBM gather ceiling");
   }
+  // (a retired term prices nothing: there is nothing of it to keep)
   for (const CalibrationTerm& t : calibration_terms()) {
-    if (points.find(t.term) == nullptr) r.report.kept.emplace_back(t.term);
+    if (points.find(t.term) == nullptr && !map_of(t.term).rules.empty())
+      r.report.kept.emplace_back(t.term);
   }
   if (!points.series.empty()) {
     r.profile.scaled_from_datasheets = false;
