@@ -252,19 +252,17 @@ __device__ void compact_rows_in_groups(const CompactParams& p, int group, ChunkS
   if (w == 0 && lane == 0 && total > p.width) atomicAdd(p.dropped, total - p.width);
 }
 
-// Rows compacted by groups of 4 warps: the block's 32 warps. The cost model prices the step
-// beside with a piece up to this many rows and one past it.
-inline constexpr int kGroupedRows = 8;
-static_assert(kGroupedRows == kStepGroupedRows);
-
 // Every thread of the leading block: the rows' compaction into the query, by groups of warps
 // where the rows are few and short enough, else one warp a row.
 __device__ inline void compact_rows(const CompactParams& p, ChunkSummary* chunks) {
   const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
   const int longest = p.n_blocks + 1;  // a row's items at most
   // Four warps of five items a lane hold a decode row (513 items); more forms (2 or 8 warps a
-  // row) made the kernel spill registers it holds across the ensure.
-  if (p.rows <= kGroupedRows && longest <= 4 * 32 * 5) {
+  // row) made the kernel spill registers it holds across the ensure. Groups of 4 warps take
+  // the block's 32 warps at kStepGroupedRows rows: the cost model prices the step beside with a
+  // piece up to that many rows and one past it.
+  static_assert(kStepGroupedRows * 4 == 32);
+  if (p.rows <= kStepGroupedRows && longest <= 4 * 32 * 5) {
     compact_rows_in_groups<5>(p, 4, chunks);
   } else {
     for (int r = warp; r < p.rows; r += static_cast<int>(blockDim.x >> 5))

@@ -152,6 +152,7 @@ LayerQuery FrontEnd::build(const Forward& f, int layer, int width,
   row_tokens_.resize(rows);
   std::copy(writes_.begin(), writes_.end(), query_.begin());
   LayerQuery q;
+  q.page_entries = std::ssize(writes_);
   PageId* out = query_.data() + writes_.size();
   const std::int64_t w_tokens = g_.select_width_tokens();
   for (std::size_t r = 0; r < rows; ++r) {
@@ -170,6 +171,7 @@ LayerQuery FrontEnd::build(const Forward& f, int layer, int width,
           (c.status == CompactStatus::unsorted ? " is not ascending" : " lies beyond its context"));
     }
     q.drops += c.dropped;
+    q.page_entries += c.pages;
     out += width;
     const auto tail = causal_tail(last, g_.compress_ratio);
     const std::int64_t last_tokens =

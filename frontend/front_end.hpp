@@ -41,6 +41,7 @@ struct RowTokens {
 // entries padded with kNoPage, plus what the cost model needs.
 struct LayerQuery {
   std::span<const PageId> pages;
+  std::int64_t page_entries = 0;     // entries of `pages` that are pages, not padding
   int drops = 0;                     // distinct pages past the width (all rows)
   std::int64_t selected_tokens = 0;  // tokens the rows attend (sum over rows and tokens)
   // Tokens the rows' last positions attend (sum over rows): what the GPU trace replay reads,

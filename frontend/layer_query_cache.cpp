@@ -78,6 +78,7 @@ LayerQuery LayerQueryCache::build(const traces::Forward& f, int layer, int width
   std::copy(full.pages.begin(), full.pages.begin() + static_cast<std::ptrdiff_t>(writes),
             cut_.begin());
   LayerQuery q = full.query;
+  q.page_entries = static_cast<std::int64_t>(writes);
   for (std::size_t r = 0; r < rows; ++r) {
     const Compacted& from = bypass[r] != 0 ? lc.tails : full;
     const int have = from.row_pages[r];
@@ -87,6 +88,7 @@ LayerQuery LayerQueryCache::build(const traces::Forward& f, int layer, int width
     std::copy(src, src + kept, to);
     std::fill(to + kept, to + width, kNoPage);
     q.drops += have - kept;
+    q.page_entries += kept;
     if (bypass[r] != 0) add_bypassed_row(q, full.rows[r], f.rows[r].kind);
   }
   q.pages = cut_;

@@ -29,7 +29,7 @@ constexpr IndexPath index_path(std::int64_t rows, std::int64_t rows_per_request)
                                                                           : IndexPath::prefill;
 }
 // The residency step compacts up to this many rows by groups of warps, more one warp a row
-// (cuda/residency_step.cu, which asserts the value): the step beside has a piece for each.
+// (cuda/step_compaction.cuh, which takes its form by it): the step beside has a piece for each.
 inline constexpr std::int64_t kStepGroupedRows = 8;
 inline constexpr std::int64_t kTopkClusterRows = 16;
 inline constexpr std::int64_t kTopkOneCtaRows = 64;

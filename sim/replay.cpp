@@ -483,11 +483,6 @@ class Simulation {
                    {deps[0], deps[1], fp8 ? kNoOp : rd, st}, name, l);
   }
 
-  // A layer-step query's entries that are pages, not padding: the step beside's input.
-  static std::int64_t page_entries(const frontend::LayerQuery& q) {
-    return std::ranges::count_if(q.pages, [](PageId p) { return p != kNoPage; });
-  }
-
   // The core's ensure for the layer's pool (AdmitAll, or AdmitOnReuse for hybrid).
   EnsureResult ensure(PoolState& pool, const frontend::LayerQuery& q, std::int64_t step) {
     const int n = static_cast<int>(q.pages.size());
@@ -556,13 +551,13 @@ class Simulation {
     if (bypass_read > 0) charge_bypass_rows(q, model);
     // Beside, the step (compaction, ensure and miss copy) is one kernel on one stream: a
     // layer's step starts once the previous layer's has copied its misses.
-    const OpId previous_step = lane == Resource::beside && l > 0 ? beside_done_[l - 1] : kNoOp;
+    const bool beside = lane == Resource::beside;
+    const OpId previous_step = beside && l > 0 ? beside_done_[l - 1] : kNoOp;
     const std::array<OpId, 3> after{deps[0], deps[1], previous_step};
     // Beside, the step runs on a few blocks without the translate (its own terms).
-    const bool beside = lane == Resource::beside;
-    const std::int64_t step_ns = beside ? cost_.step_beside_ns(std::ssize(q.rows), page_entries(q),
-                                                               cfg_.pool_slots, r.misses)
-                                        : cost_.ensure_ns(n, cfg_.pool_slots, r.misses);
+    const std::int64_t step_ns =
+        beside ? cost_.step_beside_ns(std::ssize(q.rows), q.page_entries, cfg_.pool_slots, r.misses)
+               : cost_.ensure_ns(n, cfg_.pool_slots, r.misses);
     const OpId ens = tl_.add(lane, cost_.kernel_launch_ns(1) + step_ns, after, name, l);
     // Beside, the step's own few blocks copy its misses; otherwise the copy kernel's full grid.
     const std::int64_t copy_ns =
@@ -570,7 +565,7 @@ class Simulation {
     const OpId cp = copy_bytes > 0 ? tl_.add(Resource::h2d, copy_ns, {ens}, "miss copy", l) : kNoOp;
     // In place the attention does not wait for the step (it reads what the step did not have
     // from the host bank, beside it); first, it waits for the step's copy.
-    if (lane != Resource::beside) ls.copied = cp != kNoOp ? cp : ens;
+    if (!beside) ls.copied = cp != kNoOp ? cp : ens;
     return cp != kNoOp ? cp : ens;
   }
   // The step's link bytes to the requests whose pages crossed: each copied page its copy,
@@ -621,11 +616,11 @@ class Simulation {
     const EnsureResult pr = PrefetchNextLayer::prefetch(
         next.state.view(), q.pages.data(), n, ls_index, next.victims, es, sc_.copies.data());
     const int copied = pr.status == EnsureStatus::ok ? pr.misses : 0;
-    const OpId ens = tl_.add(
-        Resource::beside,
-        cost_.kernel_launch_ns(1) +
-            cost_.step_beside_ns(std::ssize(q.rows), page_entries(q), cfg_.pool_slots, copied),
-        {after}, name, l + 1);
+    const OpId ens =
+        tl_.add(Resource::beside,
+                cost_.kernel_launch_ns(1) + cost_.step_beside_ns(std::ssize(q.rows), q.page_entries,
+                                                                 cfg_.pool_slots, copied),
+                {after}, name, l + 1);
     if (copied == 0) return ens;
     frontend::log_installs(cfg_.decisions, fi_, l + 1, prefetch_stamp(ls_index),
                            frontend::InstallKind::prefetch,

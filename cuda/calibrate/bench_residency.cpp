@@ -323,9 +323,9 @@ void time_beside(Bench& b, Pool& pool, const Steps& st, const BesideLayer& layer
 }
 
 // step_beside_copy: the copy of the step beside's misses by its own few blocks. The step beside
-// one row at 1,024 slots, timed twice: over a pool of the QSA layer's bf16 pages and over one of
-// 16-byte pages (whose copy weighs nothing), the same rows and misses; a point is the bytes it
-// copied and the difference.
+// one row at 1,024 slots, the same rows and misses timed twice: over a pool of the QSA layer's
+// bf16 pages and over one of 16-byte pages (whose copy weighs nothing), both of the same slots
+// and pages; a point is the bytes it copied and the difference.
 Series beside_copy(Bench& b, const BesideBank& bank, int calls, const std::string& what,
                    const std::string& timing) {
   const CalibrationGrid& g = b.grid;
@@ -348,9 +348,9 @@ Series beside_copy(Bench& b, const BesideBank& bank, int calls, const std::strin
     if (misses < 1 || !misses_fit(1, misses, kPages))
       throw std::logic_error("calibration: " + std::to_string(misses) +
                              " misses do not fit the copy sweep's rows");
-    const StepTiming t = time_step(b, real, make_steps(b, real, 1, misses, calls, kPages), &layer);
-    const StepTiming base =
-        time_step(b, tiny, make_steps(b, tiny, 1, misses, calls, kPages), &layer);
+    const Steps st = make_steps(b, real, 1, misses, calls, kPages);
+    const StepTiming t = time_step(b, real, st, &layer);
+    const StepTiming base = time_step(b, tiny, st, &layer);
     s.points.push_back({t.misses * static_cast<double>(layout.layer_page_bytes()), t.us - base.us});
   }
   return s;

@@ -189,10 +189,8 @@ TEST(CostModel, TheFp8AttendsHaveAKneeInTheirBytes) {
   EXPECT_EQ(CostModel(p).attention_ns(8'000'000, 2, 264, KvDtype::fp8), 25000 + 800 + 32000);
 }
 
-// The step beside (MirrorEngine::residency_beside_async) has its own terms: its rows (by their
-// doublings), its query's page entries, its misses; a step that misses searches the slots and
-// goes over its pages again.
-TEST(CostModel, TheStepBesideHasItsOwnTerms) {
+// h200-pcie5 with round figures for the step beside up to kStepGroupedRows rows.
+HardwareProfile round_step_beside() {
   HardwareProfile p = load_profile("h200-pcie5");
   p.step_beside_fixed_us = 10;
   p.step_beside_us_per_row_doubling = 3;
@@ -201,7 +199,14 @@ TEST(CostModel, TheStepBesideHasItsOwnTerms) {
   p.step_beside_ns_per_miss = 40;
   p.step_beside_ns_per_page_missing = 1;
   p.step_beside_us_missing = 2.5;
-  const CostModel c(p);
+  return p;
+}
+
+// The step beside (MirrorEngine::residency_beside_async) has its own terms: its rows (by their
+// doublings), its query's page entries, its misses; a step that misses searches the slots and
+// goes over its pages again.
+TEST(CostModel, TheStepBesideHasItsOwnTerms) {
+  const CostModel c(round_step_beside());
   EXPECT_EQ(c.step_beside_ns(1, 1000, 8192, 0), 10000 + 2000);  // all hit: no slot searched
   EXPECT_EQ(c.step_beside_ns(2, 1000, 8192, 0), 10000 + 3000 + 2000);
   EXPECT_EQ(c.step_beside_ns(8, 1000, 8192, 16), 10000 + 9000 + 2000 + 4096 + 640 + 1000 + 2500);
@@ -211,14 +216,7 @@ TEST(CostModel, TheStepBesideHasItsOwnTerms) {
 // Past kStepGroupedRows rows the step's compaction takes one warp a row: the step beside is
 // priced by its second piece, per row, from exactly that row count on.
 TEST(CostModel, TheStepBesideHasAPiecePastTheGroupedRows) {
-  HardwareProfile p = load_profile("h200-pcie5");
-  p.step_beside_fixed_us = 10;
-  p.step_beside_us_per_row_doubling = 3;
-  p.step_beside_ns_per_page = 2;
-  p.step_beside_ns_per_slot = 0.5;
-  p.step_beside_ns_per_miss = 40;
-  p.step_beside_ns_per_page_missing = 1;
-  p.step_beside_us_missing = 2.5;
+  HardwareProfile p = round_step_beside();
   p.step_beside_wide_fixed_us = 7;
   p.step_beside_wide_ns_per_row = 500;
   p.step_beside_wide_ns_per_page = 5;

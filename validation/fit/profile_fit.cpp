@@ -36,12 +36,42 @@ struct Unpriced {
   int input;
   const char* note;
 };
+// The inputs a series is fitted over, from the inputs its points hold (nullptr: the same).
+using Regressors = void (*)(Samples&);
 struct TermMap {
   std::string_view term;
   std::vector<Rule> rules;
   std::vector<Unpriced> unpriced;
   Form form = Form::line;
+  Regressors regressors = nullptr;
 };
+
+// The ensure's slots enter the cost as the slots it searches (CostModel::ensure_ns).
+void ensure_regressors(Samples& s) {
+  for (auto& x : s.x)
+    x[1] = CostModel::ensure_slots_scanned(x[1], x[2]);
+}
+
+// The step beside past kStepGroupedRows rows (CostModel::step_beside_ns): rows, pages, the
+// slots searched, misses, and the pages once more in a step that misses.
+void step_beside_wide_regressors(Samples& s) {
+  for (auto& x : s.x) {
+    x.push_back(x[3] > 0 ? x[1] : 0.0);
+    x[2] = CostModel::ensure_slots_scanned(x[2], x[3]);
+  }
+  s.inputs.emplace_back("pages missing");
+}
+
+// Up to kStepGroupedRows rows: the same with the rows' doublings, and a fixed part of a step
+// that misses (1 where it misses).
+void step_beside_regressors(Samples& s) {
+  step_beside_wide_regressors(s);
+  for (auto& x : s.x) {
+    x.push_back(x[3] > 0 ? 1.0 : 0.0);
+    x[0] = CostModel::row_doublings(x[0]);
+  }
+  s.inputs.emplace_back("missing");
+}
 
 const std::vector<TermMap>& term_maps() {
   static const std::vector<TermMap> maps = {
@@ -141,12 +171,16 @@ const std::vector<TermMap>& term_maps() {
         {"ensure_ns_per_lookup", Coef::slope, 0, As::ns},
         {"ensure_ns_per_slot", Coef::slope, 1, As::ns},
         {"ensure_ns_per_miss", Coef::slope, 2, As::ns}},
-       {}},
+       {},
+       Form::line,
+       ensure_regressors},
       {"ensure_beside",
        {},
        {{Coef::intercept, 0,
          "retired series (points files before 2026-12-03b): the step beside is priced by "
-         "step_beside*, from its rows and pages, which it lacks"}}},
+         "step_beside*, from its rows and pages, which it lacks"}},
+       Form::line,
+       ensure_regressors},
       {"step_beside",
        {{"step_beside_fixed_us", Coef::intercept, 0, As::us},
         {"step_beside_us_per_row_doubling", Coef::slope, 0, As::us},
@@ -156,7 +190,8 @@ const std::vector<TermMap>& term_maps() {
         {"step_beside_ns_per_page_missing", Coef::slope, 4, As::ns},
         {"step_beside_us_missing", Coef::slope, 5, As::us}},
        {},
-       Form::relative_line},
+       Form::relative_line,
+       step_beside_regressors},
       {"step_beside_wide",
        {{"step_beside_wide_fixed_us", Coef::intercept, 0, As::us},
         {"step_beside_wide_ns_per_row", Coef::slope, 0, As::ns},
@@ -165,7 +200,8 @@ const std::vector<TermMap>& term_maps() {
         {"step_beside_wide_ns_per_miss", Coef::slope, 3, As::ns},
         {"step_beside_wide_ns_per_page_missing", Coef::slope, 4, As::ns}},
        {},
-       Form::relative_line},
+       Form::relative_line,
+       step_beside_wide_regressors},
       {"step_beside_copy",
        {{"step_beside_copy_us", Coef::intercept, 0, As::us},
         {"step_beside_copy_gbps", Coef::slope, 0, As::gbps}},
@@ -258,26 +294,9 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
   s.term = ps.term;
   s.inputs = ps.samples.inputs;
   s.points = ps.samples.y.size();
-  // The ensure's slots enter the cost as the slots it searches (CostModel::ensure_ns), and the
-  // rows of the step beside up to kStepGroupedRows rows as their doublings (step_beside_ns).
   Samples samples = ps.samples;
-  if (ps.term == "ensure" || ps.term == "ensure_beside") {
-    for (auto& x : samples.x)
-      x[1] = CostModel::ensure_slots_scanned(x[1], x[2]);
-  }
-  // The step beside's pages enter once more in a step that misses (a fifth input), and up to
-  // kStepGroupedRows rows, so does a fixed part (a sixth: 1 for a step that misses).
-  if (ps.term == "step_beside" || ps.term == "step_beside_wide") {
-    const bool narrow = ps.term == "step_beside";
-    for (auto& x : samples.x) {
-      const bool missing = x[3] > 0;
-      x.push_back(missing ? x[1] : 0.0);
-      if (narrow) x.push_back(missing ? 1.0 : 0.0);
-      x[2] = CostModel::ensure_slots_scanned(x[2], x[3]);
-      if (narrow) x[0] = CostModel::row_doublings(x[0]);
-    }
-    samples.inputs.emplace_back("pages missing");
-    if (narrow) samples.inputs.emplace_back("missing");
+  if (m.regressors != nullptr) {
+    m.regressors(samples);
     s.inputs = samples.inputs;
   }
   const bool relative = m.form != Form::line;
