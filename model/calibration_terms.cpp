@@ -30,6 +30,7 @@ const std::vector<CalibrationTerm>& calibration_terms() {
       {"step_beside_wide", {"rows", "pages", "slots", "misses"}},
       {"step_beside_copy", {"bytes"}},
       {"attention", {"hbm_bytes", "ctas"}},
+      {"attention_span", {"cta_tokens"}},
       {"attention_fp8", {"hbm_bytes", "rows"}},
       {"attention_fp8_host", {"bytes", "rows"}},
       {"non_qsa", {"tokens"}},

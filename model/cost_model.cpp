@@ -157,8 +157,12 @@ std::int64_t CostModel::attend_ctas(int rows, int kv_heads, int width) const {
   return kvtier::attend_ctas(rows, kv_heads, width, static_cast<int>(p_.sm_count));
 }
 
+std::int64_t CostModel::attend_cta_tokens(int rows, int kv_heads, int width) const {
+  return kvtier::attend_cta_tokens(rows, kv_heads, width, static_cast<int>(p_.sm_count));
+}
+
 std::int64_t CostModel::attention_ns(std::int64_t hbm_bytes, std::int64_t rows, std::int64_t ctas,
-                                     KvDtype dtype) const {
+                                     KvDtype dtype, std::int64_t cta_tokens) const {
   if (dtype == KvDtype::fp8) {
     return ns(p_.attention_fp8_fixed_us * 1e3 + d(rows) * p_.attention_fp8_ns_per_row +
               (hbm_bytes <= 0 ? 0.0
@@ -166,7 +170,7 @@ std::int64_t CostModel::attention_ns(std::int64_t hbm_bytes, std::int64_t rows, 
                                            p_.attention_fp8_ns_per_kib, p_.attention_fp8_gbps)));
   }
   return ns(p_.attention_fixed_us * 1e3 + d(ctas) * p_.attention_ns_per_cta) +
-         hbm_read_ns(hbm_bytes);
+         std::max(hbm_read_ns(hbm_bytes), ns(d(cta_tokens) * p_.attention_ns_per_cta_token));
 }
 
 std::int64_t CostModel::attention_fp8_host_ns(std::int64_t bytes, std::int64_t rows) const {

@@ -108,8 +108,9 @@ class CostModel {
   std::int64_t store_ns(std::int64_t device_bytes, std::int64_t host_bytes,
                         KvDtype dtype = KvDtype::bf16) const;
   // The attend's CTAs for `rows` rows of at most `width` selected tokens (model/attend_grid.hpp
-  // with the profile's SM count).
+  // with the profile's SM count), and the tokens the longest of them walks.
   std::int64_t attend_ctas(int rows, int kv_heads, int width) const;
+  std::int64_t attend_cta_tokens(int rows, int kv_heads, int width) const;
   // The bytes of `bytes` read over `tokens` selected tokens, scaled to `grid_tokens` (rows x
   // the widest row's tokens): what an attend whose span is its longest CTA's costs as, every
   // row split as the widest is (the fp8 SIMT attend; the calibration's rows are equally wide).
@@ -122,9 +123,11 @@ class CostModel {
   // bf16 and fp8 run different kernels, each with its own terms: the bf16 (tensor-core) attend
   // pays per CTA (each writes partial results the merge reads), the fp8 (SIMT) attend per row, its
   // bytes in two pieces joined at a knee (flat while its CTAs fit on the SMs, then linear; knee 0:
-  // a line).
+  // a line). The bf16 attend lasts as long as the longer of its bytes at the HBM rate and its
+  // longest CTA's walk over `cta_tokens` tokens (attend_cta_tokens; 0: not priced): rows of
+  // equal width are bound by their bytes, one wide row among narrow ones by its CTAs.
   std::int64_t attention_ns(std::int64_t hbm_bytes, std::int64_t rows, std::int64_t ctas,
-                            KvDtype dtype = KvDtype::bf16) const;
+                            KvDtype dtype = KvDtype::bf16, std::int64_t cta_tokens = 0) const;
   // The fp8 attend reading `bytes` of the host bank in place over `rows` rows (the host
   // placement): the SIMT kernel is compute-bound there, so one term prices its reads and its
   // work together (bf16 in-place reads are link-bound: in_place_read_ns + attention_ns).

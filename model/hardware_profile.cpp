@@ -69,6 +69,7 @@ constexpr Field kFields[] = {
     {"step_beside_copy_gbps", &HardwareProfile::step_beside_copy_gbps},
     {"attention_fixed_us", &HardwareProfile::attention_fixed_us},
     {"attention_ns_per_cta", &HardwareProfile::attention_ns_per_cta},
+    {"attention_ns_per_cta_token", &HardwareProfile::attention_ns_per_cta_token},
     {"attention_fp8_fixed_us", &HardwareProfile::attention_fp8_fixed_us},
     {"attention_fp8_gbps", &HardwareProfile::attention_fp8_gbps},
     {"attention_fp8_ns_per_row", &HardwareProfile::attention_fp8_ns_per_row},

@@ -117,6 +117,9 @@ struct HardwareProfile {
   double step_beside_copy_gbps = 0;
   double attention_fixed_us = 0;    // bf16 attend + merge fixed part (bytes priced by hbm_gbps)
   double attention_ns_per_cta = 0;  // bf16 attend, per CTA of its grid (partials + merge)
+  // bf16 attend: per token its longest CTA walks, one tile after another (the span's bound
+  // beside the bytes' bound: attention_span)
+  double attention_ns_per_cta_token = 0;
   // The fp8 attend (codes + scales, its own kernel): fixed part, the rate it reads at, per row.
   // Its bytes in two pieces joined at a knee (flat while the CTAs fit on the SMs, then
   // linear): attention_fp8_ns_per_kib up to attention_fp8_knee_bytes, the bytes past it at

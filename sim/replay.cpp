@@ -406,8 +406,11 @@ class Simulation {
   // token list, one token after another, and every row is split as the widest is
   // (qsa::attend's grid), so the replay's fp8 attend is priced as if every row read as many
   // tokens as the widest (the calibration's rows are all equally wide: the same bytes there).
-  // The bf16 (tensor-core) attend is bound by HBM: priced by the bytes it reads.
-  std::int64_t attend_cost(const frontend::LayerQuery& q, std::int64_t hbm_bytes) const {
+  // The bf16 (tensor-core) attend is bound by the bytes it reads or by its longest CTA's walk,
+  // the longer of the two (a prefill row's wide selection beside decode rows: the CTA); a walk
+  // over host pages goes at the link's pace, which the in-place read prices (walk = false).
+  std::int64_t attend_cost(const frontend::LayerQuery& q, std::int64_t hbm_bytes,
+                           bool walk = true) const {
     const bool model = shape_.kind == frontend::ForwardKind::model;
     std::int64_t width = 1;
     for (const frontend::RowTokens& rt : q.rows)
@@ -417,7 +420,9 @@ class Simulation {
     const std::int64_t ctas = cost_.attend_ctas(rows, g_.kv_heads, static_cast<int>(width));
     if (!model && cfg_.dtype == KvDtype::fp8 && q.last_token_selected > 0)
       hbm_bytes = CostModel::grid_bytes(hbm_bytes, rows * width, q.last_token_selected);
-    return cost_.attention_ns(hbm_bytes, rows, ctas, cfg_.dtype);
+    const std::int64_t cta_tokens =
+        walk ? cost_.attend_cta_tokens(rows, g_.kv_heads, static_cast<int>(width)) : 0;
+    return cost_.attention_ns(hbm_bytes, rows, ctas, cfg_.dtype, cta_tokens);
   }
 
   OpId attend_op(LayerStep& ls, const Deps& deps, const char* name) {
@@ -477,7 +482,7 @@ class Simulation {
     const std::int64_t rows = model ? tokens_ : std::ssize(q.rows);
     const std::int64_t attend =
         (fp8 ? cost_.attention_fp8_host_ns(in_place, rows) : 0) +
-        (fp8 && staged_sel == 0 ? 0 : attend_cost(q, staged_sel * token_bytes_));
+        (fp8 && staged_sel == 0 ? 0 : attend_cost(q, staged_sel * token_bytes_, in_place == 0));
     return tl_.add(Resource::compute,
                    cost_.kernel_launch_ns(2 + static_cast<int>(windows)) + attend,
                    {deps[0], deps[1], fp8 ? kNoOp : rd, st}, name, l);

@@ -5,6 +5,7 @@
 // `tokens` selected positions (4-token blocks + the causal tail) of a context whose pages are
 // scattered over the bank.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -155,6 +156,57 @@ void attend_sweep(Bench& b, const AttendInputs& r, const qsa::KvBanks& kv, std::
   }
 }
 
+// The attend of one wide row beside narrow ones: a prefill chunk's last query beside decode rows,
+// as the trace replay's mixed forwards attend. Its CTAs run in one wave, each over about
+// wide / splits of its row's tokens (the narrow rows' lists padded to the wide one's), and a CTA
+// gathers its tiles one after another: the wide row's CTAs set the kernel's span, however few
+// bytes the others add (H200, 2026-12-03: r8's mixed forwards took 36 us a layer whether their
+// rows read 27 or 57 MB). x = the tokens of the widest CTA, ceil(wide / splits). The series (bf16:
+// attention_span; fp8: none, `s` null) takes the points of kSpanBoundRows rows or more with the
+// first of span_narrow_tokens, where the wide row's CTAs bound the attend (with fewer rows its
+// CTAs are short and the bytes do: the attention series); `shape` every point, with its shape.
+void span_sweep(Bench& b, const AttendInputs& r, const qsa::KvBanks& kv, std::int32_t dummy,
+                std::int64_t token_bytes, Series* s, Series& shape) {
+  const CalibrationGrid& g = b.grid;
+  const std::int64_t context = std::int64_t{r.context_pages} * 64;
+  for (const int narrow : g.span_narrow_tokens) {
+    for (const int rows : g.span_rows) {
+      if (rows > r.max_rows) continue;
+      for (const int wide : g.span_tokens) {
+        if (stop_sweep(b, shape)) return;
+        // [calls][rows][wide]: row 0 wide, the others narrow, padded with -1
+        std::vector<std::int32_t> pos;
+        pos.reserve(static_cast<std::size_t>(r.calls) * rows * wide);
+        for (int i = 0; i < r.calls * rows; ++i) {
+          std::vector<std::int32_t> p =
+              decode_positions(b.rng, context, i % rows == 0 ? wide : narrow);
+          p.resize(static_cast<std::size_t>(wide), -1);
+          pos.insert(pos.end(), p.begin(), p.end());
+        }
+        const auto d_pos = to_device(pos);
+        const int splits = qsa::attend_default_splits(rows, kKvHeads, wide);
+        const cuda::DeviceArray<float> work(
+            static_cast<std::size_t>(qsa::attend_workspace_floats(rows, kQHeads, splits)));
+        const double us = b.kernel_us(
+            [&](int call, cudaStream_t st) {
+              const qsa::PageTable pt{r.table(r.sel.front(), call), r.context_pages, dummy};
+              qsa::attend(r.q.get(), kQHeads, qsa::Rows{r.req.get(), r.pos.get(), rows},
+                          d_pos.get() + std::int64_t{call} * rows * wide, wide, kv, pt, splits,
+                          work.get(), r.o.get(), nullptr, st);
+            },
+            {}, r.calls);
+        const double cta_tokens = std::ceil(static_cast<double>(wide) / splits);
+        if (s != nullptr && rows >= kSpanBoundRows && narrow == g.span_narrow_tokens.front())
+          s->points.push_back({cta_tokens, us});
+        shape.points.push_back(
+            {static_cast<double>(rows), static_cast<double>(wide), static_cast<double>(narrow),
+             static_cast<double>((wide + std::int64_t{rows - 1} * narrow) * token_bytes),
+             static_cast<double>(std::int64_t{rows} * kKvHeads * splits), cta_tokens, us});
+      }
+    }
+  }
+}
+
 // launch_read (the trace replay's checksum read) of the same selections from a device pool.
 void read_sweep(Bench& b, const AttendInputs& r, const cuda::DevicePool& pool, Series& s) {
   const cuda::DeviceArray<int> missing(1);
@@ -190,57 +242,122 @@ void read_sweep(Bench& b, const AttendInputs& r, const cuda::DevicePool& pool, S
   }
 }
 
+// The store's inputs for up to max_n tokens a call: distinct pages for every request of every
+// call (no two rows write the same token), the staged K/V, and the banks of the pool and the host
+// bank.
+struct StoreInputs {
+  int pages_per_request = 0;
+  cuda::DeviceArray<std::int32_t> tables;
+  cuda::DeviceArray<std::uint16_t> k, v;
+  qsa::KvBanks pool_kv, host_kv;
+  std::int32_t pool_dummy = 0, host_dummy = 0;
+};
+
+StoreInputs make_store_inputs(Bench& b, const cuda::DevicePool& pool, const cuda::HostBank& host,
+                              int max_n) {
+  const PageLayout& l = pool.layout();
+  StoreInputs in;
+  in.pages_per_request = (max_n / kStoreRequests + l.page_size - 1) / l.page_size + 1;
+  in.tables = to_device(scattered_tables(
+      b.rng, 1, b.grid.max_calls * kStoreRequests * in.pages_per_request, pool.num_slots()));
+  const std::size_t kv_elems = static_cast<std::size_t>(max_n) * kKvHeads * qsa::kHeadDim;
+  in.k = cuda::DeviceArray<std::uint16_t>(kv_elems);
+  in.v = cuda::DeviceArray<std::uint16_t>(kv_elems);
+  b.filler.fill(in.k.get(), in.k.bytes(), Pattern::bf16, b.stream());
+  b.filler.fill(in.v.get(), in.v.bytes(), Pattern::bf16, b.stream());
+  in.pool_kv = banks_of(l, addresses(pool), false);
+  in.host_kv = banks_of(l, addresses(host), true);
+  in.pool_dummy = dummy_slot(pool.num_slots());
+  in.host_dummy = dummy_page(host.num_pages());
+  return in;
+}
+
+// The rows of a store of n tokens: decode rows for n <= 16, else prefill chunks of 16 requests.
+struct StoreRows {
+  cuda::DeviceArray<std::int32_t> req, pos;
+  int n = 0;
+};
+StoreRows store_rows(int n) {
+  const int requests = std::min(n, kStoreRequests);
+  std::vector<std::int32_t> req, pos;
+  const std::vector<int> per = spread(n, requests);
+  for (int j = 0; j < requests; ++j)
+    for (int t = 0; t < per[static_cast<std::size_t>(j)]; ++t) {
+      req.push_back(j);
+      pos.push_back(t);
+    }
+  return {to_device(req), to_device(pos), n};
+}
+
 // Where a store writes the new tokens: the pool (device placement), the host bank (host
 // placement), or both (the mirror's write-through).
 enum class StoreTarget { pool, host, both };
 
-// qsa::store_kv of n tokens into `target` (as the trace replay and the runner call it): decode
-// rows for n <= 16, else prefill chunks of 16 requests. Each call of a timed graph writes other
-// pages. x = bytes written (n x token bytes).
-void store_sweep(Bench& b, const cuda::DevicePool& pool, const cuda::HostBank& host,
-                 StoreTarget target, Series& s) {
-  const CalibrationGrid& g = b.grid;
-  const PageLayout& l = pool.layout();
-  const int max_n = *std::max_element(g.store_tokens.begin(), g.store_tokens.end());
-  const int pages_per_request = (max_n / kStoreRequests + l.page_size - 1) / l.page_size + 1;
-  const int calls = g.max_calls;
-  // distinct pages for every request of every call: no two rows write the same token
-  const auto tables = to_device(
-      scattered_tables(b.rng, 1, calls * kStoreRequests * pages_per_request, pool.num_slots()));
-  const std::size_t kv_elems = static_cast<std::size_t>(max_n) * kKvHeads * qsa::kHeadDim;
-  const cuda::DeviceArray<std::uint16_t> k(kv_elems), v(kv_elems);
-  b.filler.fill(k.get(), k.bytes(), Pattern::bf16, b.stream());
-  b.filler.fill(v.get(), v.bytes(), Pattern::bf16, b.stream());
-  const qsa::KvBanks pool_kv = banks_of(l, addresses(pool), false);
-  const qsa::KvBanks host_kv = banks_of(l, addresses(host), true);
-  const bool to_pool = target != StoreTarget::host;
-  for (const int n : g.store_tokens) {
+// Call `call` of a timed graph: qsa::store_kv of the rows into `target`, other pages each call.
+void store_call(const StoreInputs& in, const StoreRows& rows, StoreTarget target, int call,
+                cudaStream_t st) {
+  const std::int32_t* t =
+      in.tables.get() + std::int64_t{call} * kStoreRequests * in.pages_per_request;
+  const qsa::PageTable pool_table{t, in.pages_per_request, in.pool_dummy};
+  const qsa::PageTable host_table{t, in.pages_per_request, in.host_dummy};
+  const qsa::Rows r{rows.req.get(), rows.pos.get(), rows.n};
+  if (target == StoreTarget::both) {
+    qsa::store_kv(in.k.get(), in.v.get(), r, in.pool_kv, pool_table, in.host_kv, host_table, st);
+  } else {
+    const bool to_pool = target == StoreTarget::pool;
+    qsa::store_kv(in.k.get(), in.v.get(), r, to_pool ? in.pool_kv : in.host_kv,
+                  to_pool ? pool_table : host_table, qsa::KvBanks{}, qsa::PageTable{}, st);
+  }
+}
+
+// qsa::store_kv of n tokens into `target` (as the trace replay and the runner call it). Each call
+// of a timed graph writes other pages. x = bytes written (n x token bytes).
+void store_sweep(Bench& b, const StoreInputs& in, std::int64_t token_bytes, StoreTarget target,
+                 Series& s) {
+  for (const int n : b.grid.store_tokens) {
     if (stop_sweep(b, s)) return;
-    const int requests = std::min(n, kStoreRequests);
-    std::vector<std::int32_t> req, pos;
-    const std::vector<int> per = spread(n, requests);
-    for (int j = 0; j < requests; ++j)
-      for (int t = 0; t < per[static_cast<std::size_t>(j)]; ++t) {
-        req.push_back(j);
-        pos.push_back(t);
+    const StoreRows rows = store_rows(n);
+    const double us =
+        b.kernel_us([&](int call, cudaStream_t st) { store_call(in, rows, target, call, st); }, {},
+                    b.grid.max_calls);
+    s.points.push_back({static_cast<double>(std::int64_t{n} * token_bytes), us});
+  }
+}
+
+// A layer of the trace replay's device placement, reported: the store of n tokens into the pool,
+// then one row's attend of `tokens` (a prefill chunk's last query reads what the chunk just
+// wrote, the store's lines still being written back). Against the store and the attend alone
+// (store, attention_span's shapes).
+void store_attend_sweep(Bench& b, const AttendInputs& r, const StoreInputs& in, std::int32_t dummy,
+                        Series& s) {
+  const CalibrationGrid& g = b.grid;
+  const std::int64_t context = std::int64_t{r.context_pages} * 64;
+  std::vector<int> widths = g.attend_tokens;
+  widths.insert(widths.end(), g.span_tokens.begin(), g.span_tokens.end());
+  for (const int n : g.store_attend_tokens) {
+    const StoreRows rows = store_rows(n);
+    for (const int tokens : widths) {
+      if (stop_sweep(b, s)) return;
+      std::vector<std::int32_t> pos;
+      for (int c = 0; c < r.calls; ++c) {
+        const std::vector<std::int32_t> p = decode_positions(b.rng, context, tokens);
+        pos.insert(pos.end(), p.begin(), p.end());
       }
-    const auto d_req = to_device(req), d_pos = to_device(pos);
-    const double us = b.kernel_us(
-        [&](int call, cudaStream_t st) {
-          const std::int32_t* t =
-              tables.get() + std::int64_t{call} * kStoreRequests * pages_per_request;
-          const qsa::PageTable pool_table{t, pages_per_request, dummy_slot(pool.num_slots())};
-          const qsa::PageTable host_table{t, pages_per_request, dummy_page(host.num_pages())};
-          const qsa::Rows rows{d_req.get(), d_pos.get(), n};
-          if (target == StoreTarget::both) {
-            qsa::store_kv(k.get(), v.get(), rows, pool_kv, pool_table, host_kv, host_table, st);
-          } else {
-            qsa::store_kv(k.get(), v.get(), rows, to_pool ? pool_kv : host_kv,
-                          to_pool ? pool_table : host_table, qsa::KvBanks{}, qsa::PageTable{}, st);
-          }
-        },
-        {}, calls);
-    s.points.push_back({static_cast<double>(std::int64_t{n} * layer_token_bytes(l)), us});
+      const auto d_pos = to_device(pos);
+      const int splits = qsa::attend_default_splits(1, kKvHeads, tokens);
+      const cuda::DeviceArray<float> work(
+          static_cast<std::size_t>(qsa::attend_workspace_floats(1, kQHeads, splits)));
+      const double us = b.kernel_us(
+          [&](int call, cudaStream_t st) {
+            store_call(in, rows, StoreTarget::pool, call, st);
+            const qsa::PageTable pt{r.table(r.sel.front(), call), r.context_pages, dummy};
+            qsa::attend(r.q.get(), kQHeads, qsa::Rows{r.req.get(), r.pos.get(), 1},
+                        d_pos.get() + std::int64_t{call} * tokens, tokens, in.pool_kv, pt, splits,
+                        work.get(), r.o.get(), nullptr, st);
+          },
+          {}, std::min(r.calls, g.max_calls));
+      s.points.push_back({static_cast<double>(n), static_cast<double>(tokens), us});
+    }
   }
 }
 
@@ -260,9 +377,26 @@ void dtype_sweeps(Bench& b, const Emit& emit, const AttendInputs& r, bool fp8) {
                   "qsa::attend, device banks, " + dt +
                       (fp8 ? " (SIMT kernel)" : " (tensor cores)") + ", rows x selected tokens",
                   kGraphTiming);
-  attend_sweep(b, r, banks_of(l, addresses(pool), false), dummy_slot(g.bank_pages),
-               layer_token_bytes(l), att);
+  const qsa::KvBanks pool_banks = banks_of(l, addresses(pool), false);
+  attend_sweep(b, r, pool_banks, dummy_slot(g.bank_pages), layer_token_bytes(l), att);
   emit(std::move(att));
+  {
+    // bf16: the series and its shapes; fp8 (the SIMT attend, priced by its grid's bytes): the
+    // shapes, reported
+    Series span = file_series("attention_span",
+                              "qsa::attend, device banks, bf16, one wide row beside narrow ones "
+                              "(512 tokens), 4 - 32 rows x the wide row's tokens",
+                              kGraphTiming);
+    Series shape = extra_series(
+        fp8 ? "attention_fp8_span_shapes" : "attention_span_shapes",
+        {"rows", "wide_tokens", "narrow_tokens", "hbm_bytes", "ctas", "cta_tokens"},
+        "qsa::attend, device banks, " + dt + ", one wide row beside narrow ones (reported)",
+        kGraphTiming);
+    span_sweep(b, r, pool_banks, dummy_slot(g.bank_pages), layer_token_bytes(l),
+               fp8 ? nullptr : &span, shape);
+    if (!fp8) emit(std::move(span));
+    emit(std::move(shape));
+  }
   if (!fp8) {
     Series rd =
         file_series("hbm_read", "launch_read (checksum gather), device pool, bf16", kGraphTiming);
@@ -290,20 +424,33 @@ void dtype_sweeps(Bench& b, const Emit& emit, const AttendInputs& r, bool fp8) {
   // host bank's knee, where the link starts to limit, shows). The mirror's store into both is
   // priced as the host bank's plus the pool's bytes; its points are reported beside.
   const char* store_timing = "graph of calls writing other pages each, after a pad; per call";
+  const int max_store =
+      std::max(*std::max_element(g.store_tokens.begin(), g.store_tokens.end()),
+               *std::max_element(g.store_attend_tokens.begin(), g.store_attend_tokens.end()));
+  const StoreInputs in = make_store_inputs(b, pool, host, max_store);
+  const std::int64_t token_bytes = layer_token_bytes(l);
   Series st = file_series(fp8 ? "store_fp8" : "store", "qsa::store_kv, " + dt + ", into the pool",
                           store_timing);
-  store_sweep(b, pool, host, StoreTarget::pool, st);
+  store_sweep(b, in, token_bytes, StoreTarget::pool, st);
   emit(std::move(st));
+  if (!fp8) {
+    Series sa = extra_series("store_then_attend", {"store_tokens", "tokens"},
+                             "qsa::store_kv of n tokens into the pool, then qsa::attend of one "
+                             "row (reported)",
+                             store_timing);
+    store_attend_sweep(b, r, in, dummy_slot(g.bank_pages), sa);
+    emit(std::move(sa));
+  }
   const std::string host_term = fp8 ? "store_host_fp8" : "store_host";
   Series sh = file_series(host_term, "qsa::store_kv, " + dt + ", into the host bank", store_timing);
-  store_sweep(b, pool, host, StoreTarget::host, sh);
+  store_sweep(b, in, token_bytes, StoreTarget::host, sh);
   emit(std::move(sh));
   Series both = extra_series(host_term, term_inputs(host_term),
                              "qsa::store_kv, " + dt +
                                  ", into the pool and the host bank together (the mirror; "
                                  "reported, not in the file)",
                              store_timing);
-  store_sweep(b, pool, host, StoreTarget::both, both);
+  store_sweep(b, in, token_bytes, StoreTarget::both, both);
   emit(std::move(both));
 }
 

@@ -19,10 +19,14 @@ CalibrationGrid calibration_grid(bool quick) {
     g.all_layers_misses = {1, 4};
     g.layer_copy_bank_pages = 256;
     g.all_layers_copy_bank_pages = 16;
-    g.attend_rows = {1, 4};
+    g.attend_rows = {1, 4, 8};
     g.attend_tokens = {512, 2051};
     g.context_pages = 256;
     g.bank_pages = 2048;
+    g.span_rows = {4, 8};
+    g.span_tokens = {4096, 8192};
+    g.span_narrow_tokens = {512};
+    g.store_attend_tokens = {1, 4096};
     g.store_tokens = {1, 16, 256, 4096};  // 4 sizes: the host bank's store is fitted with a knee
     g.index_rows = {1, 4, 32, 64};        // top-k: the cluster kernel, the chain, one CTA per row
     g.index_contexts = {16384, 32768, 65536};
@@ -56,6 +60,10 @@ CalibrationGrid calibration_grid(bool quick) {
   g.attend_tokens = {512, 1024, 2051};
   g.context_pages = 1024;
   g.bank_pages = 16384;
+  g.span_rows = {1, 2, 4, 8, 16, 32};
+  g.span_tokens = {4096, 8192, 16384};
+  g.span_narrow_tokens = {512, 2051};
+  g.store_attend_tokens = {1, 4096};
   g.store_tokens = {1, 4, 16, 64, 256, 1024, 4096, 16384};
   g.index_rows = {1, 4, 8, 16, 32, 64, 128};
   g.index_contexts = {16384, 65536, 131072, 262144, 1048576};

@@ -30,6 +30,15 @@ struct CalibrationGrid {
   std::vector<int> attend_tokens;
   int context_pages = 0;
   int bank_pages = 0;
+  // attention_span: rows x the wide row's selected tokens, the other rows at each of
+  // span_narrow_tokens (the series: kSpanBoundRows rows or more at the first; every point
+  // reported beside)
+  std::vector<int> span_rows;
+  std::vector<int> span_tokens;
+  std::vector<int> span_narrow_tokens;
+  // store_then_attend (reported): tokens stored, then one row attends each of attend_tokens and
+  // span_tokens
+  std::vector<int> store_attend_tokens;
   // store*, store_host*: tokens stored per call, into the pool, the host bank (and both)
   std::vector<int> store_tokens;
   // indexer, topk: decode rows (one request each) x context tokens; the prefill shape (rows of
@@ -63,6 +72,11 @@ struct CalibrationGrid {
   double budget_s = 0;
 };
 CalibrationGrid calibration_grid(bool quick);
+
+// From this many rows, one wide row's CTAs bound the attend over its narrow neighbours' bytes
+// (H200: 4 rows of one 4,096-token row among 512-token ones, 125 tokens a CTA); below, the CTAs
+// are short and the bytes bound it (the attention series).
+inline constexpr int kSpanBoundRows = 4;
 
 // Median of v (mean of the middle two for an even count); throws std::invalid_argument when v is
 // empty or holds a NaN.

@@ -15,6 +15,7 @@
 #include "cli/run_modes.hpp"
 #include "cuda/calibrate/points.hpp"
 #include "cuda/calibrate/sweep.hpp"
+#include "model/attend_grid.hpp"
 #include "model/config_error.hpp"
 #include "model/cost_model.hpp"
 #if defined(KVTIER_WITH_CUDA)
@@ -149,6 +150,24 @@ TEST(CalibrateSweep, GridsCoverEveryTerm) {
     EXPECT_GE(g.ensure_slots.back() / 2, std::min(g.max_calls, 8) * g.ensure_misses.back());
     for (const int t : g.attend_tokens)
       EXPECT_LT(t / 4, g.context_pages * 16);
+    // attention_span: a line over the widest CTA's tokens (4 points, 3 distinct at least), from
+    // rows where the span binds, every row count within the attend's rows
+    std::set<int> cta_tokens;
+    for (const int rows : g.span_rows) {
+      EXPECT_LE(rows, *std::ranges::max_element(g.attend_rows));
+      for (const int t : g.span_tokens) {
+        EXPECT_LT(t / 4, g.context_pages * 16);
+        if (rows >= kSpanBoundRows) cta_tokens.insert(attend_cta_tokens(rows, 2, t, 132));
+      }
+    }
+    EXPECT_GE(std::ranges::count_if(g.span_rows, [](int r) { return r >= kSpanBoundRows; }) *
+                  g.span_tokens.size(),
+              4u);
+    EXPECT_GE(cta_tokens.size(), 3u);
+    ASSERT_FALSE(g.span_narrow_tokens.empty());
+    for (const int n : g.span_narrow_tokens)
+      EXPECT_LT(n, g.span_tokens.front());
+    EXPECT_FALSE(g.store_attend_tokens.empty());
     EXPECT_LE(g.context_pages, g.bank_pages);
     EXPECT_LE(g.layer_misses.back(), g.layer_copy_bank_pages);
     EXPECT_LE(g.all_layers_misses.back(), g.all_layers_copy_bank_pages);
@@ -238,7 +257,8 @@ TEST(CalibratePointsFile, RefusesWhatTheReaderWould) {
             (std::vector<std::string>{"rows", "pages", "slots", "misses"}));
   EXPECT_EQ(term_inputs("step_beside_copy"), (std::vector<std::string>{"bytes"}));
   EXPECT_EQ(term_inputs("projection"), (std::vector<std::string>{"weight_bytes", "rows"}));
-  EXPECT_EQ(points_file_terms().size(), 28u);
+  EXPECT_EQ(term_inputs("attention_span"), (std::vector<std::string>{"cta_tokens"}));
+  EXPECT_EQ(points_file_terms().size(), 29u);
 }
 
 TEST(CalibratePointsFile, ShortTermsAreLeftOut) {

@@ -76,6 +76,7 @@ inline HardwareProfile unit_profile() {
   p.step_beside_us_missing = 1e-9;
   p.attention_fixed_us = 0.001;
   p.attention_ns_per_cta = 1;
+  p.attention_ns_per_cta_token = 1e-6;  // the bytes bound every attend of the unit tests
   p.attention_fp8_fixed_us = 0.001;
   p.attention_fp8_gbps = 1;
   p.attention_fp8_ns_per_row = 1;

@@ -13,7 +13,7 @@ TEST(Profiles, EveryBuiltinProfileParsesWithASourcePerValue) {
   for (const auto& b : builtin_profiles()) {
     const HardwareProfile p = load_profile(b.name);
     EXPECT_EQ(p.name, b.name);
-    EXPECT_EQ(p.sources.size(), 75u) << b.name;
+    EXPECT_EQ(p.sources.size(), 76u) << b.name;
     for (const auto& [field, source] : p.sources)
       EXPECT_FALSE(source.empty()) << field;
   }
@@ -124,11 +124,43 @@ TEST(CostModel, TheAttendPaysPerCtaOfTheKernelsGridOrPerRow) {
   EXPECT_EQ(c.attend_ctas(1, 2, 100), 8);  // at least 32 tokens per CTA: 4 splits
   EXPECT_EQ(c.attention_ns(4'000'000, 1, 130, KvDtype::bf16), 6000 + 2000 + 1300);
   EXPECT_EQ(c.attention_ns(4'000'000, 4, 264, KvDtype::fp8), 20000 + 10000 + 1200);
+  // The longest CTA's walk: every row split as the widest is
+  EXPECT_EQ(c.attend_cta_tokens(1, 2, 2051), 32);   // 65 splits
+  EXPECT_EQ(c.attend_cta_tokens(8, 2, 2051), 129);  // 16 splits
+  EXPECT_EQ(c.attend_cta_tokens(8, 2, 8192), 512);
+  EXPECT_EQ(c.attend_cta_tokens(1, 2, 0), 0);
   // fp8 over the host bank in place: one term for its reads and its work
   p.attention_fp8_host_fixed_us = 25;
   p.attention_fp8_host_gbps = 40;
   p.attention_fp8_host_ns_per_row = 500;
   EXPECT_EQ(CostModel(p).attention_fp8_host_ns(4'000'000, 4), 25000 + 100000 + 2000);
+}
+
+// The bf16 attend lasts the longer of its bytes' time and its longest CTA's walk: rows of equal
+// width are bound by their bytes, one wide row among narrow ones by its CTAs; the fp8 attend
+// (its grid's bytes) does not walk.
+TEST(CostModel, TheAttendsSpanIsItsBytesOrItsLongestCta) {
+  HardwareProfile p = load_profile("h200-pcie5");
+  p.sm_count = 132;
+  p.attention_fixed_us = 6;
+  p.hbm_gbps = 2000;
+  p.attention_ns_per_cta = 10;
+  p.attention_ns_per_cta_token = 50;
+  const CostModel c(p);
+  // 8 rows of 2,051 tokens (2 KiB each): 33.6 MB in 16.8 us against 129 tokens in 6.45 us
+  const std::int64_t even = 8 * 2051 * 2048;
+  EXPECT_EQ(c.attention_ns(even, 8, 256, KvDtype::bf16, c.attend_cta_tokens(8, 2, 2051)),
+            6000 + 2560 + c.hbm_read_ns(even));
+  // one row of 8,192 tokens beside 7 of 512: 24 MB in 12 us against 512 tokens in 25.6 us
+  const std::int64_t mixed = (8192 + 7 * 512) * 2048;
+  EXPECT_EQ(c.attention_ns(mixed, 8, 256, KvDtype::bf16, c.attend_cta_tokens(8, 2, 8192)),
+            6000 + 2560 + 25600);
+  EXPECT_EQ(c.attention_ns(mixed, 8, 256, KvDtype::bf16), 6000 + 2560 + c.hbm_read_ns(mixed));
+  p.attention_fp8_fixed_us = 20;
+  p.attention_fp8_gbps = 400;
+  p.attention_fp8_ns_per_row = 300;
+  p.attention_fp8_knee_bytes = 0;
+  EXPECT_EQ(CostModel(p).attention_ns(4'000'000, 8, 256, KvDtype::fp8, 512), 20000 + 2400 + 10000);
 }
 
 // The store is one kernel priced by what it writes: into the pool, its fixed part and the

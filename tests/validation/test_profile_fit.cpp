@@ -22,6 +22,9 @@ constexpr std::uint64_t kSeed = 20261203;
 struct Truth {
   double h2d_gbps = 53.0, latency_us = 2.4, zc_read_gbps = 48.0, hbm_gbps = 4100.0;
   double attend_gbps = 2300.0, attend_fixed_us = 7.5, attend_per_cta_ns = 9.0;
+  // One wide row among narrow ones: the attend's fixed part and CTAs, then its longest CTA's
+  // walk, per token.
+  double span_per_token_ns = 52.0;
   // The fp8 attends: two pieces in bytes (a small cost per KiB up to the knee, a rate past it)
   // and a cost per row.
   double fp8_gbps = 300.0, fp8_fixed_us = 21.0, fp8_per_row_ns = 350.0;
@@ -99,6 +102,17 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
           noisy(t.fp8_host_fixed_us +
                 pieces(bytes8, t.fp8_host_knee, t.fp8_host_ns_per_kib, t.fp8_host_gbps) +
                 rows * t.fp8_host_per_row_ns * 1e-3));
+    }
+  }
+  // The wide row among narrow ones, 4 - 32 rows: its CTAs bound the attend.
+  PointSeries span{"attention_span", {{"cta_tokens"}, {}, {}}};
+  for (int rows : {4, 8, 16, 32}) {
+    for (int wide : {4096, 8192, 16384}) {
+      const double cta_tokens = attend_cta_tokens(rows, 2, wide, 132);
+      span.samples.x.push_back({cta_tokens});
+      // a wave's CTAs (256 - 264 on the card; one figure here, which the line's intercept takes)
+      span.samples.y.push_back(noisy(t.attend_fixed_us + 264 * t.attend_per_cta_ns * 1e-3 +
+                                     cta_tokens * t.span_per_token_ns * 1e-3));
     }
   }
   // The store into the pool and into the host bank, as the calibration sweeps them.
@@ -188,8 +202,8 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
     ops.samples.x.push_back({rows});
     ops.samples.y.push_back(noisy(t.ops_fixed_us + rows * t.ops_per_row_ns * 1e-3));
   }
-  p.series = {h2d,    zc,          store,       store_host, hbm,    att,  fp8,  fp8_host, ens,
-              beside, beside_wide, beside_copy, idx,        launch, proj, wide, ops};
+  p.series = {h2d, zc,     store,       store_host,  hbm, att,    span, fp8,  fp8_host,
+              ens, beside, beside_wide, beside_copy, idx, launch, proj, wide, ops};
   return p;
 }
 
@@ -205,6 +219,8 @@ TEST(ProfileFit, RecoversTheCardFromExactPoints) {
   EXPECT_NEAR(p.hbm_gbps, t.attend_gbps, 1e-6);
   EXPECT_NEAR(p.attention_fixed_us, t.attend_fixed_us, 1e-6);
   EXPECT_NEAR(p.attention_ns_per_cta, t.attend_per_cta_ns, 1e-6);
+  // the span's slope (its intercept, the fixed part and CTAs, is the attention series')
+  EXPECT_NEAR(p.attention_ns_per_cta_token, t.span_per_token_ns, 1e-6);
   EXPECT_NEAR(p.attention_fp8_fixed_us, t.fp8_fixed_us, 1e-6);
   EXPECT_NEAR(p.attention_fp8_gbps, t.fp8_gbps, 1e-6);
   EXPECT_NEAR(p.attention_fp8_ns_per_row, t.fp8_per_row_ns, 1e-6);
@@ -274,6 +290,7 @@ TEST(ProfileFit, RecoversTheCardFromNoisyPoints) {
   EXPECT_NEAR(p.layer_ops_fixed_us / t.ops_fixed_us, 1.0, 0.1);
   EXPECT_NEAR(p.attention_fixed_us / t.attend_fixed_us, 1.0, 0.05);
   EXPECT_NEAR(p.attention_ns_per_cta / t.attend_per_cta_ns, 1.0, 0.2);
+  EXPECT_NEAR(p.attention_ns_per_cta_token / t.span_per_token_ns, 1.0, 0.05);
   EXPECT_NEAR(p.attention_fp8_ns_per_row / t.fp8_per_row_ns, 1.0, 0.2);
   EXPECT_NEAR(p.attention_fp8_host_gbps / t.fp8_host_gbps, 1.0, 0.02);
   EXPECT_NEAR(p.attention_fp8_host_ns_per_row / t.fp8_host_per_row_ns, 1.0, 0.2);

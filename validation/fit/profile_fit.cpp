@@ -211,6 +211,12 @@ const std::vector<TermMap>& term_maps() {
         {"hbm_gbps", Coef::slope, 0, As::gbps},
         {"attention_ns_per_cta", Coef::slope, 1, As::ns}},
        {}},
+      {"attention_span",
+       {{"attention_ns_per_cta_token", Coef::slope, 0, As::ns}},
+       {{Coef::intercept, 0,
+         "the attend's fixed part and CTAs come from the attention series; its span is the "
+         "longer of its bytes' time and its longest CTA's walk"}},
+       Form::relative_line},
       {"attention_fp8",
        {{"attention_fp8_fixed_us", Coef::intercept, 0, As::us},
         {"attention_fp8_knee_bytes", Coef::knee, 0, As::raw},
