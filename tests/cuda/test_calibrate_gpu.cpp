@@ -82,7 +82,7 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
   // Every sweep: points, positive finite times, non-negative inputs, not cut at its budget.
   std::map<std::string, std::vector<std::vector<double>>> by_sweep;
   const auto& series = report.at("series").as_array();
-  EXPECT_EQ(series.size(), 32u);
+  EXPECT_EQ(series.size(), 36u);
   for (const auto& s : series) {
     const std::string name =
         std::string(s.at("term").as_string()) + " / " + std::string(s.at("sweep").as_string());
@@ -120,6 +120,7 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
         "zero_copy_read / miss copy (launch_copy), bf16 all-layers",
         "zero_copy_read / qsa::attend, host banks in place, bf16",
         "attention / qsa::attend, device banks, bf16",
+        "attention_span / qsa::attend, device banks, bf16, one wide row",
         "attention_fp8 / qsa::attend, device banks, fp8",
         "attention_fp8_host / qsa::attend, host banks in place, fp8", "hbm_read / ",
         "indexer / qsa::index_scores, decode", "projection_wide / ", "layer_ops / "}) {
@@ -135,6 +136,31 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
     SCOPED_TRACE(s);
     const auto pts = sweep(s);
     EXPECT_GT(y_at_max_x(pts), y_at_min_x(pts));
+  }
+  // The span's shapes (bf16 and fp8): a wider row beside the same rows takes longer; the store of
+  // a prefill chunk before a one-row attend takes longer than a decode row's.
+  for (const char* s : {"attention_span_shapes / ", "attention_fp8_span_shapes / "}) {
+    SCOPED_TRACE(s);
+    std::map<std::pair<double, double>, std::map<double, double>> by_shape;  // rows, narrow
+    for (const auto& p : sweep(s)) {
+      ASSERT_EQ(p.size(), 7u);
+      by_shape[{p[0], p[2]}][p[1]] = p[6];
+    }
+    for (const auto& [shape, by_wide] : by_shape) {
+      if (by_wide.size() >= 2) {
+        EXPECT_GT(by_wide.rbegin()->second, by_wide.begin()->second);
+      }
+    }
+  }
+  {
+    std::map<double, std::map<double, double>> by_tokens;  // tokens -> store tokens -> us
+    for (const auto& p : sweep("store_then_attend / "))
+      by_tokens[p[1]][p[0]] = p[2];
+    EXPECT_GE(by_tokens.size(), 2u);
+    for (const auto& [tokens, by_store] : by_tokens) {
+      ASSERT_EQ(by_store.size(), 2u) << tokens;
+      EXPECT_GT(by_store.rbegin()->second, by_store.begin()->second) << tokens;
+    }
   }
   // The residency steps missed exactly the planned pages (quick grid: 0 or 32 per step).
   for (const auto& p : sweep("ensure / MirrorEngine::residency_step_async"))
@@ -217,6 +243,7 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
                                           "step_beside_wide",
                                           "step_beside_copy",
                                           "attention",
+                                          "attention_span",
                                           "attention_fp8",
                                           "attention_fp8_host"}));
   std::filesystem::remove(path);
