@@ -207,6 +207,37 @@ void span_sweep(Bench& b, const AttendInputs& r, const qsa::KvBanks& kv, std::in
   }
 }
 
+// Decode attends whose pages the same layer read one forward before (a decode row's selection
+// barely moves from one step to the next): a graph of `layers` attends, each over its own
+// selection, then the same attends again (the next forward), from a cold L2 cache. Per attend,
+// the first pass takes cold = t(layers) / layers and the second warm = (t(2 layers) - t(layers))
+// / layers; the working set is layers x rows x 2,051 tokens x token bytes. Reported: whether the
+// next forward finds its pages in L2 decides what a decode's attend costs when a forward's
+// selections fit it.
+void warm_sweep(Bench& b, const AttendInputs& r, const qsa::KvBanks& kv, std::int32_t dummy,
+                std::int64_t token_bytes, Series& s) {
+  constexpr int kTokens = 2051;
+  const Selections& sel = r.at(kTokens);
+  for (const int rows : b.grid.warm_rows) {
+    for (const int layers : b.grid.warm_layers) {
+      if (rows > r.max_rows || layers > r.calls) continue;
+      if (stop_sweep(b, s)) return;
+      const int splits = qsa::attend_default_splits(rows, kKvHeads, kTokens);
+      auto layer = [&](int call, cudaStream_t st) {
+        const int c = call % layers;
+        const qsa::PageTable pt{r.table(sel, c), r.context_pages, dummy};
+        qsa::attend(r.q.get(), kQHeads, qsa::Rows{r.req.get(), r.pos.get(), rows}, r.tokens(sel, c),
+                    kTokens, kv, pt, splits, r.work.get(), r.o.get(), nullptr, st);
+      };
+      const double one = b.timer.graph_us(layers, layer) * layers;
+      const double two = b.timer.graph_us(2 * layers, layer) * 2 * layers;
+      s.points.push_back({static_cast<double>(rows), static_cast<double>(layers),
+                          static_cast<double>(std::int64_t{layers} * rows * kTokens * token_bytes),
+                          one / layers, (two - one) / layers});
+    }
+  }
+}
+
 // launch_read (the trace replay's checksum read) of the same selections from a device pool.
 void read_sweep(Bench& b, const AttendInputs& r, const cuda::DevicePool& pool, Series& s) {
   const cuda::DeviceArray<int> missing(1);
@@ -398,6 +429,14 @@ void dtype_sweeps(Bench& b, const Emit& emit, const AttendInputs& r, bool fp8) {
     emit(std::move(shape));
   }
   if (!fp8) {
+    Series warm = extra_series("attention_warm", {"rows", "layers", "working_set_bytes", "cold_us"},
+                               "qsa::attend, device banks, bf16, decode rows of 2,051 tokens: a "
+                               "forward's layers, then the next forward's over the same pages "
+                               "(reported; y: the second pass per attend)",
+                               "graph of the layers' attends twice, after a pad; the second "
+                               "pass per attend");
+    warm_sweep(b, r, pool_banks, dummy_slot(g.bank_pages), layer_token_bytes(l), warm);
+    emit(std::move(warm));
     Series rd =
         file_series("hbm_read", "launch_read (checksum gather), device pool, bf16", kGraphTiming);
     read_sweep(b, r, pool, rd);

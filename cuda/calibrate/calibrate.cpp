@@ -43,7 +43,7 @@ struct Group {
 // The groups in the order they run, with their shares of the time budget.
 constexpr Group kGroups[] = {
     {"launches and copies", run_launch_and_copies, 0.13, 7},
-    {"attention, in-place reads, stores", run_attention, 0.3, 15},
+    {"attention, in-place reads, stores", run_attention, 0.3, 16},
     {"index and top-k", run_selection, 0.18, 6},
     {"residency step", run_residency, 0.18, 4},
     {"projections", run_projections, 0.1, 2},

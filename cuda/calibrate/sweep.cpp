@@ -27,6 +27,8 @@ CalibrationGrid calibration_grid(bool quick) {
     g.span_tokens = {4096, 8192};
     g.span_narrow_tokens = {512};
     g.store_attend_tokens = {1, 4096};
+    g.warm_rows = {1};
+    g.warm_layers = {1, 2};
     g.store_tokens = {1, 16, 256, 4096};  // 4 sizes: the host bank's store is fitted with a knee
     g.index_rows = {1, 4, 32, 64};        // top-k: the cluster kernel, the chain, one CTA per row
     g.index_contexts = {16384, 32768, 65536};
@@ -64,6 +66,8 @@ CalibrationGrid calibration_grid(bool quick) {
   g.span_tokens = {4096, 8192, 16384};
   g.span_narrow_tokens = {512, 2051};
   g.store_attend_tokens = {1, 4096};
+  g.warm_rows = {1, 2, 4};
+  g.warm_layers = {1, 2, 3, 4, 6, 8, 12, 16};
   g.store_tokens = {1, 4, 16, 64, 256, 1024, 4096, 16384};
   g.index_rows = {1, 4, 8, 16, 32, 64, 128};
   g.index_contexts = {16384, 65536, 131072, 262144, 1048576};

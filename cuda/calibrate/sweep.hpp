@@ -39,6 +39,10 @@ struct CalibrationGrid {
   // store_then_attend (reported): tokens stored, then one row attends each of attend_tokens and
   // span_tokens
   std::vector<int> store_attend_tokens;
+  // attention_warm (reported): rows of 2,051 tokens x layers, each layer's attend read again
+  // by the next forward
+  std::vector<int> warm_rows;
+  std::vector<int> warm_layers;
   // store*, store_host*: tokens stored per call, into the pool, the host bank (and both)
   std::vector<int> store_tokens;
   // indexer, topk: decode rows (one request each) x context tokens; the prefill shape (rows of

@@ -82,7 +82,7 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
   // Every sweep: points, positive finite times, non-negative inputs, not cut at its budget.
   std::map<std::string, std::vector<std::vector<double>>> by_sweep;
   const auto& series = report.at("series").as_array();
-  EXPECT_EQ(series.size(), 36u);
+  EXPECT_EQ(series.size(), 37u);
   for (const auto& s : series) {
     const std::string name =
         std::string(s.at("term").as_string()) + " / " + std::string(s.at("sweep").as_string());

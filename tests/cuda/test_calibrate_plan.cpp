@@ -168,6 +168,15 @@ TEST(CalibrateSweep, GridsCoverEveryTerm) {
     for (const int n : g.span_narrow_tokens)
       EXPECT_LT(n, g.span_tokens.front());
     EXPECT_FALSE(g.store_attend_tokens.empty());
+    // attention_warm: decode rows of 2,051 tokens (one of the attend's selections), every layer
+    // its own selection (one per call of a graph)
+    EXPECT_NE(std::ranges::find(g.attend_tokens, 2051), g.attend_tokens.end());
+    EXPECT_FALSE(g.warm_rows.empty());
+    EXPECT_GE(g.warm_layers.size(), 2u);
+    for (const int rows : g.warm_rows)
+      EXPECT_LE(rows, *std::ranges::max_element(g.attend_rows));
+    for (const int layers : g.warm_layers)
+      EXPECT_LE(layers, g.max_calls);
     EXPECT_LE(g.context_pages, g.bank_pages);
     EXPECT_LE(g.layer_misses.back(), g.layer_copy_bank_pages);
     EXPECT_LE(g.all_layers_misses.back(), g.all_layers_copy_bank_pages);
