@@ -23,11 +23,16 @@ constexpr std::int64_t attend_ctas(int rows, int kv_heads, int width, int sms) {
   return std::int64_t{rows} * kv_heads * attend_splits(rows, kv_heads, width, sms);
 }
 
-// Tokens the longest CTA walks: every row's list is split as the widest row's is (the kernel's
-// chunk, ceil(width / splits)), so one wide row among narrow ones sets the attend's span.
-constexpr int attend_cta_tokens(int rows, int kv_heads, int width, int sms) {
-  const int splits = attend_splits(rows, kv_heads, width, sms);
+// The tokens each CTA of a row walks: every row's list of `width` entries is split in `splits`
+// chunks (the kernel's chunk, ceil(width / splits)), so one wide row among narrow ones sets the
+// attend's span.
+constexpr int attend_chunk(int width, int splits) {
   return (std::max(0, width) + splits - 1) / splits;
+}
+
+// Tokens the longest CTA walks, at the split count the grid takes.
+constexpr int attend_cta_tokens(int rows, int kv_heads, int width, int sms) {
+  return attend_chunk(width, attend_splits(rows, kv_heads, width, sms));
 }
 
 }  // namespace kvtier

@@ -5,8 +5,8 @@
 // `tokens` selected positions (4-token blocks + the causal tail) of a context whose pages are
 // scattered over the bank.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -15,6 +15,7 @@
 #include "cuda/kernels.hpp"
 #include "cuda/kv_banks.hpp"
 #include "cuda/qsa/qsa_kernels.hpp"
+#include "model/attend_grid.hpp"
 #include "model/page_space.hpp"
 
 namespace kvtier::calibrate {
@@ -156,6 +157,21 @@ void attend_sweep(Bench& b, const AttendInputs& r, const qsa::KvBanks& kv, std::
   }
 }
 
+// Every call's token lists ([calls][rows][wide]): row 0 of `wide` selected positions, the
+// others of `narrow`, padded with -1 to the wide row's length (as the trace replay pads its rows).
+cuda::DeviceArray<std::int32_t> padded_positions(Bench& b, const AttendInputs& r, int rows,
+                                                 int wide, int narrow) {
+  const std::int64_t context = std::int64_t{r.context_pages} * 64;
+  std::vector<std::int32_t> pos;
+  pos.reserve(static_cast<std::size_t>(r.calls) * rows * wide);
+  for (int i = 0; i < r.calls * rows; ++i) {
+    std::vector<std::int32_t> p = decode_positions(b.rng, context, i % rows == 0 ? wide : narrow);
+    p.resize(static_cast<std::size_t>(wide), -1);
+    pos.insert(pos.end(), p.begin(), p.end());
+  }
+  return to_device(pos);
+}
+
 // The attend of one wide row beside narrow ones: a prefill chunk's last query beside decode rows,
 // as the trace replay's mixed forwards attend. Its CTAs run in one wave, each over about
 // wide / splits of its row's tokens (the narrow rows' lists padded to the wide one's), and a CTA
@@ -168,22 +184,12 @@ void attend_sweep(Bench& b, const AttendInputs& r, const qsa::KvBanks& kv, std::
 void span_sweep(Bench& b, const AttendInputs& r, const qsa::KvBanks& kv, std::int32_t dummy,
                 std::int64_t token_bytes, Series* s, Series& shape) {
   const CalibrationGrid& g = b.grid;
-  const std::int64_t context = std::int64_t{r.context_pages} * 64;
   for (const int narrow : g.span_narrow_tokens) {
     for (const int rows : g.span_rows) {
       if (rows > r.max_rows) continue;
       for (const int wide : g.span_tokens) {
         if (stop_sweep(b, shape)) return;
-        // [calls][rows][wide]: row 0 wide, the others narrow, padded with -1
-        std::vector<std::int32_t> pos;
-        pos.reserve(static_cast<std::size_t>(r.calls) * rows * wide);
-        for (int i = 0; i < r.calls * rows; ++i) {
-          std::vector<std::int32_t> p =
-              decode_positions(b.rng, context, i % rows == 0 ? wide : narrow);
-          p.resize(static_cast<std::size_t>(wide), -1);
-          pos.insert(pos.end(), p.begin(), p.end());
-        }
-        const auto d_pos = to_device(pos);
+        const auto d_pos = padded_positions(b, r, rows, wide, narrow);
         const int splits = qsa::attend_default_splits(rows, kKvHeads, wide);
         const cuda::DeviceArray<float> work(
             static_cast<std::size_t>(qsa::attend_workspace_floats(rows, kQHeads, splits)));
@@ -195,7 +201,7 @@ void span_sweep(Bench& b, const AttendInputs& r, const qsa::KvBanks& kv, std::in
                           work.get(), r.o.get(), nullptr, st);
             },
             {}, r.calls);
-        const double cta_tokens = std::ceil(static_cast<double>(wide) / splits);
+        const double cta_tokens = attend_chunk(wide, splits);
         if (s != nullptr && rows >= kSpanBoundRows && narrow == g.span_narrow_tokens.front())
           s->points.push_back({cta_tokens, us});
         shape.points.push_back(
@@ -362,19 +368,13 @@ void store_sweep(Bench& b, const StoreInputs& in, std::int64_t token_bytes, Stor
 void store_attend_sweep(Bench& b, const AttendInputs& r, const StoreInputs& in, std::int32_t dummy,
                         Series& s) {
   const CalibrationGrid& g = b.grid;
-  const std::int64_t context = std::int64_t{r.context_pages} * 64;
   std::vector<int> widths = g.attend_tokens;
   widths.insert(widths.end(), g.span_tokens.begin(), g.span_tokens.end());
   for (const int n : g.store_attend_tokens) {
     const StoreRows rows = store_rows(n);
     for (const int tokens : widths) {
       if (stop_sweep(b, s)) return;
-      std::vector<std::int32_t> pos;
-      for (int c = 0; c < r.calls; ++c) {
-        const std::vector<std::int32_t> p = decode_positions(b.rng, context, tokens);
-        pos.insert(pos.end(), p.begin(), p.end());
-      }
-      const auto d_pos = to_device(pos);
+      const auto d_pos = padded_positions(b, r, 1, tokens, tokens);
       const int splits = qsa::attend_default_splits(1, kKvHeads, tokens);
       const cuda::DeviceArray<float> work(
           static_cast<std::size_t>(qsa::attend_workspace_floats(1, kQHeads, splits)));
@@ -386,7 +386,7 @@ void store_attend_sweep(Bench& b, const AttendInputs& r, const StoreInputs& in, 
                         d_pos.get() + std::int64_t{call} * tokens, tokens, in.pool_kv, pt, splits,
                         work.get(), r.o.get(), nullptr, st);
           },
-          {}, std::min(r.calls, g.max_calls));
+          {}, r.calls);
       s.points.push_back({static_cast<double>(n), static_cast<double>(tokens), us});
     }
   }
@@ -414,18 +414,20 @@ void dtype_sweeps(Bench& b, const Emit& emit, const AttendInputs& r, bool fp8) {
   {
     // bf16: the series and its shapes; fp8 (the SIMT attend, priced by its grid's bytes): the
     // shapes, reported
-    Series span = file_series("attention_span",
-                              "qsa::attend, device banks, bf16, one wide row beside narrow ones "
-                              "(512 tokens), 4 - 32 rows x the wide row's tokens",
-                              kGraphTiming);
+    std::optional<Series> span;
+    if (!fp8)
+      span = file_series("attention_span",
+                         "qsa::attend, device banks, bf16, one wide row beside narrow ones "
+                         "(512 tokens), 4 - 32 rows x the wide row's tokens",
+                         kGraphTiming);
     Series shape = extra_series(
         fp8 ? "attention_fp8_span_shapes" : "attention_span_shapes",
         {"rows", "wide_tokens", "narrow_tokens", "hbm_bytes", "ctas", "cta_tokens"},
         "qsa::attend, device banks, " + dt + ", one wide row beside narrow ones (reported)",
         kGraphTiming);
     span_sweep(b, r, pool_banks, dummy_slot(g.bank_pages), layer_token_bytes(l),
-               fp8 ? nullptr : &span, shape);
-    if (!fp8) emit(std::move(span));
+               span ? &*span : nullptr, shape);
+    if (span) emit(std::move(*span));
     emit(std::move(shape));
   }
   if (!fp8) {

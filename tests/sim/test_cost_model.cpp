@@ -105,18 +105,26 @@ TEST(CostModel, AllHitStepsSearchNoSlotAndFp8AttendsAtItsOwnRate) {
   EXPECT_EQ(c.attention_ns(1000000, 0, 0, KvDtype::fp8), 20000 + 10000);
 }
 
-// The bf16 attend pays per CTA of its grid, the fp8 one per row; the grid is the kernel's
-// (model/attend_grid.hpp): one row of 2051 tokens over 65 splits of 32 tokens, 4 rows over 33
-// splits (2 x 132 CTA slots), 32 rows over 4.
-TEST(CostModel, TheAttendPaysPerCtaOfTheKernelsGridOrPerRow) {
+// h200-pcie5 with round figures for the attends, bf16 and fp8 (the fp8 bytes in one piece).
+HardwareProfile round_attend() {
   HardwareProfile p = load_profile("h200-pcie5");
   p.sm_count = 132;
   p.attention_fixed_us = 6;
   p.hbm_gbps = 2000;
   p.attention_ns_per_cta = 10;
+  p.attention_ns_per_cta_token = 50;
   p.attention_fp8_fixed_us = 20;
   p.attention_fp8_gbps = 400;
   p.attention_fp8_ns_per_row = 300;
+  p.attention_fp8_knee_bytes = 0;
+  return p;
+}
+
+// The bf16 attend pays per CTA of its grid, the fp8 one per row; the grid is the kernel's
+// (model/attend_grid.hpp): one row of 2051 tokens over 65 splits of 32 tokens, 4 rows over 33
+// splits (2 x 132 CTA slots), 32 rows over 4.
+TEST(CostModel, TheAttendPaysPerCtaOfTheKernelsGridOrPerRow) {
+  HardwareProfile p = round_attend();
   const CostModel c(p);
   EXPECT_EQ(c.attend_ctas(1, 2, 2051), 130);
   EXPECT_EQ(c.attend_ctas(4, 2, 2051), 264);
@@ -140,13 +148,7 @@ TEST(CostModel, TheAttendPaysPerCtaOfTheKernelsGridOrPerRow) {
 // width are bound by their bytes, one wide row among narrow ones by its CTAs; the fp8 attend
 // (its grid's bytes) does not walk.
 TEST(CostModel, TheAttendsSpanIsItsBytesOrItsLongestCta) {
-  HardwareProfile p = load_profile("h200-pcie5");
-  p.sm_count = 132;
-  p.attention_fixed_us = 6;
-  p.hbm_gbps = 2000;
-  p.attention_ns_per_cta = 10;
-  p.attention_ns_per_cta_token = 50;
-  const CostModel c(p);
+  const CostModel c(round_attend());
   // 8 rows of 2,051 tokens (2 KiB each): 33.6 MB in 16.8 us against 129 tokens in 6.45 us
   const std::int64_t even = 8 * 2051 * 2048;
   EXPECT_EQ(c.attention_ns(even, 8, 256, KvDtype::bf16, c.attend_cta_tokens(8, 2, 2051)),
@@ -156,11 +158,7 @@ TEST(CostModel, TheAttendsSpanIsItsBytesOrItsLongestCta) {
   EXPECT_EQ(c.attention_ns(mixed, 8, 256, KvDtype::bf16, c.attend_cta_tokens(8, 2, 8192)),
             6000 + 2560 + 25600);
   EXPECT_EQ(c.attention_ns(mixed, 8, 256, KvDtype::bf16), 6000 + 2560 + c.hbm_read_ns(mixed));
-  p.attention_fp8_fixed_us = 20;
-  p.attention_fp8_gbps = 400;
-  p.attention_fp8_ns_per_row = 300;
-  p.attention_fp8_knee_bytes = 0;
-  EXPECT_EQ(CostModel(p).attention_ns(4'000'000, 8, 256, KvDtype::fp8, 512), 20000 + 2400 + 10000);
+  EXPECT_EQ(c.attention_ns(4'000'000, 8, 256, KvDtype::fp8, 512), 20000 + 2400 + 10000);
 }
 
 // The store is one kernel priced by what it writes: into the pool, its fixed part and the
