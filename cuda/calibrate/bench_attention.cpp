@@ -280,8 +280,10 @@ void read_sweep(Bench& b, const AttendInputs& r, const cuda::DevicePool& pool, S
 }
 
 // The store's inputs for up to max_n tokens a call: distinct pages for every request of every
-// call (no two rows write the same token), the staged K/V, and the banks of the pool and the host
-// bank.
+// call (no two rows write the same token) as far as the pool holds them, the staged K/V, and the
+// banks of the pool and the host bank. The largest stores (a prefill chunk of 32 requests writes
+// 256 MiB a layer) need more pages over a graph's calls than the pool has: those calls write
+// pages an earlier call wrote, long evicted from the L2 by then.
 struct StoreInputs {
   int pages_per_request = 0;
   cuda::DeviceArray<std::int32_t> tables;
@@ -295,8 +297,13 @@ StoreInputs make_store_inputs(Bench& b, const cuda::DevicePool& pool, const cuda
   const PageLayout& l = pool.layout();
   StoreInputs in;
   in.pages_per_request = (max_n / kStoreRequests + l.page_size - 1) / l.page_size + 1;
-  in.tables = to_device(scattered_tables(
-      b.rng, 1, b.grid.max_calls * kStoreRequests * in.pages_per_request, pool.num_slots()));
+  const std::int64_t need = std::int64_t{b.grid.max_calls} * kStoreRequests * in.pages_per_request;
+  const auto distinct = static_cast<int>(std::min<std::int64_t>(need, pool.num_slots()));
+  std::vector<std::int32_t> tables = scattered_tables(b.rng, 1, distinct, pool.num_slots());
+  tables.reserve(static_cast<std::size_t>(need));
+  for (std::int64_t i = distinct; i < need; ++i)
+    tables.push_back(tables[static_cast<std::size_t>(i % distinct)]);
+  in.tables = to_device(tables);
   const std::size_t kv_elems = static_cast<std::size_t>(max_n) * kKvHeads * qsa::kHeadDim;
   in.k = cuda::DeviceArray<std::uint16_t>(kv_elems);
   in.v = cuda::DeviceArray<std::uint16_t>(kv_elems);

@@ -68,7 +68,9 @@ CalibrationGrid calibration_grid(bool quick) {
   g.store_attend_tokens = {1, 4096};
   g.warm_rows = {1, 2, 4};
   g.warm_layers = {1, 2, 3, 4, 6, 8, 12, 16};
-  g.store_tokens = {1, 4, 16, 64, 256, 1024, 4096, 16384};
+  // up to a prefill chunk of 4,096 tokens for each of 32 requests (256 MiB a layer): the rate
+  // past the knee is that of the prefill's large stores
+  g.store_tokens = {1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 131072};
   g.index_rows = {1, 4, 8, 16, 32, 64, 128};
   g.index_contexts = {16384, 65536, 131072, 262144, 1048576};
   g.prefill_rows = {256, 512, 2048};
