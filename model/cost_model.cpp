@@ -173,6 +173,13 @@ std::int64_t CostModel::attention_ns(std::int64_t hbm_bytes, std::int64_t rows, 
          std::max(hbm_read_ns(hbm_bytes), ns(d(cta_tokens) * p_.attention_ns_per_cta_token));
 }
 
+std::int64_t CostModel::attention_l2_reuse_ns(std::int64_t working_set_bytes) const {
+  if (p_.attention_l2_reuse_us <= 0) return 0;
+  return ns(p_.attention_l2_reuse_us * 1e3 *
+            l2_reuse_reach(d(working_set_bytes), p_.attention_l2_reuse_full_bytes,
+                           p_.attention_l2_reuse_none_bytes));
+}
+
 std::int64_t CostModel::attention_fp8_host_ns(std::int64_t bytes, std::int64_t rows) const {
   return ns(p_.attention_fp8_host_fixed_us * 1e3 + d(rows) * p_.attention_fp8_host_ns_per_row +
             (bytes <= 0

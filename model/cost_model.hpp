@@ -128,6 +128,16 @@ class CostModel {
   // equal width are bound by their bytes, one wide row among narrow ones by its CTAs.
   std::int64_t attention_ns(std::int64_t hbm_bytes, std::int64_t rows, std::int64_t ctas,
                             KvDtype dtype = KvDtype::bf16, std::int64_t cta_tokens = 0) const;
+  // What the bf16 attend of one decode row saves when the forward before read its pages and
+  // `working_set_bytes` in all (that forward's selections over its layers): the profile's
+  // attention_l2_reuse_us while they fit the L2, falling to 0 past it (l2_reuse_reach).
+  std::int64_t attention_l2_reuse_ns(std::int64_t working_set_bytes) const;
+  // The share of the saving left at working set x: 1 up to `full`, linear to 0 at `none`.
+  static double l2_reuse_reach(double x, double full, double none) {
+    if (x <= full) return 1.0;
+    if (x >= none) return 0.0;
+    return (none - x) / (none - full);
+  }
   // The fp8 attend reading `bytes` of the host bank in place over `rows` rows (the host
   // placement): the SIMT kernel is compute-bound there, so one term prices its reads and its
   // work together (bf16 in-place reads are link-bound: in_place_read_ns + attention_ns).

@@ -70,6 +70,9 @@ constexpr Field kFields[] = {
     {"attention_fixed_us", &HardwareProfile::attention_fixed_us},
     {"attention_ns_per_cta", &HardwareProfile::attention_ns_per_cta},
     {"attention_ns_per_cta_token", &HardwareProfile::attention_ns_per_cta_token},
+    {"attention_l2_reuse_us", &HardwareProfile::attention_l2_reuse_us},
+    {"attention_l2_reuse_full_bytes", &HardwareProfile::attention_l2_reuse_full_bytes},
+    {"attention_l2_reuse_none_bytes", &HardwareProfile::attention_l2_reuse_none_bytes},
     {"attention_fp8_fixed_us", &HardwareProfile::attention_fp8_fixed_us},
     {"attention_fp8_gbps", &HardwareProfile::attention_fp8_gbps},
     {"attention_fp8_ns_per_row", &HardwareProfile::attention_fp8_ns_per_row},
@@ -260,7 +263,10 @@ void HardwareProfile::validate() const {
                              f.member == &HardwareProfile::attention_fp8_knee_bytes ||
                              f.member == &HardwareProfile::attention_fp8_ns_per_kib ||
                              f.member == &HardwareProfile::attention_fp8_host_knee_bytes ||
-                             f.member == &HardwareProfile::attention_fp8_host_ns_per_kib;
+                             f.member == &HardwareProfile::attention_fp8_host_ns_per_kib ||
+                             f.member == &HardwareProfile::attention_l2_reuse_us ||
+                             f.member == &HardwareProfile::attention_l2_reuse_full_bytes ||
+                             f.member == &HardwareProfile::attention_l2_reuse_none_bytes;
     const double v = this->*f.member;
     if (!std::isfinite(v) || (may_be_zero ? !(v >= 0) : !(v > 0))) {
       fail(name + "." + f.name,
@@ -268,6 +274,11 @@ void HardwareProfile::validate() const {
                " and finite, got " + number_text(v));
     }
   }
+  if (attention_l2_reuse_us > 0 && !(attention_l2_reuse_none_bytes > attention_l2_reuse_full_bytes))
+    fail(name + ".attention_l2_reuse_none_bytes", "must be above attention_l2_reuse_full_bytes (" +
+                                                      number_text(attention_l2_reuse_full_bytes) +
+                                                      ") where attention_l2_reuse_us > 0, got " +
+                                                      number_text(attention_l2_reuse_none_bytes));
   if (sm_count != std::floor(sm_count) || sm_count > 65535)
     fail(name + ".sm_count",
          "must be a whole number of multiprocessors, got " + number_text(sm_count));

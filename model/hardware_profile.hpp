@@ -120,6 +120,14 @@ struct HardwareProfile {
   // bf16 attend: per token its longest CTA walks, one tile after another (the span's bound
   // beside the bytes' bound: attention_span)
   double attention_ns_per_cta_token = 0;
+  // bf16 attend of one decode row whose pages the forward before read (the trace replay's decode:
+  // nothing else passes through the L2 between its forwards): what it saves while that forward's
+  // selections fit the L2 (attention_l2_reuse_us, up to attention_l2_reuse_full_bytes of them),
+  // falling to nothing at attention_l2_reuse_none_bytes (CostModel::attention_l2_reuse_ns).
+  // 0: not priced.
+  double attention_l2_reuse_us = 0;
+  double attention_l2_reuse_full_bytes = 0;
+  double attention_l2_reuse_none_bytes = 0;
   // The fp8 attend (codes + scales, its own kernel): fixed part, the rate it reads at, per row.
   // Its bytes in two pieces joined at a knee (flat while the CTAs fit on the SMs, then
   // linear): attention_fp8_ns_per_kib up to attention_fp8_knee_bytes, the bytes past it at

@@ -269,6 +269,9 @@ class Simulation {
     const bool decode = tokens_ == rows;
     const bool model_forward = shape_.kind == frontend::ForwardKind::model;
     shape_.mirror_in_place = may_read_in_place_ && decode && frontend::decode_reads_in_place(last_);
+    const RequestId one_row = decode && rows == 1 ? f.rows[0].request : kNoReuse;
+    l2_reuse_ns_ = reuses_l2(one_row) ? cost_.attention_l2_reuse_ns(last_sel_bytes_) : 0;
+    std::int64_t sel_bytes = 0;  // this forward's selections over its layers
 
     tl_.set_forward(fi_);
     const TimeNs fstart = tl_.now();
@@ -286,6 +289,7 @@ class Simulation {
           cache_ != nullptr ? cache_->build(f, l, width_) : fe_.build(f, l, width_);
       res_.layers[l].drops += q.drops;
       LayerStep ls{&q, l, selected_tokens(q) * token_bytes_};
+      sel_bytes += ls.sel_bytes;
       // the model forward's layer besides the KV tier's ops, once (two ops of the layer take it)
       const LayerCompute lc = model_forward ? layer_compute_of(q) : LayerCompute{};
       for (const frontend::ScheduledOp& so : ops) {
@@ -341,6 +345,8 @@ class Simulation {
     res_.compute_end_ns = end;
     const LayerStats after = res_.total();
     last_ = frontend::LastForward{decode, after.misses - before.misses, std::int64_t{rows} * L_};
+    last_one_row_ = one_row;
+    last_sel_bytes_ = sel_bytes;
     lat_.end_forward(f.rows, fi_, fstart, end);
     if (cfg_.record_forwards) {
       res_.forwards_detail.push_back({fi_, rows, tokens_, decode_tokens, fstart, end, end - fstart,
@@ -425,12 +431,25 @@ class Simulation {
     return cost_.attention_ns(hbm_bytes, rows, ctas, cfg_.dtype, cta_tokens);
   }
 
+  // Whether this forward's attends find in the L2 the pages the forward before read
+  // (attention_l2_reuse_ns): the trace replay's device placement, bf16 (the kernel
+  // attention_warm calibrates), one decode row after a forward of that row alone. Between two
+  // such forwards the replay runs nothing else through the L2; the model forward streams every
+  // layer's weights through it, and more rows outgrow it (a 12-layer stack of two decode rows
+  // selects 100 MB).
+  bool reuses_l2(RequestId one_row) const {
+    return one_row != kNoReuse && one_row == last_one_row_ &&
+           shape_.kind == frontend::ForwardKind::trace_replay &&
+           cfg_.placement == Placement::device && cfg_.dtype == KvDtype::bf16;
+  }
+
   OpId attend_op(LayerStep& ls, const Deps& deps, const char* name) {
     const frontend::LayerQuery& q = *ls.q;
     if (cfg_.placement == Placement::device) {
       res_.hbm_read_bytes += ls.sel_bytes;
-      return tl_.add(Resource::compute, cost_.kernel_launch_ns(2) + attend_cost(q, ls.sel_bytes),
-                     deps, name, ls.layer);
+      const std::int64_t attend =
+          std::max<std::int64_t>(0, attend_cost(q, ls.sel_bytes) - l2_reuse_ns_);
+      return tl_.add(Resource::compute, cost_.kernel_launch_ns(2) + attend, deps, name, ls.layer);
     }
     if (cfg_.placement == Placement::host) return host_attend(q, deps, ls.layer, name);
     // Mirror: hits from the pool; the pages missed (in place) or bypassed come over the link
@@ -667,7 +686,13 @@ class Simulation {
   OpId prefetch_done_ = kNoOp;      // the prefetch into the coming layer's pool, done
   bool may_read_in_place_ = false;  // mirror, bf16, lru, per-layer pools, not --copy-first
   frontend::LastForward last_;      // the forward before, for decode_reads_in_place
-  std::vector<OpId> beside_done_;   // the forward's residency steps beside, reused
+  // The forward before, for reuses_l2: its one decode row's request (kNoReuse: it had another
+  // shape) and its selections' bytes over its layers; this forward's saving per attend.
+  static constexpr RequestId kNoReuse = ~RequestId{0};
+  RequestId last_one_row_ = kNoReuse;
+  std::int64_t last_sel_bytes_ = 0;
+  TimeNs l2_reuse_ns_ = 0;
+  std::vector<OpId> beside_done_;  // the forward's residency steps beside, reused
   frontend::ScheduleShape shape_;
 };
 

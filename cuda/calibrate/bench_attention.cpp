@@ -216,10 +216,11 @@ void span_sweep(Bench& b, const AttendInputs& r, const qsa::KvBanks& kv, std::in
 // Decode attends whose pages the same layer read one forward before (a decode row's selection
 // barely moves from one step to the next): a graph of `layers` attends, each over its own
 // selection, then the same attends again (the next forward), from a cold L2 cache. Per attend,
-// the first pass takes cold = t(layers) / layers and the second warm = (t(2 layers) - t(layers))
-// / layers; the working set is layers x rows x 2,051 tokens x token bytes. Reported: whether the
-// next forward finds its pages in L2 decides what a decode's attend costs when a forward's
-// selections fit it.
+// the second pass takes warm = (t(2 layers) - t(layers)) / layers; the working set is layers x
+// rows x 2,051 tokens x token bytes. The fitter sets one decode row's saving against the
+// attention fit's price of the same attend (hbm_bytes, ctas, cta_tokens): whether the next
+// forward finds its pages in L2 decides what a decode's attend costs when a forward's
+// selections fit it (attention_l2_reuse_*).
 void warm_sweep(Bench& b, const AttendInputs& r, const qsa::KvBanks& kv, std::int32_t dummy,
                 std::int64_t token_bytes, Series& s) {
   constexpr int kTokens = 2051;
@@ -237,9 +238,12 @@ void warm_sweep(Bench& b, const AttendInputs& r, const qsa::KvBanks& kv, std::in
       };
       const double one = b.timer.graph_us(layers, layer) * layers;
       const double two = b.timer.graph_us(2 * layers, layer) * 2 * layers;
+      const std::int64_t bytes = std::int64_t{rows} * kTokens * token_bytes;
       s.points.push_back({static_cast<double>(rows), static_cast<double>(layers),
-                          static_cast<double>(std::int64_t{layers} * rows * kTokens * token_bytes),
-                          one / layers, (two - one) / layers});
+                          static_cast<double>(layers * bytes), static_cast<double>(bytes),
+                          static_cast<double>(std::int64_t{rows} * kKvHeads * splits),
+                          static_cast<double>(attend_chunk(kTokens, splits)),
+                          (two - one) / layers});
     }
   }
 }
@@ -372,29 +376,44 @@ void store_sweep(Bench& b, const StoreInputs& in, std::int64_t token_bytes, Stor
 // then one row's attend of `tokens` (a prefill chunk's last query reads what the chunk just
 // wrote, the store's lines still being written back). Against the store and the attend alone
 // (store, attention_span's shapes).
+// `in_forward` (store_in_forward) gets, for each point of a decode row's width (attend_tokens),
+// the store's bytes and what the store adds to the attend timed alone the same way: the store's
+// part of a decode forward's layer (before the wider attends of a prefill chunk's last query it
+// adds 0.3 - 0.6 us more on the H200, 2026-12-03: store_then_attend reports them).
 void store_attend_sweep(Bench& b, const AttendInputs& r, const StoreInputs& in, std::int32_t dummy,
-                        Series& s) {
+                        std::int64_t token_bytes, Series& s, Series& in_forward) {
   const CalibrationGrid& g = b.grid;
   std::vector<int> widths = g.attend_tokens;
   widths.insert(widths.end(), g.span_tokens.begin(), g.span_tokens.end());
+  std::vector<double> alone(widths.size(), 0.0);  // the attend of each width, timed once
   for (const int n : g.store_attend_tokens) {
     const StoreRows rows = store_rows(n);
-    for (const int tokens : widths) {
+    for (std::size_t w = 0; w < widths.size(); ++w) {
+      const int tokens = widths[w];
       if (stop_sweep(b, s)) return;
       const auto d_pos = padded_positions(b, r, 1, tokens, tokens);
       const int splits = qsa::attend_default_splits(1, kKvHeads, tokens);
       const cuda::DeviceArray<float> work(
           static_cast<std::size_t>(qsa::attend_workspace_floats(1, kQHeads, splits)));
+      const auto attend = [&](int call, cudaStream_t st) {
+        const qsa::PageTable pt{r.table(r.sel.front(), call), r.context_pages, dummy};
+        qsa::attend(r.q.get(), kQHeads, qsa::Rows{r.req.get(), r.pos.get(), 1},
+                    d_pos.get() + std::int64_t{call} * tokens, tokens, in.pool_kv, pt, splits,
+                    work.get(), r.o.get(), nullptr, st);
+      };
+      const bool decode_width = std::find(g.attend_tokens.begin(), g.attend_tokens.end(), tokens) !=
+                                g.attend_tokens.end();
+      if (decode_width && alone[w] == 0.0) alone[w] = b.kernel_us(attend, {}, r.calls);
       const double us = b.kernel_us(
           [&](int call, cudaStream_t st) {
             store_call(in, rows, StoreTarget::pool, call, st);
-            const qsa::PageTable pt{r.table(r.sel.front(), call), r.context_pages, dummy};
-            qsa::attend(r.q.get(), kQHeads, qsa::Rows{r.req.get(), r.pos.get(), 1},
-                        d_pos.get() + std::int64_t{call} * tokens, tokens, in.pool_kv, pt, splits,
-                        work.get(), r.o.get(), nullptr, st);
+            attend(call, st);
           },
           {}, r.calls);
       s.points.push_back({static_cast<double>(n), static_cast<double>(tokens), us});
+      if (decode_width)
+        in_forward.points.push_back(
+            {static_cast<double>(std::int64_t{n} * token_bytes), us - alone[w]});
     }
   }
 }
@@ -438,12 +457,12 @@ void dtype_sweeps(Bench& b, const Emit& emit, const AttendInputs& r, bool fp8) {
     emit(std::move(shape));
   }
   if (!fp8) {
-    Series warm = extra_series("attention_warm", {"rows", "layers", "working_set_bytes", "cold_us"},
-                               "qsa::attend, device banks, bf16, decode rows of 2,051 tokens: a "
-                               "forward's layers, then the next forward's over the same pages "
-                               "(reported; y: the second pass per attend)",
-                               "graph of the layers' attends twice, after a pad; the second "
-                               "pass per attend");
+    Series warm = file_series("attention_warm",
+                              "qsa::attend, device banks, bf16, decode rows of 2,051 tokens: a "
+                              "forward's layers, then the next forward's over the same pages "
+                              "(y: the second pass per attend)",
+                              "graph of the layers' attends twice, after a pad; the second "
+                              "pass per attend");
     warm_sweep(b, r, pool_banks, dummy_slot(g.bank_pages), layer_token_bytes(l), warm);
     emit(std::move(warm));
     Series rd =
@@ -486,8 +505,14 @@ void dtype_sweeps(Bench& b, const Emit& emit, const AttendInputs& r, bool fp8) {
                              "qsa::store_kv of n tokens into the pool, then qsa::attend of one "
                              "row (reported)",
                              store_timing);
-    store_attend_sweep(b, r, in, dummy_slot(g.bank_pages), sa);
+    Series in_forward =
+        file_series("store_in_forward",
+                    "qsa::store_kv of n tokens into the pool before qsa::attend of one row, less "
+                    "the attend alone: the store's part of a forward's layer",
+                    store_timing);
+    store_attend_sweep(b, r, in, dummy_slot(g.bank_pages), token_bytes, sa, in_forward);
     emit(std::move(sa));
+    emit(std::move(in_forward));
   }
   const std::string host_term = fp8 ? "store_host_fp8" : "store_host";
   Series sh = file_series(host_term, "qsa::store_kv, " + dt + ", into the host bank", store_timing);

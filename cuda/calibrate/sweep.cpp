@@ -27,8 +27,8 @@ CalibrationGrid calibration_grid(bool quick) {
     g.span_tokens = {4096, 8192};
     g.span_narrow_tokens = {512};
     g.store_attend_tokens = {1, 4096};
-    g.warm_rows = {1};
-    g.warm_layers = {1, 2};
+    g.warm_rows = {1, 2};  // 8 points: a points-file series of 6 inputs needs 8
+    g.warm_layers = {1, 2, 3, 4};
     g.store_tokens = {1, 16, 256, 4096};  // 4 sizes: the host bank's store is fitted with a knee
     g.index_rows = {1, 4, 32, 64};        // top-k: the cluster kernel, the chain, one CTA per row
     g.index_contexts = {16384, 32768, 65536};

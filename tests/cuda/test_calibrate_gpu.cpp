@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
 #include <filesystem>
@@ -82,7 +83,7 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
   // Every sweep: points, positive finite times, non-negative inputs, not cut at its budget.
   std::map<std::string, std::vector<std::vector<double>>> by_sweep;
   const auto& series = report.at("series").as_array();
-  EXPECT_EQ(series.size(), 37u);
+  EXPECT_EQ(series.size(), 38u);
   for (const auto& s : series) {
     const std::string name =
         std::string(s.at("term").as_string()) + " / " + std::string(s.at("sweep").as_string());
@@ -161,6 +162,19 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
       ASSERT_EQ(by_store.size(), 2u) << tokens;
       EXPECT_GT(by_store.rbegin()->second, by_store.begin()->second) << tokens;
     }
+  }
+  {
+    // The store's part of a forward's layer: a prefill chunk's store adds more than a decode
+    // row's token does (each width's attend timed alone beside).
+    std::map<double, std::vector<double>> by_bytes;  // store bytes -> what it adds, us
+    for (const auto& p : sweep("store_in_forward / "))
+      by_bytes[p[0]].push_back(p[1]);
+    ASSERT_EQ(by_bytes.size(), 2u);
+    const auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    EXPECT_GT(median(by_bytes.rbegin()->second), median(by_bytes.begin()->second));
   }
   // The residency steps missed exactly the planned pages (quick grid: 0 or 32 per step).
   for (const auto& p : sweep("ensure / MirrorEngine::residency_step_async"))
@@ -244,6 +258,8 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
                                           "step_beside_copy",
                                           "attention",
                                           "attention_span",
+                                          "attention_warm",
+                                          "store_in_forward",
                                           "attention_fp8",
                                           "attention_fp8_host"}));
   std::filesystem::remove(path);

@@ -267,7 +267,11 @@ TEST(CalibratePointsFile, RefusesWhatTheReaderWould) {
   EXPECT_EQ(term_inputs("step_beside_copy"), (std::vector<std::string>{"bytes"}));
   EXPECT_EQ(term_inputs("projection"), (std::vector<std::string>{"weight_bytes", "rows"}));
   EXPECT_EQ(term_inputs("attention_span"), (std::vector<std::string>{"cta_tokens"}));
-  EXPECT_EQ(points_file_terms().size(), 29u);
+  EXPECT_EQ(term_inputs("attention_warm"),
+            (std::vector<std::string>{"rows", "layers", "working_set_bytes", "hbm_bytes", "ctas",
+                                      "cta_tokens"}));
+  EXPECT_EQ(term_inputs("store_in_forward"), (std::vector<std::string>{"store_bytes"}));
+  EXPECT_EQ(points_file_terms().size(), 31u);
 }
 
 TEST(CalibratePointsFile, ShortTermsAreLeftOut) {

@@ -13,7 +13,7 @@ TEST(Profiles, EveryBuiltinProfileParsesWithASourcePerValue) {
   for (const auto& b : builtin_profiles()) {
     const HardwareProfile p = load_profile(b.name);
     EXPECT_EQ(p.name, b.name);
-    EXPECT_EQ(p.sources.size(), 76u) << b.name;
+    EXPECT_EQ(p.sources.size(), 79u) << b.name;
     for (const auto& [field, source] : p.sources)
       EXPECT_FALSE(source.empty()) << field;
   }
@@ -159,6 +159,28 @@ TEST(CostModel, TheAttendsSpanIsItsBytesOrItsLongestCta) {
             6000 + 2560 + 25600);
   EXPECT_EQ(c.attention_ns(mixed, 8, 256, KvDtype::bf16), 6000 + 2560 + c.hbm_read_ns(mixed));
   EXPECT_EQ(c.attention_ns(4'000'000, 8, 256, KvDtype::fp8, 512), 20000 + 2400 + 10000);
+}
+
+// One decode row's attend over pages the forward before read: the whole saving while that
+// forward's selections fit, less past them, nothing from attention_l2_reuse_none_bytes; 0 where
+// the profile prices none.
+TEST(CostModel, TheL2ReuseFallsWithTheWorkingSet) {
+  HardwareProfile p = load_profile("h200-pcie5");
+  p.attention_l2_reuse_us = 1.5;
+  p.attention_l2_reuse_full_bytes = 25e6;
+  p.attention_l2_reuse_none_bytes = 100e6;
+  const CostModel c(p);
+  EXPECT_EQ(c.attention_l2_reuse_ns(4'000'000), 1500);
+  EXPECT_EQ(c.attention_l2_reuse_ns(25'000'000), 1500);
+  EXPECT_EQ(c.attention_l2_reuse_ns(50'000'000), 1000);
+  EXPECT_EQ(c.attention_l2_reuse_ns(100'000'000), 0);
+  EXPECT_EQ(c.attention_l2_reuse_ns(400'000'000), 0);
+  p.attention_l2_reuse_us = 0;
+  EXPECT_EQ(CostModel(p).attention_l2_reuse_ns(4'000'000), 0);
+  // A level above zero needs `none` above `full`.
+  p.attention_l2_reuse_us = 1.5;
+  p.attention_l2_reuse_none_bytes = 25e6;
+  EXPECT_THROW(p.validate(), ConfigError);
 }
 
 // The store is one kernel priced by what it writes: into the pool, its fixed part and the

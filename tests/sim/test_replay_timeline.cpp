@@ -484,3 +484,73 @@ TEST(ReplayTimeline, ChromeTraceIsWellFormed) {
 
 }  // namespace
 }  // namespace kvtier::sim
+
+namespace kvtier::sim {
+namespace {
+
+// One decode row after a forward of that row alone finds the pages the forward before read in
+// the L2 (attention_l2_reuse_*): in the trace replay's device placement, bf16, each of its
+// attends costs the saving less. Not after a forward of another shape, nor in fp8, the host
+// placement or the model forward (whose weights pass through the L2 between forwards).
+TEST(ReplayTimeline, OneDecodeRowReusesTheL2OfTheForwardBefore) {
+  const Geometry g = tiny_geometry();
+  std::vector<traces::Record> r;
+  r.emplace_back(traces::RequestBegin{1, 8, 0, 0});
+  r.emplace_back(traces::RequestBegin{2, 8, 0, 0});
+  const auto one = [&](RequestId req, std::int64_t pos) {
+    add_forward(r, g, {{req, pos, 1, traces::RowKind::decode}}, {{{0, 3}}, {{1}}});
+  };
+  one(1, 8);  // 0: nothing before it
+  one(1, 9);  // 1: reuses
+  add_forward(r, g, {{1, 10, 1, traces::RowKind::decode}, {2, 8, 1, traces::RowKind::decode}},
+              {{{0, 3}, {0, 3}}, {{1}, {1}}});  // 2: two rows
+  one(2, 9);                                    // 3: the forward before had two rows
+  one(2, 10);                                   // 4: reuses
+  one(1, 11);                                   // 5: another request's row before it
+  r.emplace_back(traces::RequestEnd{1});
+  r.emplace_back(traces::RequestEnd{2});
+  traces::TraceHeader h;
+  h.geometry = g;
+  const traces::TraceInput t = traces::memory_trace("reuse", h, std::move(r));
+
+  HardwareProfile reuse = unit_profile();
+  reuse.attention_l2_reuse_us = 0.001;  // 1 ns off each attend, the forward's pages fitting
+  reuse.attention_l2_reuse_full_bytes = 1e9;
+  reuse.attention_l2_reuse_none_bytes = 2e9;
+  const auto spans_of = [&](const HardwareProfile& p, Placement pl, KvDtype d,
+                            frontend::ForwardKind k) {
+    SimConfig c;
+    c.placement = pl;
+    c.dtype = d;
+    c.forward = k;
+    c.record_forwards = true;
+    const SimResult s = simulate(t, frontend::scan_trace(t), CostModel(p), c);
+    std::vector<TimeNs> out;
+    for (const ForwardTime& f : s.forwards_detail)
+      out.push_back(f.span_ns);
+    return out;
+  };
+  const auto replay = frontend::ForwardKind::trace_replay;
+  const std::vector<TimeNs> base =
+      spans_of(unit_profile(), Placement::device, KvDtype::bf16, replay);
+  const std::vector<TimeNs> with = spans_of(reuse, Placement::device, KvDtype::bf16, replay);
+  ASSERT_EQ(base.size(), 6u);
+  const TimeNs layers = g.qsa_layers();
+  const std::vector<TimeNs> saved = {0, layers, 0, 0, layers, 0};
+  for (std::size_t i = 0; i < base.size(); ++i)
+    EXPECT_EQ(base[i] - with[i], saved[i]) << "forward " << i;
+  // Past the working set where nothing is left: no saving.
+  HardwareProfile far = reuse;
+  far.attention_l2_reuse_full_bytes = 1;
+  far.attention_l2_reuse_none_bytes = 2;
+  EXPECT_EQ(spans_of(far, Placement::device, KvDtype::bf16, replay), base);
+  for (const auto& [pl, d, k] :
+       {std::tuple{Placement::device, KvDtype::fp8, replay},
+        std::tuple{Placement::host, KvDtype::bf16, replay},
+        std::tuple{Placement::device, KvDtype::bf16, frontend::ForwardKind::model}}) {
+    EXPECT_EQ(spans_of(reuse, pl, d, k), spans_of(unit_profile(), pl, d, k));
+  }
+}
+
+}  // namespace
+}  // namespace kvtier::sim

@@ -355,10 +355,10 @@ TEST(ProfileFit, EveryFittedValueSaysHowItWasFittedAndAbsentTermsKeepTheBase) {
     EXPECT_EQ(f.profile.param(field), base.param(field)) << field;
     EXPECT_EQ(f.profile.source(field), base.source(field)) << field;
   }
-  EXPECT_EQ(f.report.kept,
-            (std::vector<std::string>{"launch_graph", "d2h_copy", "zero_copy_write", "store_fp8",
-                                      "store_host_fp8", "indexer_prefill", "topk", "topk_one_cta",
-                                      "topk_chain", "non_qsa"}));
+  EXPECT_EQ(f.report.kept, (std::vector<std::string>{
+                               "launch_graph", "d2h_copy", "zero_copy_write", "store_fp8",
+                               "store_host_fp8", "indexer_prefill", "topk", "topk_one_cta",
+                               "topk_chain", "attention_warm", "store_in_forward", "non_qsa"}));
   // The fixed parts the cost model does not price are reported, not dropped.
   for (const SeriesFit& s : f.report.series) {
     if (s.term != "launch_eager") continue;
@@ -367,6 +367,65 @@ TEST(ProfileFit, EveryFittedValueSaysHowItWasFittedAndAbsentTermsKeepTheBase) {
     EXPECT_NEAR(s.unpriced[0].value, 1.0, 1e-9);
   }
   EXPECT_FALSE(f.profile.validation.has_value());
+}
+
+TEST(ProfileFit, TheStoreInAForwardAndTheL2ReuseComeFromTheirSeries) {
+  const Truth t;
+  PointsFile p = synthetic(t, 0.0);
+  // The store before a decode-width attend, less the attend alone: 1.9 us + 0.5 ns a KiB.
+  PointSeries in_forward{"store_in_forward", {{"store_bytes"}, {}, {}}};
+  for (double tokens : {1.0, 1.0, 1.0, 4096.0, 4096.0, 4096.0}) {
+    in_forward.samples.x.push_back({tokens * 2048});
+    in_forward.samples.y.push_back(1.9 + tokens * 2048 * 0.5e-3 / 1024);
+  }
+  // One row's attends of 2,051 tokens (65 splits, 130 CTAs, 32 tokens each) a layer, the
+  // forward before's pages in L2: 1.3 us off the fitted attend's price up to 25.2 MB, nothing
+  // from 100.8 MB; two rows' points are not fitted.
+  const HardwareProfile fitted = fit_profile(p, sim::load_profile("h200-pcie5")).profile;
+  const CostModel cost(fitted);
+  const double layer_bytes = 2051.0 * 2048;
+  PointSeries warm{
+      "attention_warm",
+      {{"rows", "layers", "working_set_bytes", "hbm_bytes", "ctas", "cta_tokens"}, {}, {}}};
+  for (int rows : {1, 2}) {
+    for (int layers : {1, 2, 3, 4, 6, 8, 12, 16, 24}) {
+      const double bytes = rows * layer_bytes, ws = layers * bytes;
+      const double ctas = rows * 2.0 * attend_splits(rows, 2, 2051, 132);
+      const double cta_tokens = attend_cta_tokens(rows, 2, 2051, 132);
+      const double price =
+          1e-3 * static_cast<double>(cost.attention_ns(
+                     static_cast<std::int64_t>(bytes), rows, static_cast<std::int64_t>(ctas),
+                     KvDtype::bf16, static_cast<std::int64_t>(cta_tokens)));
+      warm.samples.x.push_back(
+          {static_cast<double>(rows), static_cast<double>(layers), ws, bytes, ctas, cta_tokens});
+      warm.samples.y.push_back(price - (rows == 1 ? 1.3 * CostModel::l2_reuse_reach(
+                                                              ws, 6 * layer_bytes, 24 * layer_bytes)
+                                                  : 0.2));
+    }
+  }
+  p.series.push_back(warm);
+  p.series.push_back(in_forward);
+  const ProfileFit f = fit_profile(p, sim::load_profile("h200-pcie5"));
+  EXPECT_NEAR(f.profile.store_fixed_us, 1.9, 1e-6);  // not the store series' 1.1
+  EXPECT_NEAR(f.profile.store_hbm_gbps, t.store_hbm_gbps, 1e-6);
+  EXPECT_NE(f.profile.source("store_fixed_us").find("store_in_forward: 6 points"),
+            std::string::npos);
+  EXPECT_NEAR(f.profile.attention_l2_reuse_us, 1.3, 1e-6);
+  EXPECT_EQ(f.profile.attention_l2_reuse_full_bytes, 6 * layer_bytes);
+  EXPECT_EQ(f.profile.attention_l2_reuse_none_bytes, 24 * layer_bytes);
+  EXPECT_NE(f.profile.source("attention_l2_reuse_us").find("attention_warm: 9 one-row points"),
+            std::string::npos)
+      << f.profile.source("attention_l2_reuse_us");
+  // The report: attention_warm last, the store's own fixed part noted beside.
+  ASSERT_FALSE(f.report.series.empty());
+  EXPECT_EQ(f.report.series.back().term, "attention_warm");
+  bool noted = false;
+  for (const SeriesFit& s : f.report.series) {
+    for (const std::string& n : s.notes)
+      noted = noted || (s.term == "store" &&
+                        n.find("comes from the store_in_forward series") != std::string::npos);
+  }
+  EXPECT_TRUE(noted);
 }
 
 TEST(ProfileFit, AFitThatGivesANonPositiveRateIsRefused) {
@@ -404,6 +463,10 @@ TEST(ProfileFit, EveryTermMapsToTheProfile) {
       for (std::size_t j = 0; j < t.inputs.size(); ++j) {
         x.push_back(1.0 + static_cast<double>((i * (j + 1) * 7 + j * 3) % 13) * 100.0);
         y += 0.01 * x.back();
+      }
+      if (t.term == "attention_warm") {  // one decode row, attends faster than priced
+        x[0] = 1;
+        y = 0.5 + 0.001 * i;
       }
       if (beside) {  // rows, pages, slots, misses
         x[0] = static_cast<double>(t.term == "step_beside" ? 1 + i % kStepGroupedRows

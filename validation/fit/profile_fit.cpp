@@ -6,6 +6,7 @@
 #include "model/config_error.hpp"
 #include "model/cost_model.hpp"
 #include "validation/fit/fit_error.hpp"
+#include "validation/fit/plateau_fit.hpp"
 
 namespace kvtier::fit {
 namespace {
@@ -44,6 +45,8 @@ struct TermMap {
   std::vector<Unpriced> unpriced;
   Form form = Form::line;
   Regressors regressors = nullptr;
+  // Fitted after every other series, from their fields (fit_l2_reuse), not by this table.
+  bool after_others = false;
 };
 
 // The ensure's slots enter the cost as the slots it searches (CostModel::ensure_ns).
@@ -211,6 +214,10 @@ const std::vector<TermMap>& term_maps() {
         {"hbm_gbps", Coef::slope, 0, As::gbps},
         {"attention_ns_per_cta", Coef::slope, 1, As::ns}},
        {}},
+      {"store_in_forward",
+       {{"store_fixed_us", Coef::intercept, 0, As::us}},
+       {{Coef::slope, 0, "the store's bytes are priced at the store series' rates"}}},
+      {"attention_warm", {}, {}, Form::line, nullptr, true},
       {"attention_span",
        {{"attention_ns_per_cta_token", Coef::slope, 0, As::ns}},
        {{Coef::intercept, 0,
@@ -283,6 +290,9 @@ struct Preferred {
 constexpr Preferred kPreferred[] = {
     {"hbm_gbps", "attention", "HBM gather ceiling"},
     {"zero_copy_write_gbps", "store_host", "write-through rate"},
+    // the store before an attend, as a forward runs it, over the store alone in a graph of
+    // stores (validation/results/h200-2026-12-03-round12.md)
+    {"store_fixed_us", "store_in_forward", "the store's fixed part alone"},
 };
 
 // The note when `field` is left to another series of `points` than `term`, else nullptr.
@@ -358,8 +368,10 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
   for (const Rule& r : m.rules) {
     if (const Preferred* other = left_to_other(p, ps.term, r.field)) {
       const double b = coefficient(s, r.coef, r.input);
-      s.notes.push_back(std::string(other->what) + " " +
-                        fmt("%.1f", b > 0 ? 1.0 / (1000.0 * b) : 0.0) + " GB/s; " + r.field +
+      const std::string value = r.as == As::gbps
+                                    ? fmt("%.1f", b > 0 ? 1.0 / (1000.0 * b) : 0.0) + " GB/s"
+                                    : fmt("%.3f", b) + " us";
+      s.notes.push_back(std::string(other->what) + " " + value + "; " + r.field +
                         " comes from the " + std::string(other->term) + " series");
       continue;
     }
@@ -389,12 +401,73 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
   return s;
 }
 
+// attention_warm: the one-row decode attends of a forward whose pages the forward before read,
+// against the attention fit's price of the same attend (hbm_bytes, ctas, cta_tokens: the price
+// the simulator takes off); the saving over the forward's working set, a plateau falling to 0
+// (fit_plateau). Points of more rows are read and reported, not fitted: a stack of their layers
+// outgrows the L2 (validation/results/h200-2026-12-03-round12.md).
+SeriesFit fit_l2_reuse(const PointsFile& p, const PointSeries& ps, HardwareProfile& out) {
+  SeriesFit s;
+  s.term = ps.term;
+  s.inputs = ps.samples.inputs;
+  s.points = ps.samples.y.size();
+  const auto at = [&](std::string_view name) {
+    for (std::size_t j = 0; j < s.inputs.size(); ++j)
+      if (s.inputs[j] == name) return j;
+    throw FitError("series '" + ps.term + "': no input '" + std::string(name) + "'");
+  };
+  const std::size_t rows = at("rows"), ws = at("working_set_bytes"), bytes = at("hbm_bytes"),
+                    ctas = at("ctas"), cta_tokens = at("cta_tokens");
+  const CostModel cost(out);
+  std::vector<double> x, saving;
+  for (std::size_t i = 0; i < ps.samples.x.size(); ++i) {
+    const std::vector<double>& v = ps.samples.x[i];
+    if (v[rows] != 1) continue;
+    const auto cold =
+        static_cast<double>(cost.attention_ns(static_cast<std::int64_t>(v[bytes]), 1,
+                                              static_cast<std::int64_t>(v[ctas]), KvDtype::bf16,
+                                              static_cast<std::int64_t>(v[cta_tokens]))) /
+        1e3;
+    x.push_back(v[ws]);
+    saving.push_back(cold - ps.samples.y[i]);
+  }
+  PlateauFit f;
+  try {
+    f = fit_plateau(x, saving);
+  } catch (const FitError& e) {
+    throw FitError("series '" + ps.term + "' (its one-row points): " + e.what());
+  }
+  s.linear = LinearFit{f.level, {}, f.quality};
+  const std::string source = "fitted (least squares of a plateau falling to 0, " + s.term + ": " +
+                             std::to_string(x.size()) + " one-row points, R² " +
+                             fmt("%.4f", f.quality.r2) +
+                             ", the saving against the attention fit's price of each attend) by '" +
+                             p.command + "' on " + p.card + ", driver " + p.driver + ", " + p.date;
+  for (const auto& [field, value] : {std::pair{"attention_l2_reuse_us", f.level},
+                                     std::pair{"attention_l2_reuse_full_bytes", f.full},
+                                     std::pair{"attention_l2_reuse_none_bytes", f.none}}) {
+    s.fields.push_back({field, value, out.param(field), source});
+    out.set(field, value, source);
+  }
+  s.notes.push_back("one decode row saves " + fmt("%.3f", f.level) + " us up to " +
+                    fmt("%.1f", f.full / 1e6) + " MB of a forward's selections, nothing from " +
+                    fmt("%.1f", f.none / 1e6) + " MB; " + std::to_string(s.points - x.size()) +
+                    " points of more rows reported only");
+  return s;
+}
+
 }  // namespace
 
 ProfileFit fit_profile(const PointsFile& points, const HardwareProfile& base) {
   ProfileFit r{base, {points.card, points.driver, points.date, points.command, {}, {}}};
-  for (const PointSeries& ps : points.series)
-    r.report.series.push_back(fit_series(points, ps, map_of(ps.term), r.profile));
+  for (const PointSeries& ps : points.series) {
+    const TermMap& m = map_of(ps.term);
+    if (!m.after_others) r.report.series.push_back(fit_series(points, ps, m, r.profile));
+  }
+  for (const PointSeries& ps : points.series) {
+    if (map_of(ps.term).after_others)
+      r.report.series.push_back(fit_l2_reuse(points, ps, r.profile));
+  }
   // The attend's effective rate against the plain gather's ceiling, when both were measured.
   const SeriesFit* hbm = nullptr;
   SeriesFit* attend = nullptr;
@@ -409,7 +482,8 @@ ProfileFit fit_profile(const PointsFile& points, const HardwareProfile& base) {
   }
   // (a retired term prices nothing: there is nothing of it to keep)
   for (const CalibrationTerm& t : calibration_terms()) {
-    if (points.find(t.term) == nullptr && !map_of(t.term).rules.empty())
+    const TermMap& m = map_of(t.term);
+    if (points.find(t.term) == nullptr && (!m.rules.empty() || m.after_others))
       r.report.kept.emplace_back(t.term);
   }
   if (!points.series.empty()) {

@@ -43,7 +43,7 @@ struct SeriesFit {
 
 struct FitReport {
   std::string card, driver, date, command;
-  std::vector<SeriesFit> series;  // in points-file order
+  std::vector<SeriesFit> series;  // in points-file order, attention_warm last (it needs the rest)
   std::vector<std::string> kept;  // terms without a series: the base values stand
 };
 
