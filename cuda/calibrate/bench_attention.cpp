@@ -385,7 +385,8 @@ void store_attend_sweep(Bench& b, const AttendInputs& r, const StoreInputs& in, 
   const CalibrationGrid& g = b.grid;
   std::vector<int> widths = g.attend_tokens;
   widths.insert(widths.end(), g.span_tokens.begin(), g.span_tokens.end());
-  std::vector<double> alone(widths.size(), 0.0);  // the attend of each width, timed once
+  // the attend alone of each decode row's width (attend_tokens, the first widths), timed once
+  std::vector<double> alone(g.attend_tokens.size(), 0.0);
   for (const int n : g.store_attend_tokens) {
     const StoreRows rows = store_rows(n);
     for (std::size_t w = 0; w < widths.size(); ++w) {
@@ -401,8 +402,7 @@ void store_attend_sweep(Bench& b, const AttendInputs& r, const StoreInputs& in, 
                     d_pos.get() + std::int64_t{call} * tokens, tokens, in.pool_kv, pt, splits,
                     work.get(), r.o.get(), nullptr, st);
       };
-      const bool decode_width = std::find(g.attend_tokens.begin(), g.attend_tokens.end(), tokens) !=
-                                g.attend_tokens.end();
+      const bool decode_width = w < alone.size();
       if (decode_width && alone[w] == 0.0) alone[w] = b.kernel_us(attend, {}, r.calls);
       const double us = b.kernel_us(
           [&](int call, cudaStream_t st) {

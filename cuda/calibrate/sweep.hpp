@@ -39,8 +39,8 @@ struct CalibrationGrid {
   // store_then_attend (reported): tokens stored, then one row attends each of attend_tokens and
   // span_tokens
   std::vector<int> store_attend_tokens;
-  // attention_warm (reported): rows of 2,051 tokens x layers, each layer's attend read again
-  // by the next forward
+  // attention_warm: rows of 2,051 tokens x layers, each layer's attend read again by the next
+  // forward (the fitter takes the one-row points)
   std::vector<int> warm_rows;
   std::vector<int> warm_layers;
   // store*, store_host*: tokens stored per call, into the pool, the host bank (and both)

@@ -517,8 +517,8 @@ TEST(ReplayTimeline, OneDecodeRowReusesTheL2OfTheForwardBefore) {
   reuse.attention_l2_reuse_us = 0.001;  // 1 ns off each attend, the forward's pages fitting
   reuse.attention_l2_reuse_full_bytes = 1e9;
   reuse.attention_l2_reuse_none_bytes = 2e9;
-  const auto spans_of = [&](const HardwareProfile& p, Placement pl, KvDtype d,
-                            frontend::ForwardKind k) {
+  const auto forward_spans = [&](const HardwareProfile& p, Placement pl, KvDtype d,
+                                 frontend::ForwardKind k) {
     SimConfig c;
     c.placement = pl;
     c.dtype = d;
@@ -532,8 +532,8 @@ TEST(ReplayTimeline, OneDecodeRowReusesTheL2OfTheForwardBefore) {
   };
   const auto replay = frontend::ForwardKind::trace_replay;
   const std::vector<TimeNs> base =
-      spans_of(unit_profile(), Placement::device, KvDtype::bf16, replay);
-  const std::vector<TimeNs> with = spans_of(reuse, Placement::device, KvDtype::bf16, replay);
+      forward_spans(unit_profile(), Placement::device, KvDtype::bf16, replay);
+  const std::vector<TimeNs> with = forward_spans(reuse, Placement::device, KvDtype::bf16, replay);
   ASSERT_EQ(base.size(), 6u);
   const TimeNs layers = g.qsa_layers();
   const std::vector<TimeNs> saved = {0, layers, 0, 0, layers, 0};
@@ -543,12 +543,12 @@ TEST(ReplayTimeline, OneDecodeRowReusesTheL2OfTheForwardBefore) {
   HardwareProfile far = reuse;
   far.attention_l2_reuse_full_bytes = 1;
   far.attention_l2_reuse_none_bytes = 2;
-  EXPECT_EQ(spans_of(far, Placement::device, KvDtype::bf16, replay), base);
+  EXPECT_EQ(forward_spans(far, Placement::device, KvDtype::bf16, replay), base);
   for (const auto& [pl, d, k] :
        {std::tuple{Placement::device, KvDtype::fp8, replay},
         std::tuple{Placement::host, KvDtype::bf16, replay},
         std::tuple{Placement::device, KvDtype::bf16, frontend::ForwardKind::model}}) {
-    EXPECT_EQ(spans_of(reuse, pl, d, k), spans_of(unit_profile(), pl, d, k));
+    EXPECT_EQ(forward_spans(reuse, pl, d, k), forward_spans(unit_profile(), pl, d, k));
   }
 }
 

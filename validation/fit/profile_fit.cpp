@@ -411,13 +411,9 @@ SeriesFit fit_l2_reuse(const PointsFile& p, const PointSeries& ps, HardwareProfi
   s.term = ps.term;
   s.inputs = ps.samples.inputs;
   s.points = ps.samples.y.size();
-  const auto at = [&](std::string_view name) {
-    for (std::size_t j = 0; j < s.inputs.size(); ++j)
-      if (s.inputs[j] == name) return j;
-    throw FitError("series '" + ps.term + "': no input '" + std::string(name) + "'");
-  };
-  const std::size_t rows = at("rows"), ws = at("working_set_bytes"), bytes = at("hbm_bytes"),
-                    ctas = at("ctas"), cta_tokens = at("cta_tokens");
+  // The term's inputs (model/calibration_terms.cpp; the points file's reader holds a series to
+  // them): rows, layers, working_set_bytes, hbm_bytes, ctas, cta_tokens.
+  enum : std::size_t { rows, layers, ws, bytes, ctas, cta_tokens };
   const CostModel cost(out);
   std::vector<double> x, saving;
   for (std::size_t i = 0; i < ps.samples.x.size(); ++i) {
