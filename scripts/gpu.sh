@@ -110,7 +110,7 @@ sanitize() {  # sanitizer-sized: fewer RapidCheck cases, KVTIER_QSA_TEST_SMALL
   local mem=("$CS" --tool memcheck --error-exitcode 9)
   local race=("$CS" --tool racecheck --error-exitcode 9)
   local step=("$bin/cuda_residency_test" --gtest_filter='ResidencyStep.*')
-  local attend=("$bin/qsa_gpu_test" --gtest_filter='*AttendVariantsAgree*:*PlacementsAreBitIdent*')
+  local attend=("$bin/qsa_gpu_test" --gtest_filter='*AttendVariantsAgree*:*PlacementsAreBitIdent*:*MergeSlices*')
   run memcheck-step 150 "${few[@]}" "${mem[@]}" "${step[@]}"
   run racecheck-step 150 "${few[@]}" "${race[@]}" "${step[@]}"
   run memcheck-in-place 90 "${mem[@]}" "$bin/qsa_gpu_test" --gtest_filter='*InPlaceRows*'

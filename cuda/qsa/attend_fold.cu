@@ -166,60 +166,91 @@ struct MergeParams {
   float* lse;
 };
 
-// grid: rows * q_heads; block: 8 warps. The splits spread over the warps (warp w: splits w,
-// w + 8, ...; lane: 8 dims), so a row of many splits costs a few L2 round trips, not one per
-// split. The max over splits is exact in any order; the weighted sums are added per warp in
-// split order, then over the warps in warp order: deterministic, the same bits on every run
-// and placement.
+// grid: rows * q_heads * slices; block: 8 warps. A block merges 256 / slices dims of one (row,
+// head): the splits spread over the warps (warp w: splits w, w + 8, ...; lane: kDims dims), so a
+// row of many splits costs a few L2 round trips, not one per split. Slices exist for attends of
+// few rows and many splits (a one-row prefill query: 132 splits, 24 blocks): there 24 blocks
+// reading 3.3 MB of partials set the merge's time, so more blocks each read a quarter. The max
+// over splits is exact in any order; every dim's weighted sum is added per warp in split order,
+// then over the warps in warp order, whatever the slices: deterministic, the same bits on every
+// run and placement and for either slice count.
 constexpr int kMergeWarps = 8;
-// Splits a warp holds in registers: with at most kMergeWarps * kMergeHeld splits (the decode
-// defaults: 65 for one row) every partial is loaded in one round trip before the max is known;
-// more splits take the loop below, a round trip per 4 splits of a warp after a max pass.
-constexpr int kMergeHeld = 9;
 
+template <int kDims>
 struct MergePart {
-  float2 ml;    // (m, l) of the split
-  float4 a, b;  // its 8 dims of the lane
+  float2 ml;       // (m, l) of the split
+  float a[kDims];  // the lane's dims of its accumulator
 };
-__device__ __forceinline__ MergePart load_part(const MergeParams& p, std::int64_t rh, int s,
-                                               int lane) {
-  const float* src = &p.work_acc[(rh * p.splits + s) * kHeadDim + lane * kPerLane];
-  return {*reinterpret_cast<const float2*>(&p.work_ml[(rh * p.splits + s) * 2]),
-          *reinterpret_cast<const float4*>(src), *reinterpret_cast<const float4*>(src + 4)};
+
+// kDims dims a lane: 8 (one slice, the whole head) or 2 (four slices of 64 dims).
+template <int kDims>
+struct MergeShape {
+  static constexpr int kSlices = kPerLane / kDims;
+  static constexpr int kSliceDims = kHeadDim / kSlices;
+  // Splits a warp holds in registers: with at most kMergeWarps * kHeld splits every partial is
+  // loaded in one round trip before the max is known (one slice: 72, the decode defaults; four
+  // slices: 136, a one-row attend's 132 on the H200); more splits take a max pass, then a
+  // round trip per 4 splits of a warp.
+  static constexpr int kHeld = kDims == 8 ? 9 : 17;
+};
+
+template <int kDims>
+__device__ __forceinline__ MergePart<kDims> load_part(const MergeParams& p, std::int64_t rh, int s,
+                                                      int dim0) {
+  MergePart<kDims> x;
+  x.ml = *reinterpret_cast<const float2*>(&p.work_ml[(rh * p.splits + s) * 2]);
+  const float* src = &p.work_acc[(rh * p.splits + s) * kHeadDim + dim0];
+  if constexpr (kDims == 8) {
+    const float4 a = *reinterpret_cast<const float4*>(src);
+    const float4 b = *reinterpret_cast<const float4*>(src + 4);
+    x.a[0] = a.x, x.a[1] = a.y, x.a[2] = a.z, x.a[3] = a.w;
+    x.a[4] = b.x, x.a[5] = b.y, x.a[6] = b.z, x.a[7] = b.w;
+  } else {
+    static_assert(kDims == 2);
+    const float2 a = *reinterpret_cast<const float2*>(src);
+    x.a[0] = a.x, x.a[1] = a.y;
+  }
+  return x;
 }
-__device__ __forceinline__ void add_part(const MergePart& x, float mx, float& sum,
-                                         float (&acc)[kPerLane]) {
+template <int kDims>
+__device__ __forceinline__ MergePart<kDims> empty_part() {
+  MergePart<kDims> x{};
+  x.ml = make_float2(kNegInf, 0.0f);
+  return x;
+}
+template <int kDims>
+__device__ __forceinline__ void add_part(const MergePart<kDims>& x, float mx, float& sum,
+                                         float (&acc)[kDims]) {
   const float w = x.ml.x == kNegInf ? 0.0f : exp2f(x.ml.x - mx);
   sum += x.ml.x == kNegInf ? 0.0f : x.ml.y * w;
-  acc[0] += x.a.x * w;
-  acc[1] += x.a.y * w;
-  acc[2] += x.a.z * w;
-  acc[3] += x.a.w * w;
-  acc[4] += x.b.x * w;
-  acc[5] += x.b.y * w;
-  acc[6] += x.b.z * w;
-  acc[7] += x.b.w * w;
+#pragma unroll
+  for (int j = 0; j < kDims; ++j)
+    acc[j] += x.a[j] * w;
 }
 
+template <int kDims>
 __global__ void __launch_bounds__(kMergeWarps * 32)
     merge_kernel(const __grid_constant__ MergeParams p) {
+  using Shape = MergeShape<kDims>;
+  constexpr int kHeld = Shape::kHeld;
   // An attend launched early after this merge may take the SMs this grid leaves free.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   __shared__ float red[kMergeWarps];
   __shared__ float sum_s[kMergeWarps];
-  __shared__ __align__(16) float acc_s[kMergeWarps][kHeadDim];
-  const std::int64_t rh = blockIdx.x;
+  __shared__ __align__(16) float acc_s[kMergeWarps][Shape::kSliceDims];
+  const std::int64_t rh = blockIdx.x / Shape::kSlices;
+  const int slice0 = static_cast<int>(blockIdx.x % Shape::kSlices) * Shape::kSliceDims;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const bool held = p.splits <= kMergeWarps * kMergeHeld;
-  MergePart part[kMergeHeld];
+  const int dim0 = slice0 + lane * kDims;
+  const bool held = p.splits <= kMergeWarps * kHeld;
+  MergePart<kDims> part[kHeld];
   float mx = kNegInf;
   if (held) {
 #pragma unroll
-    for (int i = 0; i < kMergeHeld; ++i) {
+    for (int i = 0; i < kHeld; ++i) {
       const int s = warp + i * kMergeWarps;
-      part[i] =
-          s < p.splits ? load_part(p, rh, s, lane) : MergePart{make_float2(kNegInf, 0.0f), {}, {}};
+      part[i] = s < p.splits ? load_part<kDims>(p, rh, s, dim0) : empty_part<kDims>();
       mx = fmaxf(mx, part[i].ml.x);
     }
   } else {
@@ -233,32 +264,33 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
 #pragma unroll
   for (int w = 1; w < kMergeWarps; ++w)
     mx = fmaxf(mx, red[w]);
-  float sum = 0.0f, acc[kPerLane] = {};
+  float sum = 0.0f, acc[kDims] = {};
   if (mx != kNegInf) {
     if (held) {
 #pragma unroll
-      for (int i = 0; i < kMergeHeld; ++i)
-        if (warp + i * kMergeWarps < p.splits) add_part(part[i], mx, sum, acc);
+      for (int i = 0; i < kHeld; ++i)
+        if (warp + i * kMergeWarps < p.splits) add_part<kDims>(part[i], mx, sum, acc);
     } else {
 #pragma unroll 4
       for (int s = warp; s < p.splits; s += kMergeWarps)
-        add_part(load_part(p, rh, s, lane), mx, sum, acc);
+        add_part<kDims>(load_part<kDims>(p, rh, s, dim0), mx, sum, acc);
     }
   }
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j)
-    acc_s[warp][lane * kPerLane + j] = acc[j];
+  for (int j = 0; j < kDims; ++j)
+    acc_s[warp][lane * kDims + j] = acc[j];
   if (lane == 0) sum_s[warp] = sum;
   __syncthreads();
   const int d = threadIdx.x;
+  if (d >= Shape::kSliceDims) return;
   float total = 0.0f, l = 0.0f;
 #pragma unroll
   for (int w = 0; w < kMergeWarps; ++w) {
     total += acc_s[w][d];
     l += sum_s[w];
   }
-  p.o[rh * kHeadDim + d] = mx == kNegInf ? 0.0f : total / l;
-  if (p.lse && d == 0) p.lse[rh] = mx == kNegInf ? kNegInf : mx + log2f(l);
+  p.o[rh * kHeadDim + slice0 + d] = mx == kNegInf ? 0.0f : total / l;
+  if (p.lse && slice0 + d == 0) p.lse[rh] = mx == kNegInf ? kNegInf : mx + log2f(l);
 }
 
 struct FoldParams {
@@ -295,6 +327,15 @@ std::int64_t attend_workspace_floats(int rows, int q_heads, int splits) {
   return std::int64_t{rows} * q_heads * splits * (kHeadDim + 2);
 }
 
+int merge_default_slices(int rows, int q_heads, int splits) {
+  // Four slices only where one block per (row, head) would walk its splits in a loop (more than
+  // it holds: a one-row prefill query's 132 on the H200) and the blocks stay fewer than the SMs.
+  // Where every split is held, four times the blocks cost more than they save (H200,
+  // 2026-12-03: 4 decode rows of 33 splits 8.6 -> 10.7 us, one row of 16 splits 7.3 -> 7.5).
+  const bool held = splits <= kMergeWarps * MergeShape<8>::kHeld;
+  return !held && std::int64_t{rows} * q_heads < sm_count() ? 4 : 1;
+}
+
 int attend_default_splits(int rows, int kv_heads, int width) {
   // the core's rule (model/attend_grid.hpp), which the cost model prices the CTAs by
   return kvtier::attend_splits(rows, kv_heads, width, sm_count());
@@ -312,13 +353,31 @@ bool early_launch_pays(bool host_banks, std::int64_t ctas) {
 
 // The merge as a programmatic dependent of the attend: its CTAs start while the attend runs
 // and wait (griddepcontrol.wait) for its partials.
-void launch_merge(const MergeParams& mp, int n_blocks, cudaStream_t s) {
-  detail::launch_programmatic(merge_kernel, dim3(static_cast<unsigned>(n_blocks)), dim3(kHeadDim),
-                              0, s, mp);
+template <int kDims>
+void launch_merge_shape(const MergeParams& mp, int rows_heads, cudaStream_t s) {
+  const unsigned blocks = static_cast<unsigned>(rows_heads * MergeShape<kDims>::kSlices);
+  detail::launch_programmatic(merge_kernel<kDims>, dim3(blocks), dim3(kMergeWarps * 32), 0, s, mp);
   KVT_CUDA_CHECK(cudaGetLastError());
 }
 
+void launch_merge(const MergeParams& mp, int rows_heads, int slices, cudaStream_t s) {
+  if (slices == 1) {
+    launch_merge_shape<8>(mp, rows_heads, s);
+  } else {
+    launch_merge_shape<2>(mp, rows_heads, s);
+  }
+}
+
 }  // namespace
+
+void merge(const float* work, int rows, int q_heads, int splits, float* o, float* lse, int slices,
+           cudaStream_t s) {
+  detail::require(slices == 1 || slices == 4, "merge slices (1 or 4)", slices);
+  detail::require(splits >= 1, "splits", splits);
+  if (rows == 0) return;
+  const float* work_ml = work + std::int64_t{rows} * q_heads * splits * kHeadDim;
+  launch_merge(MergeParams{work, work_ml, splits, o, lse}, rows * q_heads, slices, s);
+}
 
 AttendVariant attend_bf16_kernel(bool host_banks) {
   return host_banks ? AttendVariant::mma_load : AttendVariant::mma_async;
@@ -359,7 +418,8 @@ void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* 
     detail::launch_attend_tc(p, attend_bf16_kernel(reads_host) == AttendVariant::mma_async, s);
   }
   KVT_CUDA_CHECK(cudaGetLastError());
-  launch_merge(MergeParams{work_acc, work_ml, splits, o, lse}, rows.count * q_heads, s);
+  launch_merge(MergeParams{work_acc, work_ml, splits, o, lse}, rows.count * q_heads,
+               merge_default_slices(rows.count, q_heads, splits), s);
 }
 
 void fold(float* acc_o, float* acc_lse, const float* o, const float* lse, int rows, int heads,

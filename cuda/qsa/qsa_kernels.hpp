@@ -167,6 +167,14 @@ int attend_default_splits(int rows, int kv_heads, int width);
 void attend(const std::uint16_t* q, int q_heads, Rows rows, const std::int32_t* tokens, int width,
             const KvBanks& kv, const PageTable& table, int splits, float* work, float* o,
             float* lse, cudaStream_t s);
+// The attend's last step, for tests: merges the partials in `work` (as attend leaves them, rows x
+// q_heads x splits) into o and lse, in `slices` blocks per (row, head), 1 or 4; both give the
+// same bits. attend takes merge_default_slices: 4 for rows of more splits than one block holds
+// (72) when there are fewer (row, head) pairs than SMs, whose few blocks would otherwise each
+// walk all of a head's partials; else 1.
+int merge_default_slices(int rows, int q_heads, int splits);
+void merge(const float* work, int rows, int q_heads, int splits, float* o, float* lse, int slices,
+           cudaStream_t s);
 
 // Folds a pass (o, lse) over a disjoint token window into the accumulator (acc_o, acc_lse),
 // all fp32 [rows][heads][256] and [rows][heads]. An accumulator starts at lse = -inf.

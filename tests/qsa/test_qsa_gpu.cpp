@@ -666,5 +666,82 @@ TEST(QsaGpu, StoreMirrorWriteThroughIsBitIdentical) {
   }
 }
 
+// The merge of an attend's partials gives the same bits in one block per (row, head) and in four
+// slices of its dims (attend takes four for fewer (row, head) pairs than SMs), on both sides of
+// each form's held limit (72 and 136 splits), with splits and whole heads that saw no token
+// (m = -inf); and it matches the fp64 log-sum-exp merge of the same partials.
+TEST(QsaGpu, MergeSlicesGiveTheSameBits) {
+  REQUIRE_GPU();
+  const int q_heads = 24;
+  const float inf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(41);
+  std::uniform_real_distribution<float> val(-1.0f, 1.0f), mlog(-12.0f, 12.0f), lsum(0.5f, 40.0f);
+  for (const int rows : {1, 3}) {
+    for (const int splits : {1, 5, 64, 72, 73, 132, 136, 137, 264}) {
+      const std::size_t heads = std::size_t(rows) * q_heads;
+      std::vector<float> work(
+          static_cast<std::size_t>(attend_workspace_floats(rows, q_heads, splits)));
+      float* acc = work.data();
+      float* ml = work.data() + heads * splits * kHeadDim;
+      for (std::size_t i = 0; i < heads * splits * kHeadDim; ++i)
+        acc[i] = val(rng);
+      for (std::size_t h = 0; h < heads; ++h)
+        for (int sp = 0; sp < splits; ++sp) {
+          // head 1 saw nothing; elsewhere every 7th split is empty
+          const bool empty = h == 1 || (sp % 7 == 3 && splits > 1);
+          ml[(h * splits + sp) * 2] = empty ? -inf : mlog(rng);
+          ml[(h * splits + sp) * 2 + 1] = empty ? 0.0f : lsum(rng);
+        }
+      Buf<float> dwork(work.size());
+      dwork.upload(work);
+      std::vector<std::vector<float>> outs, lses;
+      for (const int slices : {1, 4}) {
+        Buf<float> o(heads * kHeadDim), lse(heads);
+        merge(dwork.get(), rows, q_heads, splits, o.get(), lse.get(), slices, nullptr);
+        KVT_CUDA_CHECK(cudaDeviceSynchronize());
+        outs.push_back(o.download());
+        lses.push_back(lse.download());
+      }
+      const std::string at = "rows " + std::to_string(rows) + " splits " + std::to_string(splits);
+      EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 4), 0) << at;
+      EXPECT_EQ(std::memcmp(lses[0].data(), lses[1].data(), lses[0].size() * 4), 0) << at;
+      for (std::size_t h = 0; h < heads; ++h) {
+        double mx = -inf;
+        for (int sp = 0; sp < splits; ++sp)
+          mx = std::max(mx, double(ml[(h * splits + sp) * 2]));
+        if (std::isinf(mx)) {
+          EXPECT_TRUE(std::isinf(lses[1][h]) && lses[1][h] < 0) << at << " head " << h;
+          EXPECT_EQ(outs[1][h * kHeadDim], 0.0f) << at << " head " << h;
+          continue;
+        }
+        double l = 0;
+        std::vector<double> want(kHeadDim, 0.0);
+        for (int sp = 0; sp < splits; ++sp) {
+          const double m = ml[(h * splits + sp) * 2];
+          if (std::isinf(m)) continue;
+          const double w = std::exp2(m - mx);
+          l += ml[(h * splits + sp) * 2 + 1] * w;
+          for (int d = 0; d < kHeadDim; ++d)
+            want[d] += acc[(h * splits + sp) * kHeadDim + d] * w;
+        }
+        double err = 0, norm = 0;
+        for (int d = 0; d < kHeadDim; ++d) {
+          const double e = outs[1][h * kHeadDim + d] - want[d] / l;
+          err += e * e;
+          norm += (want[d] / l) * (want[d] / l);
+        }
+        EXPECT_LT(std::sqrt(err / std::max(norm, 1e-30)), 1e-5) << at << " head " << h;
+        EXPECT_NEAR(lses[1][h], mx + std::log2(l), 1e-4) << at << " head " << h;
+      }
+    }
+  }
+  EXPECT_EQ(merge_default_slices(1, q_heads, 132), sm_count() > q_heads ? 4 : 1);
+  EXPECT_EQ(merge_default_slices(1, q_heads, 72), 1);
+  EXPECT_EQ(merge_default_slices(64, q_heads, 132), 1);
+  std::vector<float> none(static_cast<std::size_t>(attend_workspace_floats(1, q_heads, 2)));
+  Buf<float> dnone(none.size()), o(std::size_t(q_heads) * kHeadDim);
+  EXPECT_THROW(merge(dnone.get(), 1, q_heads, 2, o.get(), nullptr, 2, nullptr), std::exception);
+}
+
 }  // namespace
 }  // namespace kvtier::qsa::testing
