@@ -27,6 +27,11 @@
 #             kvtier bench host-bank --gib 100 (SCALE_ONLY="32x128k ..." picks cases)
 #   prefill1m issue 17: a 1M prompt's prefill on host at B = 24 GiB, sampled at three depths,
 #             three chunks and three windows
+#   model     issue 15's end-to-end check: MODEL_CASES below run through the QSA model (kvtier
+#             run --weights), each once as measured (graphs) and once recorded (--record), then
+#             `scripts/validate_model.sh` on them there (MODEL_PROFILE, default h200-pcie5):
+#             OUT/model-table.txt and OUT/model.json; OUT/model.tgz (the traces and runs' JSON,
+#             ~50 MB) for pricing them again here
 #   all       all of these but validate, scale and prefill1m, in this order
 # OUT (default $OUT, else /tmp/kvtier-gpu) receives summary.txt (the table printed last: name,
 # rc, seconds; trace runs add digest and median GPU us per decode forward), all.log (every
@@ -64,9 +69,9 @@ build() {
 mode=${1:-}
 case $mode in
   build) build; exit ;;
-  tests | sanitize | trace | figures | bench | validate | scale | prefill1m | all) ;;
+  tests | sanitize | trace | figures | bench | validate | scale | prefill1m | model | all) ;;
   *) echo "usage: scripts/gpu.sh build, then: bash gpu-carry/gpu.sh MODE [OUT]" \
-       "(MODE: tests, sanitize, trace, figures, bench, validate, scale, prefill1m or all)" >&2
+       "(MODE: tests, sanitize, trace, figures, bench, validate, scale, prefill1m, model or all)" >&2
      exit 2 ;;
 esac
 
@@ -281,6 +286,50 @@ prefill1m() {
     run "prefill-64k-at-983040-c4096-w$win" 300 "${k[@]}" --fill-depth 983040 --chunk 4096 \
       --window "$win"
   done
+}
+
+# The QSA model forward as the planner prices it, against the runner (issue 15, item 3, end to
+# end): name:requests:prompt tokens each:fill depth:decode steps:dtype:placement:extra (extra's
+# commas are spaces). A decode case prompts one token a request at depth; a prefill case fills
+# nothing. Each case runs twice: with CUDA graphs (the figure) and recorded (--record, eager),
+# the recording being what the simulator prices (scripts/validate_model.sh).
+MODEL_CASES=(
+  d-8x16k-device:8:1:16383:128:bf16:device:
+  d-8x16k-host:8:1:16383:128:bf16:host:
+  d-32x128k-device:32:1:131071:64:bf16:device:
+  d-32x128k-host:32:1:131071:16:bf16:host:--device-kv-gib,16
+  d-64x32k-device:64:1:32767:64:bf16:device:
+  d-64x32k-host:64:1:32767:16:bf16:host:--device-kv-gib,16
+  d-8x1m-device:8:1:1048544:16:fp8:device:--yarn
+  d-8x1m-host:8:1:1048544:16:fp8:host:--yarn,--device-kv-gib,16
+  d-8x1m-mirror:8:1:1048544:16:fp8:mirror:--yarn,--pool-pages,max,--device-kv-gib,24
+  p-8x16k-device:8:16384:0:2:bf16:device:
+  p-8x16k-host:8:16384:0:2:bf16:host:
+  p-1x128k-device:1:131072:0:2:bf16:device:
+  p-1x128k-host:1:131072:0:2:bf16:host:
+)
+
+model() {
+  local v=/tmp/kvtier-model spec name n tokens depth decode dtype placement extra prompt fill
+  rm -rf "$v" && mkdir -p "$v"
+  weights
+  for spec in "${MODEL_CASES[@]}"; do
+    IFS=: read -r name n tokens depth decode dtype placement extra <<<"$spec"
+    [[ -n ${MODEL_ONLY:-} && " $MODEL_ONLY " != *" $name "* ]] && continue
+    prompt=$(printf "$tokens,%.0s" $(seq "$n")) prompt=${prompt%,} fill=()
+    ((depth > 0)) && fill=(--fill-depth "$depth")
+    # one micro-batch: a recording takes one, and the simulator prices one
+    local k=("$K" run --weights "$W" --json --prompt-tokens "$prompt" "${fill[@]}" --decode "$decode"
+      --kv-dtype "$dtype" --placement "$placement" --micro-batches 1 ${extra//,/ })
+    run "model-$name" 300 "${k[@]}"
+    run "rec-$name" 300 "${k[@]}" --record "$v/$name.ktr"
+    cp "$logs/model-$name.log" "$logs/rec-$name.log" "$v/" 2>/dev/null
+  done
+  tar czf "$out/model.tgz" -C "$v" .
+  # priced there too: the decode recordings (~50 MB compressed) outgrow what a call brings back
+  KVTIER=$K bash "$root/scripts/validate_model.sh" "$v" "${MODEL_PROFILE:-h200-pcie5}" \
+    /tmp/kvtier-model-sim >"$out/model-table.txt" 2>&1
+  cp /tmp/kvtier-model-sim/model.json "$out/" 2>/dev/null
 }
 
 bench() {
