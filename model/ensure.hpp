@@ -1,9 +1,11 @@
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "model/admission.hpp"
 #include "model/hd.hpp"
 #include "model/heap_sort.hpp"
+#include "model/radix_sort.hpp"
 #include "model/rank_sort.hpp"
 #include "model/residency_hints.hpp"
 #include "model/residency_state.hpp"
@@ -118,11 +120,18 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
       mark(i);
   }
   // Misses are distinct (kPendingSlot collected each once). m <= n: testing n too shows the
-  // compiler that a short query never reaches heap_sort (else it warns of bounds it cannot see).
+  // compiler that a short query never reaches the larger sorts (else it warns of bounds it
+  // cannot see). On the host the victims' scratch, not filled yet, serves the radix sort.
   if (n <= kRankSortMax || m <= kRankSortMax) {
     rank_sort_distinct(scratch.miss_pages, m);
   } else {
+#ifdef __CUDA_ARCH__
     heap_sort(scratch.miss_pages, m, [](PageId a, PageId b) { return a < b; });
+#else
+    static_assert(std::is_same_v<PageId, SlotId>);
+    radix_sort_below(scratch.miss_pages, static_cast<std::size_t>(m), st.num_pages,
+                     scratch.victims);
+#endif
   }
 
   // Admission runs in ascending page order so that its own state evolves deterministically.

@@ -4,6 +4,7 @@
 #include <bit>
 #include <utility>
 
+#include "model/radix_sort.hpp"
 #include "model/rank_sort.hpp"
 
 namespace kvtier {
@@ -148,16 +149,7 @@ void FifoVictims::sort_slots() {
     return;
   }
   sort_scratch_.resize(run_.size());
-  for (unsigned shift = 0; shift < 32 && (SlotId{1} << shift) < num_slots_; shift += 8) {
-    std::size_t count[257] = {};
-    for (SlotId s : run_)
-      ++count[((static_cast<std::uint32_t>(s) >> shift) & 0xff) + 1];
-    for (int b = 0; b < 256; ++b)
-      count[b + 1] += count[b];
-    for (SlotId s : run_)
-      sort_scratch_[count[(static_cast<std::uint32_t>(s) >> shift) & 0xff]++] = s;
-    run_.swap(sort_scratch_);
-  }
+  radix_sort_below(run_.data(), run_.size(), num_slots_, sort_scratch_.data());
 }
 
 int FifoVictims::select_any(const ResidencyView& st, std::int64_t step, int m, SlotId* out) {

@@ -25,33 +25,49 @@ struct PageStreamParams {
 
 using traces::SplitMix64;
 
+// Draws pages one at a time from `rng` (the stream's and the page-stream trace's draws).
+class PageDraw {
+ public:
+  PageDraw(SplitMix64& rng, PageId pages, double zipf)
+      : rng_(rng), n_(static_cast<std::uint64_t>(pages)), e_(1 - zipf), zipf_(zipf > 0) {
+    if (!zipf_) return;
+    // Popular ranks land on pages spread over the whole space, not on the lowest ids.
+    page_of_rank_.resize(static_cast<std::size_t>(n_));
+    for (std::size_t i = 0; i < page_of_rank_.size(); ++i)
+      page_of_rank_[i] = static_cast<PageId>(i);
+    for (std::size_t i = page_of_rank_.size(); i > 1; --i)
+      std::swap(page_of_rank_[i - 1], page_of_rank_[rng_.below(i)]);
+    const double n1 = static_cast<double>(n_) + 1;
+    log_form_ = std::abs(e_) < 1e-9;
+    span_ = log_form_ ? std::log(n1) : std::pow(n1, e_) - 1;
+  }
+
+  PageId operator()() {
+    if (!zipf_) return static_cast<PageId>(rng_.below(n_));
+    // Continuous power law by its inverse CDF (the trace generator's popularity model).
+    const double u = rng_.uniform();
+    const double r = log_form_ ? std::exp(u * span_) : std::pow(span_ * u + 1, 1 / e_);
+    const auto rank = std::min(static_cast<std::uint64_t>(r) - 1, n_ - 1);
+    return page_of_rank_[static_cast<std::size_t>(rank)];
+  }
+
+ private:
+  SplitMix64& rng_;
+  std::uint64_t n_;
+  double e_;
+  bool zipf_;
+  bool log_form_ = false;
+  double span_ = 0;
+  std::vector<PageId> page_of_rank_;
+};
+
 // The whole stream, generated up front so that a timed replay measures the replay alone.
 inline std::vector<PageId> make_page_stream(const PageStreamParams& p) {
   SplitMix64 rng{p.seed};
+  PageDraw draw(rng, p.pages, p.zipf);
   std::vector<PageId> out(static_cast<std::size_t>(p.requests));
-  const auto n = static_cast<std::uint64_t>(p.pages);
-  if (p.zipf <= 0) {
-    for (PageId& x : out)
-      x = static_cast<PageId>(rng.below(n));
-    return out;
-  }
-  // Popular ranks land on pages spread over the whole space, not on the lowest ids.
-  std::vector<PageId> page_of_rank(static_cast<std::size_t>(n));
-  for (std::size_t i = 0; i < page_of_rank.size(); ++i)
-    page_of_rank[i] = static_cast<PageId>(i);
-  for (std::size_t i = page_of_rank.size(); i > 1; --i)
-    std::swap(page_of_rank[i - 1], page_of_rank[rng.below(i)]);
-  // Continuous power law by its inverse CDF (the trace generator's popularity model).
-  const double n1 = static_cast<double>(n) + 1;
-  const double e = 1 - p.zipf;
-  const bool log_form = std::abs(e) < 1e-9;
-  const double span = log_form ? std::log(n1) : std::pow(n1, e) - 1;
-  for (PageId& x : out) {
-    const double u = rng.uniform();
-    const double r = log_form ? std::exp(u * span) : std::pow(span * u + 1, 1 / e);
-    const auto rank = std::min(static_cast<std::uint64_t>(r) - 1, n - 1);
-    x = page_of_rank[static_cast<std::size_t>(rank)];
-  }
+  for (PageId& x : out)
+    x = draw();
   return out;
 }
 
