@@ -12,7 +12,7 @@
 #   bash gpu-carry/gpu.sh MODE [OUT]
 #   tests     every gpu test binary
 #   sanitize  compute-sanitizer memcheck + racecheck over the residency step, the attend
-#             variants and the projections, memcheck over the in-place attend
+#             variants, the decode index and the projections, memcheck over the in-place attend
 #   trace     `kvtier run --trace` of every traces/samples/*.ktr on device, host and mirror, the
 #             mirror at the pool `kvtier plan --json` qualifies for that trace
 #   figures   the model runner's figures (`kvtier run --weights`; NEEDLE_1M=1 adds the 1M needle)
@@ -121,6 +121,9 @@ sanitize() {  # sanitizer-sized: fewer RapidCheck cases, KVTIER_QSA_TEST_SMALL
   run memcheck-in-place 90 "${mem[@]}" "$bin/qsa_gpu_test" --gtest_filter='*InPlaceRows*'
   run memcheck-attend 90 "${small[@]}" "${mem[@]}" "${attend[@]}"
   run racecheck-attend 150 "${small[@]}" "${race[@]}" "${attend[@]}"
+  local index=("$bin/qsa_decode_select_test" --gtest_filter='*DecodeIndex*')
+  run memcheck-index 150 "${mem[@]}" "${index[@]}"
+  run racecheck-index 150 "${race[@]}" "${index[@]}"
   run memcheck-gemm 150 "${mem[@]}" "$bin/runner_gemm_test"
   run racecheck-gemm 150 "${race[@]}" "$bin/runner_gemm_test" --gtest_filter='*Mma*'
 }

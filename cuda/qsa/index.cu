@@ -474,10 +474,12 @@ __global__ void __launch_bounds__(kDecThreads)
   detail::cp_async_wait<0>();  // only empty groups can remain; leave nothing in flight
 }
 
-// Blocks per CTA of the decode kernel: about two CTAs per SM over all rows, in whole warp tiles.
+// Blocks per CTA of the decode kernel: at most two CTAs per SM over all rows (one wave), in whole
+// warp tiles. The CTAs a row gets round down: rounding up sent 16 - 128 rows past the wave (32
+// rows: 9 CTAs a row, 288 for 264 slots), whose last few CTAs then ran alone.
 std::int64_t decode_chunk(int rows, std::int64_t max_blocks) {
   const int sms = sm_count();
-  const std::int64_t per_row = std::max<std::int64_t>(1, (2 * sms + rows - 1) / rows);
+  const std::int64_t per_row = std::max<std::int64_t>(1, 2 * sms / std::max(1, rows));
   const std::int64_t chunk = (max_blocks + per_row - 1) / per_row;
   constexpr std::int64_t kQuantum = kDecWarps * kDecTile;
   return std::max<std::int64_t>(kQuantum, (chunk + kQuantum - 1) / kQuantum * kQuantum);
