@@ -10,10 +10,15 @@
 
 namespace kvtier {
 
-// One wave of the tensor-core kernel (2 CTAs per SM), at least one tile of 32 tokens per CTA:
+// The CTAs of the tensor-core kernel that run at once: 2 a multiprocessor.
+constexpr int attend_wave_ctas(int sms) {
+  return 2 * sms;
+}
+
+// One wave of the tensor-core kernel, at least one tile of 32 tokens per CTA:
 // splits = clamp(2 sms / (rows x kv_heads), 1, ceil(width / 32)).
 constexpr int attend_splits(int rows, int kv_heads, int width, int sms) {
-  const int slots = 2 * sms;
+  const int slots = attend_wave_ctas(sms);
   const int want = slots / std::max(1, rows * kv_heads);
   return std::clamp(want, 1, std::max(1, (width + 31) / 32));
 }

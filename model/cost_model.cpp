@@ -73,10 +73,11 @@ std::int64_t CostModel::indexer_ns(std::int64_t row_blocks, IndexPath path) cons
              : fixed_plus(p_.indexer_fixed_us, p_.indexer_ns_per_row_block, row_blocks);
 }
 
-std::int64_t CostModel::topk_ns(std::int64_t row_blocks, TopkPath path) const {
+std::int64_t CostModel::topk_ns(std::int64_t row_blocks, TopkPath path, std::int64_t rows) const {
   switch (path) {
     case TopkPath::one_cta:
-      return fixed_plus(p_.topk_one_cta_fixed_us, p_.topk_one_cta_ns_per_row_block, row_blocks);
+      return fixed_plus(p_.topk_one_cta_fixed_us, p_.topk_one_cta_ns_per_row_block, row_blocks) +
+             ns(d(rows) * p_.topk_one_cta_ns_per_row);
     case TopkPath::chain:
       return fixed_plus(p_.topk_chain_fixed_us, p_.topk_chain_ns_per_row_block, row_blocks);
     case TopkPath::cluster:
@@ -169,8 +170,18 @@ std::int64_t CostModel::attention_ns(std::int64_t hbm_bytes, std::int64_t rows, 
                               : two_pieces(d(hbm_bytes), p_.attention_fp8_knee_bytes,
                                            p_.attention_fp8_ns_per_kib, p_.attention_fp8_gbps)));
   }
+  const std::int64_t walk = ns(d(cta_tokens) * p_.attention_ns_per_cta_token);
+  if (past_one_wave(ctas)) {
+    return ns(p_.attention_waves_fixed_us * 1e3 + d(ctas) * p_.attention_waves_ns_per_cta) +
+           std::max(hbm_bytes <= 0 ? 0 : ns(d(hbm_bytes) / p_.attention_waves_gbps), walk);
+  }
   return ns(p_.attention_fixed_us * 1e3 + d(ctas) * p_.attention_ns_per_cta) +
-         std::max(hbm_read_ns(hbm_bytes), ns(d(cta_tokens) * p_.attention_ns_per_cta_token));
+         std::max(hbm_read_ns(hbm_bytes), walk);
+}
+
+bool CostModel::past_one_wave(std::int64_t ctas) const {
+  return p_.attention_waves_gbps > 0 &&
+         ctas > kvtier::attend_wave_ctas(static_cast<int>(p_.sm_count));
 }
 
 std::int64_t CostModel::attention_l2_reuse_ns(std::int64_t working_set_bytes) const {

@@ -72,9 +72,11 @@ class CostModel {
   std::int64_t hbm_read_ns(std::int64_t bytes) const;
 
   // Indexer scoring, and top-k + expand, over `row_blocks` (sum over rows of visible blocks):
-  // one call each, its fixed part included.
+  // one call each, its fixed part included; the one-CTA-per-row top-k also pays per row of its
+  // `rows`.
   std::int64_t indexer_ns(std::int64_t row_blocks, IndexPath path = IndexPath::decode) const;
-  std::int64_t topk_ns(std::int64_t row_blocks, TopkPath path = TopkPath::cluster) const;
+  std::int64_t topk_ns(std::int64_t row_blocks, TopkPath path = TopkPath::cluster,
+                       std::int64_t rows = 0) const;
   // One projection call of `rows` rows through `weight_bytes` of bf16 weights
   // (HardwareProfile's projection_* fields say the form).
   std::int64_t projection_ns(std::int64_t weight_bytes, std::int64_t rows) const;
@@ -125,13 +127,18 @@ class CostModel {
   // bytes in two pieces joined at a knee (flat while its CTAs fit on the SMs, then linear; knee 0:
   // a line). The bf16 attend lasts as long as the longer of its bytes at the HBM rate and its
   // longest CTA's walk over `cta_tokens` tokens (attend_cta_tokens; 0: not priced): rows of
-  // equal width are bound by their bytes, one wide row among narrow ones by its CTAs.
+  // equal width are bound by their bytes, one wide row among narrow ones by its CTAs. Past one
+  // wave of CTAs (past_one_wave), the attention_waves terms price it: every CTA walks a whole
+  // row, and the bytes stream faster than decode-shaped attends read them.
   std::int64_t attention_ns(std::int64_t hbm_bytes, std::int64_t rows, std::int64_t ctas,
                             KvDtype dtype = KvDtype::bf16, std::int64_t cta_tokens = 0) const;
   // What the bf16 attend of one decode row saves when the forward before read its pages and
   // `working_set_bytes` in all (that forward's selections over its layers): the profile's
   // attention_l2_reuse_us while they fit the L2, falling to 0 past it (l2_reuse_reach).
   std::int64_t attention_l2_reuse_ns(std::int64_t working_set_bytes) const;
+  // Whether a bf16 attend of `ctas` CTAs is priced by the attention_waves terms: more CTAs than
+  // one wave holds, on a profile that measured them.
+  bool past_one_wave(std::int64_t ctas) const;
   // The share of the saving left at working set x: 1 up to `full`, linear to 0 at `none`.
   static double l2_reuse_reach(double x, double full, double none) {
     if (x <= full) return 1.0;

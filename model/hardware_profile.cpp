@@ -38,6 +38,7 @@ constexpr Field kFields[] = {
     {"topk_ns_per_row_block", &HardwareProfile::topk_ns_per_row_block},
     {"topk_one_cta_fixed_us", &HardwareProfile::topk_one_cta_fixed_us},
     {"topk_one_cta_ns_per_row_block", &HardwareProfile::topk_one_cta_ns_per_row_block},
+    {"topk_one_cta_ns_per_row", &HardwareProfile::topk_one_cta_ns_per_row},
     {"topk_chain_fixed_us", &HardwareProfile::topk_chain_fixed_us},
     {"topk_chain_ns_per_row_block", &HardwareProfile::topk_chain_ns_per_row_block},
     {"projection_fixed_us", &HardwareProfile::projection_fixed_us},
@@ -70,6 +71,9 @@ constexpr Field kFields[] = {
     {"attention_fixed_us", &HardwareProfile::attention_fixed_us},
     {"attention_ns_per_cta", &HardwareProfile::attention_ns_per_cta},
     {"attention_ns_per_cta_token", &HardwareProfile::attention_ns_per_cta_token},
+    {"attention_waves_fixed_us", &HardwareProfile::attention_waves_fixed_us},
+    {"attention_waves_ns_per_cta", &HardwareProfile::attention_waves_ns_per_cta},
+    {"attention_waves_gbps", &HardwareProfile::attention_waves_gbps},
     {"attention_l2_reuse_us", &HardwareProfile::attention_l2_reuse_us},
     {"attention_l2_reuse_full_bytes", &HardwareProfile::attention_l2_reuse_full_bytes},
     {"attention_l2_reuse_none_bytes", &HardwareProfile::attention_l2_reuse_none_bytes},
@@ -266,7 +270,11 @@ void HardwareProfile::validate() const {
                              f.member == &HardwareProfile::attention_fp8_host_ns_per_kib ||
                              f.member == &HardwareProfile::attention_l2_reuse_us ||
                              f.member == &HardwareProfile::attention_l2_reuse_full_bytes ||
-                             f.member == &HardwareProfile::attention_l2_reuse_none_bytes;
+                             f.member == &HardwareProfile::attention_l2_reuse_none_bytes ||
+                             f.member == &HardwareProfile::attention_waves_fixed_us ||
+                             f.member == &HardwareProfile::attention_waves_ns_per_cta ||
+                             f.member == &HardwareProfile::attention_waves_gbps ||
+                             f.member == &HardwareProfile::topk_one_cta_ns_per_row;
     const double v = this->*f.member;
     if (!std::isfinite(v) || (may_be_zero ? !(v >= 0) : !(v > 0))) {
       fail(name + "." + f.name,
@@ -279,6 +287,10 @@ void HardwareProfile::validate() const {
                                                       number_text(attention_l2_reuse_full_bytes) +
                                                       ") where attention_l2_reuse_us > 0, got " +
                                                       number_text(attention_l2_reuse_none_bytes));
+  if (attention_waves_gbps > 0 && !(attention_waves_fixed_us > 0 && attention_waves_ns_per_cta > 0))
+    fail(name + ".attention_waves_fixed_us",
+         "attention_waves_fixed_us and attention_waves_ns_per_cta must be positive where "
+         "attention_waves_gbps > 0 (0: the one-wave terms price every attend)");
   if (sm_count != std::floor(sm_count) || sm_count > 65535)
     fail(name + ".sm_count",
          "must be a whole number of multiprocessors, got " + number_text(sm_count));

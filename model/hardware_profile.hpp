@@ -68,6 +68,8 @@ struct HardwareProfile {
   // chain (more rows than a cluster takes, longer contexts).
   double topk_one_cta_fixed_us = 0;
   double topk_one_cta_ns_per_row_block = 0;
+  // its CTAs' own part, one a row (a prefill chunk of 2,048 rows: about 150 us on the H200)
+  double topk_one_cta_ns_per_row = 0;
   double topk_chain_fixed_us = 0;
   double topk_chain_ns_per_row_block = 0;
   // A projection of `rows` rows through `weight_bytes` of bf16 weights (one call: the runner's
@@ -120,6 +122,13 @@ struct HardwareProfile {
   // bf16 attend: per token its longest CTA walks, one tile after another (the span's bound
   // beside the bytes' bound: attention_span)
   double attention_ns_per_cta_token = 0;
+  // bf16 attend past one wave of CTAs (more than 2 a multiprocessor: a prefill chunk's rows, each
+  // CTA walking its whole row): its own fixed part, per CTA, and the rate its bytes stream at,
+  // above hbm_gbps, which decode-shaped attends of at most one wave give
+  // (attention_waves). attention_waves_gbps 0: not measured, priced by the one-wave terms.
+  double attention_waves_fixed_us = 0;
+  double attention_waves_ns_per_cta = 0;
+  double attention_waves_gbps = 0;
   // bf16 attend of one decode row whose pages the forward before read (the trace replay's decode:
   // nothing else passes through the L2 between its forwards): what it saves while that forward's
   // selections fit the L2 (attention_l2_reuse_us, up to attention_l2_reuse_full_bytes of them),

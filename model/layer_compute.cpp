@@ -19,7 +19,7 @@ LayerCompute layer_compute(const CostModel& cost, const Geometry& g, const Layer
       cost.kernel_launch_ns(projection_kernels(s.rows, 6) + kSmallKernels + kSelectionKernels) +
       cost.projection_ns(g.input_projection_bytes(), s.rows) + cost.layer_ops_ns(s.rows) +
       cost.indexer_ns(s.row_blocks, index_path(s.rows, s.rows_per_request)) +
-      cost.topk_ns(s.row_blocks, topk_path(s.rows, s.max_blocks));
+      cost.topk_ns(s.row_blocks, topk_path(s.rows, s.max_blocks), s.rows);
   c.output_projection_ns = cost.kernel_launch_ns(projection_kernels(s.rows, 1)) +
                            cost.projection_ns(g.output_projection_bytes(), s.rows);
   return c;

@@ -127,7 +127,11 @@ void time_shape(Bench& b, SelectionBuffers& buf, const Shape& sh, Series& index,
     }
     qsa::expand(buf.blocks.get(), kTopK, rows_of(c), kRatio, buf.tokens.get(), kWidth, st);
   };
-  topk.of(path).points.push_back({row_blocks, b.kernel_us(select, {}, calls)});
+  const double us = b.kernel_us(select, {}, calls);
+  if (path == TopkPath::one_cta)  // one CTA a row: its rows are an input of their own
+    topk.of(path).points.push_back({row_blocks, static_cast<double>(sh.rows), us});
+  else
+    topk.of(path).points.push_back({row_blocks, us});
 }
 
 }  // namespace

@@ -43,10 +43,11 @@ struct Group {
 // The groups in the order they run, with their shares of the time budget.
 constexpr Group kGroups[] = {
     {"launches and copies", run_launch_and_copies, 0.13, 7},
-    {"attention, in-place reads, stores", run_attention, 0.3, 16},
+    {"attention, in-place reads, stores", run_attention, 0.3, 17},
+    {"attention past one wave", run_attention_waves, 0.05, 1},
     {"index and top-k", run_selection, 0.18, 6},
     {"residency step", run_residency, 0.18, 4},
-    {"projections", run_projections, 0.1, 2},
+    {"projections", run_projections, 0.1, 4},
     {"layer's small kernels", run_layer_ops, 0.04, 1},
     {"decode layer", run_decode_layer, 0.07, 1},
 };

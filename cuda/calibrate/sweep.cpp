@@ -26,6 +26,9 @@ CalibrationGrid calibration_grid(bool quick) {
     g.span_rows = {4, 8};
     g.span_tokens = {4096, 8192};
     g.span_narrow_tokens = {512};
+    g.waves_rows = {272, 544, 1088};  // 2 KV heads: past 2, 4 and 8 waves of 2 x 132 CTAs
+    g.waves_tokens = {515, 2051};
+    g.waves_chunk_rows = 512;
     g.store_attend_tokens = {1, 4096};
     g.warm_rows = {1, 2};  // 8 points: a points-file series of 6 inputs needs 8
     g.warm_layers = {1, 2, 3, 4};
@@ -65,6 +68,10 @@ CalibrationGrid calibration_grid(bool quick) {
   g.span_rows = {1, 2, 4, 8, 16, 32};
   g.span_tokens = {4096, 8192, 16384};
   g.span_narrow_tokens = {512, 2051};
+  // from 2 to 124 waves: a 2,048-row chunk of one request up to 8 requests' chunks together
+  g.waves_rows = {264, 528, 1056, 2048, 4096, 8192, 16384};
+  g.waves_tokens = {515, 1027, 2051};
+  g.waves_chunk_rows = 2048;
   g.store_attend_tokens = {1, 4096};
   g.warm_rows = {1, 2, 4};
   g.warm_layers = {1, 2, 3, 4, 6, 8, 12, 16};
@@ -85,7 +92,7 @@ CalibrationGrid calibration_grid(bool quick) {
   g.ensure_context_pages = {128, 384, 2048};  // about 126, 283 and 453 distinct pages a row
   g.beside_copy_misses = {1, 2, 4, 8, 16, 32, 64};
   g.projection_rows = {1, 2, 4, 8, 16, 24, 32, 48, 64};
-  g.projection_wide_rows = {128, 256, 512, 1024, 2048, 4096, 8192};
+  g.projection_wide_rows = {128, 256, 512, 1024, 2048, 4096, 8192, 16384};
   g.layer_ops_rows = {1, 2, 8, 16, 64, 256, 1024, 4096};
   g.layer_rows = {1, 4, 16};
   g.max_calls = 16;

@@ -36,6 +36,11 @@ struct CalibrationGrid {
   std::vector<int> span_rows;
   std::vector<int> span_tokens;
   std::vector<int> span_narrow_tokens;
+  // attention_waves: rows of prefill chunks (waves_chunk_rows rows a request, one page table
+  // each) x selected tokens per row, past one wave of CTAs (every CTA walks its whole row)
+  std::vector<int> waves_rows;
+  std::vector<int> waves_tokens;
+  int waves_chunk_rows = 0;
   // store_then_attend (reported): tokens stored, then one row attends each of attend_tokens and
   // span_tokens
   std::vector<int> store_attend_tokens;

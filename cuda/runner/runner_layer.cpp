@@ -101,6 +101,7 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
   const qsa::CompressRequests f{fwd.get(), fwd.get() + R, fwd.get() + 2 * R, R};
   mark("other");
   rms_norm(hidden.get(), l.input_norm.get(), rows, H, c.norm_eps, xn.get(), s);
+  mark("norm");
   const ProjectionOutput projections[] = {
       {l.q.get(), qd, q.get()},        {l.k.get(), kvd, kk.get()},  {l.v.get(), kvd, v.get()},
       {l.iq.get(), iqd, iq_raw.get()}, {l.ik.get(), ikd, ik.get()}, {l.gate.get(), qd, gate.get()}};
@@ -258,8 +259,9 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
                                    cudaMemcpyDeviceToHost, s));
   }
   gate_mul(o.get(), gate.get(), std::int64_t{rows} * qd, attn_g.get(), s);
+  mark("gate");
   gemm.f32_out(attn_g.get(), l.o.get(), rows, qd, H, hidden.get(), true);
-  mark("gate, output projection");
+  mark("output projection");
   KVT_CUDA_CHECK(cudaPeekAtLastError());
 }
 

@@ -168,6 +168,19 @@ TEST(CalibrateSweep, GridsCoverEveryTerm) {
     for (const int n : g.span_narrow_tokens)
       EXPECT_LT(n, g.span_tokens.front());
     EXPECT_FALSE(g.store_attend_tokens.empty());
+    // attention_waves: every point past one wave of CTAs (2 x 132 on the H200: every CTA walks
+    // its whole row), two widths at least so that bytes and CTAs part, k + 2 points for 3
+    // coefficients, and the rows' selections within their context
+    EXPECT_GE(g.waves_tokens.size(), 2u);
+    EXPECT_GE(g.waves_rows.size() * g.waves_tokens.size(), 5u);
+    EXPECT_GE(g.waves_chunk_rows, 1);
+    for (const int rows : g.waves_rows)
+      for (const int t : g.waves_tokens) {
+        EXPECT_GT(attend_ctas(rows, 2, t, 132), attend_wave_ctas(132)) << rows << " x " << t;
+        EXPECT_EQ(attend_ctas(rows, 2, t, 132), 2 * rows);
+      }
+    for (const int t : g.waves_tokens)
+      EXPECT_LT(t / 4, g.context_pages * 16);
     // attention_warm: decode rows of 2,051 tokens (one of the attend's selections), every layer
     // its own selection (one per call of a graph)
     EXPECT_NE(std::ranges::find(g.attend_tokens, 2051), g.attend_tokens.end());
@@ -271,7 +284,8 @@ TEST(CalibratePointsFile, RefusesWhatTheReaderWould) {
             (std::vector<std::string>{"rows", "layers", "working_set_bytes", "hbm_bytes", "ctas",
                                       "cta_tokens"}));
   EXPECT_EQ(term_inputs("store_in_forward"), (std::vector<std::string>{"store_bytes"}));
-  EXPECT_EQ(points_file_terms().size(), 31u);
+  EXPECT_EQ(term_inputs("attention_waves"), (std::vector<std::string>{"hbm_bytes", "ctas"}));
+  EXPECT_EQ(points_file_terms().size(), 32u);
 }
 
 TEST(CalibratePointsFile, ShortTermsAreLeftOut) {

@@ -13,7 +13,7 @@ TEST(Profiles, EveryBuiltinProfileParsesWithASourcePerValue) {
   for (const auto& b : builtin_profiles()) {
     const HardwareProfile p = load_profile(b.name);
     EXPECT_EQ(p.name, b.name);
-    EXPECT_EQ(p.sources.size(), 79u) << b.name;
+    EXPECT_EQ(p.sources.size(), 83u) << b.name;
     for (const auto& [field, source] : p.sources)
       EXPECT_FALSE(source.empty()) << field;
   }
@@ -159,6 +159,38 @@ TEST(CostModel, TheAttendsSpanIsItsBytesOrItsLongestCta) {
             6000 + 2560 + 25600);
   EXPECT_EQ(c.attention_ns(mixed, 8, 256, KvDtype::bf16), 6000 + 2560 + c.hbm_read_ns(mixed));
   EXPECT_EQ(c.attention_ns(4'000'000, 8, 256, KvDtype::fp8, 512), 20000 + 2400 + 10000);
+}
+
+// Past one wave of CTAs (2 x 132 on this card: a prefill chunk's rows, one CTA a row and KV
+// head), the attention_waves terms price the attend: their own fixed part, per CTA and rate.
+// At one wave and below, and on a profile that did not measure them, the one-wave terms do.
+TEST(CostModel, AttendsPastOneWaveHaveTheirOwnTerms) {
+  HardwareProfile p = round_attend();
+  p.attention_waves_fixed_us = 0;
+  p.attention_waves_ns_per_cta = 0;
+  p.attention_waves_gbps = 0;
+  const std::int64_t chunk = std::int64_t{2048} * 2051 * 2048;  // 2,048 rows of 2,051 tokens
+  const std::int64_t walk = 2051 * 50;
+  EXPECT_FALSE(CostModel(p).past_one_wave(4096));
+  EXPECT_EQ(CostModel(p).attention_ns(chunk, 2048, 4096, KvDtype::bf16, 2051),
+            6000 + 40960 + CostModel(p).hbm_read_ns(chunk));
+  p.attention_waves_fixed_us = 30;
+  p.attention_waves_ns_per_cta = 4;
+  p.attention_waves_gbps = 4000;
+  const CostModel c(p);
+  EXPECT_FALSE(c.past_one_wave(264));
+  EXPECT_TRUE(c.past_one_wave(265));
+  EXPECT_EQ(c.attention_ns(chunk, 2048, 4096, KvDtype::bf16, 2051),
+            30000 + 16384 + 2'150'629);  // 8.6 GB at 4 TB/s
+  // one wave: the one-wave terms still
+  const std::int64_t wave = std::int64_t{132} * 2051 * 2048;
+  EXPECT_EQ(c.attention_ns(wave, 132, 264, KvDtype::bf16, 2051),
+            6000 + 2640 + std::max(c.hbm_read_ns(wave), walk));
+  // a wide row's walk still bounds an attend of few bytes
+  EXPECT_EQ(c.attention_ns(1000, 300, 600, KvDtype::bf16, 20000), 30000 + 2400 + 20000 * 50);
+  // the fp8 attend keeps its own terms
+  EXPECT_EQ(c.attention_ns(4'000'000, 2048, 4096, KvDtype::fp8),
+            CostModel(round_attend()).attention_ns(4'000'000, 2048, 4096, KvDtype::fp8));
 }
 
 // One decode row's attend over pages the forward before read: the whole saving while that
@@ -379,6 +411,10 @@ TEST(CostModel, TopkIsPricedByTheKernelTheRunnerTakes) {
   EXPECT_EQ(c.topk_ns(100'000), 18'000 + 2'000);
   EXPECT_EQ(c.topk_ns(100'000, TopkPath::cluster), 18'000 + 2'000);
   EXPECT_EQ(c.topk_ns(100'000, TopkPath::one_cta), 5'000 + 1'000);
+  // one CTA a row: its rows cost besides (the other kernels have no such term)
+  p.topk_one_cta_ns_per_row = 70;
+  EXPECT_EQ(CostModel(p).topk_ns(100'000, TopkPath::one_cta, 2048), 5'000 + 1'000 + 143'360);
+  EXPECT_EQ(CostModel(p).topk_ns(100'000, TopkPath::chain, 2048), 30'000 + 3'000);
   EXPECT_EQ(c.topk_ns(100'000, TopkPath::chain), 30'000 + 3'000);
 }
 

@@ -25,6 +25,8 @@ struct Truth {
   // One wide row among narrow ones: the attend's fixed part and CTAs, then its longest CTA's
   // walk, per token.
   double span_per_token_ns = 52.0;
+  // Past one wave of CTAs (prefill chunks): a fixed part, per CTA and a faster rate.
+  double waves_fixed_us = 30.0, waves_per_cta_ns = 4.0, waves_gbps = 4150.0;
   // The fp8 attends: two pieces in bytes (a small cost per KiB up to the knee, a rate past it)
   // and a cost per row.
   double fp8_gbps = 300.0, fp8_fixed_us = 21.0, fp8_per_row_ns = 350.0;
@@ -115,6 +117,17 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
                                      cta_tokens * t.span_per_token_ns * 1e-3));
     }
   }
+  // Prefill chunks past one wave: every CTA walks its whole row.
+  PointSeries waves{"attention_waves", {{"hbm_bytes", "ctas"}, {}, {}}};
+  for (int rows : {264, 528, 1056, 2048, 4096, 8192, 16384}) {
+    for (int tokens : {515, 1027, 2051}) {
+      const auto ctas = static_cast<double>(attend_ctas(rows, 2, tokens, 132));
+      const double bytes = rows * tokens * 2048.0;
+      waves.samples.x.push_back({bytes, ctas});
+      waves.samples.y.push_back(noisy(t.waves_fixed_us + bytes / (1000 * t.waves_gbps) +
+                                      ctas * t.waves_per_cta_ns * 1e-3));
+    }
+  }
   // The store into the pool and into the host bank, as the calibration sweeps them.
   PointSeries store{"store", {{"bytes"}, {}, {}}};
   PointSeries store_host{"store_host", {{"bytes"}, {}, {}}};
@@ -202,8 +215,8 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
     ops.samples.x.push_back({rows});
     ops.samples.y.push_back(noisy(t.ops_fixed_us + rows * t.ops_per_row_ns * 1e-3));
   }
-  p.series = {h2d, zc,     store,       store_host,  hbm, att,    span, fp8,  fp8_host,
-              ens, beside, beside_wide, beside_copy, idx, launch, proj, wide, ops};
+  p.series = {h2d, zc,     store,       store_host,  hbm, att,    span, waves, fp8, fp8_host,
+              ens, beside, beside_wide, beside_copy, idx, launch, proj, wide,  ops};
   return p;
 }
 
@@ -221,6 +234,9 @@ TEST(ProfileFit, RecoversTheCardFromExactPoints) {
   EXPECT_NEAR(p.attention_ns_per_cta, t.attend_per_cta_ns, 1e-6);
   // the span's slope (its intercept, the fixed part and CTAs, is the attention series')
   EXPECT_NEAR(p.attention_ns_per_cta_token, t.span_per_token_ns, 1e-6);
+  EXPECT_NEAR(p.attention_waves_fixed_us, t.waves_fixed_us, 1e-6);
+  EXPECT_NEAR(p.attention_waves_ns_per_cta, t.waves_per_cta_ns, 1e-6);
+  EXPECT_NEAR(p.attention_waves_gbps, t.waves_gbps, 1e-6 * t.waves_gbps);
   EXPECT_NEAR(p.attention_fp8_fixed_us, t.fp8_fixed_us, 1e-6);
   EXPECT_NEAR(p.attention_fp8_gbps, t.fp8_gbps, 1e-6);
   EXPECT_NEAR(p.attention_fp8_ns_per_row, t.fp8_per_row_ns, 1e-6);
@@ -291,6 +307,7 @@ TEST(ProfileFit, RecoversTheCardFromNoisyPoints) {
   EXPECT_NEAR(p.attention_fixed_us / t.attend_fixed_us, 1.0, 0.05);
   EXPECT_NEAR(p.attention_ns_per_cta / t.attend_per_cta_ns, 1.0, 0.2);
   EXPECT_NEAR(p.attention_ns_per_cta_token / t.span_per_token_ns, 1.0, 0.05);
+  EXPECT_NEAR(p.attention_waves_gbps / t.waves_gbps, 1.0, 0.02);
   EXPECT_NEAR(p.attention_fp8_ns_per_row / t.fp8_per_row_ns, 1.0, 0.2);
   EXPECT_NEAR(p.attention_fp8_host_gbps / t.fp8_host_gbps, 1.0, 0.02);
   EXPECT_NEAR(p.attention_fp8_host_ns_per_row / t.fp8_host_per_row_ns, 1.0, 0.2);
@@ -514,6 +531,28 @@ TEST(ProfileFit, AHostStoreWithoutAKneePricesTheLine) {
   EXPECT_NEAR(f.profile.zero_copy_write_gbps, 50.0, 1e-6);
   ASSERT_FALSE(f.report.series[0].notes.empty());
   EXPECT_NE(f.report.series[0].notes[0].find("no knee"), std::string::npos);
+}
+
+// The one-CTA-per-row top-k, as the calibration sweeps it: decode batches (64 - 128 rows) and
+// prefill chunks (256 - 2,048 rows of one request) over their contexts. Each row's CTA costs
+// besides its blocks, which row blocks alone cannot tell apart (2,048 rows of 16k see fewer
+// blocks than 512 of 128k).
+TEST(ProfileFit, TheOneCtaTopkPaysPerRowAndPerRowBlock) {
+  PointsFile p{"c", "d", "2026-12-03", "cmd", {}};
+  PointSeries s{"topk_one_cta", {{"row_blocks", "rows"}, {}, {}}};
+  for (double rows : {64.0, 128.0, 256.0, 512.0, 2048.0}) {
+    for (double ctx : {16384.0, 32768.0, 131072.0}) {
+      const double rb = rows * ctx / 4;
+      s.samples.x.push_back({rb, rows});
+      s.samples.y.push_back(8.0 + rb * 0.0055e-3 + rows * 0.07);
+    }
+  }
+  p.series.push_back(s);
+  const HardwareProfile f = fit_profile(p, sim::load_profile("h200-pcie5")).profile;
+  EXPECT_NEAR(f.topk_one_cta_fixed_us, 8.0, 1e-6);
+  EXPECT_NEAR(f.topk_one_cta_ns_per_row_block, 0.0055, 1e-9);
+  EXPECT_NEAR(f.topk_one_cta_ns_per_row, 70.0, 1e-6);
+  EXPECT_EQ(CostModel(f).topk_ns(2048 * 4096, TopkPath::one_cta, 2048), 8'000 + 46'137 + 143'360);
 }
 
 }  // namespace

@@ -23,8 +23,9 @@ enum class As { us, ns, ns_per_kib, gbps, tflops, raw };
 // link absorbs small writes; the pool's: a slower rate past 8 MB on the H200) and the fp8
 // attends (flat while their CTAs fit on the SMs, then linear in their bytes); or a line by
 // relative residuals (the wide projections and the layer's small kernels: 1 to 16,384 rows; the
-// index scoring and the top-k kernels: 4,096 to 33 M row-blocks, 4 us to 2.4 ms, where the short
-// contexts of decode would otherwise weigh nothing against the longest).
+// attends past one wave: 0.1 to 19 ms; the index scoring and the top-k kernels: 4,096 to 33 M
+// row-blocks, 4 us to 2.4 ms, where the short contexts of decode would otherwise weigh nothing
+// against the longest).
 enum class Form { line, relative_knee, relative_line };
 struct Rule {
   const char* field;
@@ -146,7 +147,8 @@ const std::vector<TermMap>& term_maps() {
        Form::relative_line},
       {"topk_one_cta",
        {{"topk_one_cta_fixed_us", Coef::intercept, 0, As::us},
-        {"topk_one_cta_ns_per_row_block", Coef::slope, 0, As::ns}},
+        {"topk_one_cta_ns_per_row_block", Coef::slope, 0, As::ns},
+        {"topk_one_cta_ns_per_row", Coef::slope, 1, As::ns}},
        {},
        Form::relative_line},
       {"topk_chain",
@@ -223,6 +225,12 @@ const std::vector<TermMap>& term_maps() {
        {{Coef::intercept, 0,
          "the attend's fixed part and CTAs come from the attention series; its span is the "
          "longer of its bytes' time and its longest CTA's walk"}},
+       Form::relative_line},
+      {"attention_waves",
+       {{"attention_waves_fixed_us", Coef::intercept, 0, As::us},
+        {"attention_waves_gbps", Coef::slope, 0, As::gbps},
+        {"attention_waves_ns_per_cta", Coef::slope, 1, As::ns}},
+       {},
        Form::relative_line},
       {"attention_fp8",
        {{"attention_fp8_fixed_us", Coef::intercept, 0, As::us},
