@@ -9,12 +9,9 @@
 
 namespace kvtier {
 
-PageSpace::PageSpace(PageId num_pages) : num_pages_(num_pages), refs_(num_pages, 0) {
+PageSpace::PageSpace(PageId num_pages) : num_pages_(num_pages) {
   if (num_pages < 0) throw ConfigError("page space: negative page count");
-  free_.resize(num_pages);
-  for (PageId p = 0; p < num_pages; ++p)
-    free_[p] = p;
-  std::make_heap(free_.begin(), free_.end(), std::greater<>());
+  refs_.assign(static_cast<std::size_t>(num_pages), 0);
 }
 
 std::vector<PageId>& PageSpace::table(RequestId id) {
@@ -32,6 +29,7 @@ std::span<const PageId> PageSpace::pages(RequestId id) const {
 }
 
 PageId PageSpace::take_lowest_free() {
+  if (free_.empty()) return fresh_++;
   std::pop_heap(free_.begin(), free_.end(), std::greater<>());
   PageId p = free_.back();
   free_.pop_back();
@@ -57,10 +55,10 @@ void PageSpace::grow(RequestId id, std::int64_t tokens, int page_size) {
   const std::int64_t need = (tokens + page_size - 1) / page_size;
   const std::int64_t more = need - static_cast<std::int64_t>(t.size());
   if (more <= 0) return;
-  if (more > static_cast<std::int64_t>(free_.size())) {
+  if (more > free_pages()) {
     throw CapacityError("host page space exhausted: request " + std::to_string(id) + " needs " +
                         std::to_string(more) + " more pages for " + std::to_string(tokens) +
-                        " tokens, " + std::to_string(free_.size()) + " of " +
+                        " tokens, " + std::to_string(free_pages()) + " of " +
                         std::to_string(num_pages_) + " pages are free");
   }
   for (std::int64_t i = 0; i < more; ++i) {
