@@ -19,6 +19,10 @@ double d(std::int64_t x) {
 double two_pieces(double x, double knee, double per_kib, double gbps) {
   return std::min(x, knee) * per_kib / 1024.0 + std::max(0.0, x - knee) / gbps;
 }
+// `bytes` at `gbps`, nothing for none.
+std::int64_t rate_ns(std::int64_t bytes, double gbps) {
+  return bytes <= 0 ? 0 : ns(d(bytes) / gbps);
+}
 // A kernel call's fixed part plus `ns_per_unit` for each of `units`.
 std::int64_t fixed_plus(double fixed_us, double ns_per_unit, std::int64_t units) {
   return ns(fixed_us * 1e3 + d(units) * ns_per_unit);
@@ -59,11 +63,11 @@ std::int64_t CostModel::zero_copy_write_ns(std::int64_t bytes) const {
 }
 
 std::int64_t CostModel::in_place_read_ns(std::int64_t bytes) const {
-  return bytes <= 0 ? 0 : ns(d(bytes) / p_.zero_copy_read_gbps);
+  return rate_ns(bytes, p_.zero_copy_read_gbps);
 }
 
 std::int64_t CostModel::hbm_read_ns(std::int64_t bytes) const {
-  return bytes <= 0 ? 0 : ns(d(bytes) / p_.hbm_gbps);
+  return rate_ns(bytes, p_.hbm_gbps);
 }
 
 std::int64_t CostModel::indexer_ns(std::int64_t row_blocks, IndexPath path) const {
@@ -173,7 +177,7 @@ std::int64_t CostModel::attention_ns(std::int64_t hbm_bytes, std::int64_t rows, 
   const std::int64_t walk = ns(d(cta_tokens) * p_.attention_ns_per_cta_token);
   if (past_one_wave(ctas)) {
     return ns(p_.attention_waves_fixed_us * 1e3 + d(ctas) * p_.attention_waves_ns_per_cta) +
-           std::max(hbm_bytes <= 0 ? 0 : ns(d(hbm_bytes) / p_.attention_waves_gbps), walk);
+           std::max(rate_ns(hbm_bytes, p_.attention_waves_gbps), walk);
   }
   return ns(p_.attention_fixed_us * 1e3 + d(ctas) * p_.attention_ns_per_cta) +
          std::max(hbm_read_ns(hbm_bytes), walk);

@@ -16,6 +16,7 @@
 #include "cuda/calibrate/sweep.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/host_bank.hpp"
+#include "cuda/kv_banks.hpp"
 #include "cuda/stream_handles.hpp"
 #include "model/page_layout.hpp"
 
@@ -107,9 +108,25 @@ cuda::DeviceArray<T> to_device(const std::vector<T>& v) {
 inline std::int64_t layer_token_bytes(const PageLayout& l) {
   return l.layer_page_bytes() / l.page_size;
 }
+// The reference geometry's attention heads: 24 query heads over 2 KV heads of 256.
+inline constexpr int kQHeads = 24;
+inline constexpr int kKvHeads = 2;
 // The layout of one QSA layer of the reference geometry (pages of 64 tokens, 2 KV heads of 256).
 inline PageLayout qsa_layer_layout(bool fp8, int layers = 1) {
-  return PageLayout::make(layers, 64, 2, 256, fp8);
+  return PageLayout::make(layers, 64, kKvHeads, 256, fp8);
+}
+// Layer 0's banks of a device pool, or of a host bank read in place, as the attention takes them.
+inline qsa::KvBanks layer_banks(const cuda::DevicePool& pool) {
+  std::vector<std::byte*> a;
+  for (int i = 0; i < pool.banks(); ++i)
+    a.push_back(pool.bank(i));
+  return cuda::layer_kv_banks(pool.layout(), 0, a.data(), false);
+}
+inline qsa::KvBanks layer_banks(const cuda::HostBank& bank) {
+  std::vector<std::byte*> a;
+  for (int i = 0; i < bank.banks(); ++i)
+    a.push_back(bank.device(i));
+  return cuda::layer_kv_banks(bank.layout(), 0, a.data(), true);
 }
 
 // Sends each finished sweep to the run (which stamps its seconds and reports progress).

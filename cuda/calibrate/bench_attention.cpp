@@ -13,7 +13,6 @@
 
 #include "cuda/calibrate/bench.hpp"
 #include "cuda/kernels.hpp"
-#include "cuda/kv_banks.hpp"
 #include "cuda/qsa/qsa_kernels.hpp"
 #include "model/attend_grid.hpp"
 #include "model/page_space.hpp"
@@ -21,8 +20,6 @@
 namespace kvtier::calibrate {
 namespace {
 
-constexpr int kQHeads = 24;
-constexpr int kKvHeads = 2;
 constexpr int kStoreRequests = 16;  // the store's rows spread over at most this many requests
 
 // For one count of selected tokens per row: every call's rows' page tables and positions
@@ -96,23 +93,6 @@ AttendInputs make_inputs(Bench& b) {
   r.o = cuda::DeviceArray<float>(q_elems);
   KVT_CUDA_CHECK(cudaStreamSynchronize(b.stream()));
   return r;
-}
-
-// One layer's banks as the attention takes them (the addresses of a pool's or a host bank's).
-qsa::KvBanks banks_of(const PageLayout& l, const std::vector<std::byte*>& addresses, bool host) {
-  return cuda::layer_kv_banks(l, 0, addresses.data(), host);
-}
-std::vector<std::byte*> addresses(const cuda::DevicePool& p) {
-  std::vector<std::byte*> a;
-  for (int i = 0; i < p.banks(); ++i)
-    a.push_back(p.bank(i));
-  return a;
-}
-std::vector<std::byte*> addresses(const cuda::HostBank& h) {
-  std::vector<std::byte*> a;
-  for (int i = 0; i < h.banks(); ++i)
-    a.push_back(h.device(i));
-  return a;
 }
 
 // One attend point's inputs by the names its series takes: the bytes of KV it reads
@@ -313,8 +293,8 @@ StoreInputs make_store_inputs(Bench& b, const cuda::DevicePool& pool, const cuda
   in.v = cuda::DeviceArray<std::uint16_t>(kv_elems);
   b.filler.fill(in.k.get(), in.k.bytes(), Pattern::bf16, b.stream());
   b.filler.fill(in.v.get(), in.v.bytes(), Pattern::bf16, b.stream());
-  in.pool_kv = banks_of(l, addresses(pool), false);
-  in.host_kv = banks_of(l, addresses(host), true);
+  in.pool_kv = layer_banks(pool);
+  in.host_kv = layer_banks(host);
   in.pool_dummy = dummy_slot(pool.num_slots());
   in.host_dummy = dummy_page(host.num_pages());
   return in;
@@ -434,7 +414,7 @@ void dtype_sweeps(Bench& b, const Emit& emit, const AttendInputs& r, bool fp8) {
                   "qsa::attend, device banks, " + dt +
                       (fp8 ? " (SIMT kernel)" : " (tensor cores)") + ", rows x selected tokens",
                   kGraphTiming);
-  const qsa::KvBanks pool_banks = banks_of(l, addresses(pool), false);
+  const qsa::KvBanks pool_banks = layer_banks(pool);
   attend_sweep(b, r, pool_banks, dummy_slot(g.bank_pages), layer_token_bytes(l), att);
   emit(std::move(att));
   {
@@ -483,8 +463,7 @@ void dtype_sweeps(Bench& b, const Emit& emit, const AttendInputs& r, bool fp8) {
                                       "qsa::attend, host banks in place, bf16 (the host "
                                       "placement's decode read)",
                                       kGraphTiming);
-  attend_sweep(b, r, banks_of(l, addresses(host), true), dummy_page(g.bank_pages),
-               layer_token_bytes(l), in_place);
+  attend_sweep(b, r, layer_banks(host), dummy_page(g.bank_pages), layer_token_bytes(l), in_place);
   emit(std::move(in_place));
   // The store into the pool alone (store*) and into the host bank alone (store_host*): each
   // its own series (the link's noise on a large write stays out of the pool's rate, and the

@@ -14,15 +14,11 @@
 #include <vector>
 
 #include "cuda/calibrate/bench.hpp"
-#include "cuda/kv_banks.hpp"
 #include "cuda/qsa/qsa_kernels.hpp"
 #include "model/page_space.hpp"
 
 namespace kvtier::calibrate {
 namespace {
-
-constexpr int kQHeads = 24;
-constexpr int kKvHeads = 2;
 
 // Every row's selected positions at one width ([rows][tokens]).
 struct WaveSelections {
@@ -42,10 +38,7 @@ void run_attention_waves(Bench& b, const Emit& emit) {
 
   const cuda::DevicePool pool(l, g.bank_pages);
   b.filler.fill(pool, b.stream());
-  std::vector<std::byte*> bank_addresses;
-  for (int i = 0; i < pool.banks(); ++i)
-    bank_addresses.push_back(pool.bank(i));
-  const qsa::KvBanks kv = cuda::layer_kv_banks(l, 0, bank_addresses.data(), false);
+  const qsa::KvBanks kv = layer_banks(pool);
   const auto tables = to_device(scattered_tables(b.rng, requests, g.context_pages, g.bank_pages));
   std::vector<std::int32_t> req(rows_sz);
   for (int i = 0; i < max_rows; ++i)

@@ -8,14 +8,13 @@
 #include <vector>
 
 #include "cuda/calibrate/bench.hpp"
-#include "cuda/kv_banks.hpp"
 #include "cuda/qsa/qsa_kernels.hpp"
 #include "model/page_space.hpp"
 
 namespace kvtier::calibrate {
 namespace {
 
-constexpr int kQHeads = 24, kKvHeads = 2, kIndexHeads = 4, kTopK = 512, kRatio = 4;
+constexpr int kIndexHeads = 4, kTopK = 512, kRatio = 4;
 constexpr int kWidth = kTopK * kRatio + kRatio - 1;
 constexpr int kContextPages = 512;  // 32k tokens per request
 constexpr std::int64_t kContext = std::int64_t{kContextPages} * 64;
@@ -61,10 +60,7 @@ void run_decode_layer(Bench& b, const Emit& emit) {
       static_cast<std::size_t>(qsa::attend_workspace_floats(rows, kQHeads, max_splits)));
   KVT_CUDA_CHECK(cudaStreamSynchronize(b.stream()));
   const qsa::Rope rope = qsa::make_rope(64, 1e7, false);
-  std::vector<std::byte*> banks;
-  for (int i = 0; i < pool.banks(); ++i)
-    banks.push_back(pool.bank(i));
-  const qsa::KvBanks kv = cuda::layer_kv_banks(layout, 0, banks.data(), false);
+  const qsa::KvBanks kv = layer_banks(pool);
   const qsa::PageTable table{tables.get(), kContextPages, dummy_slot(pool.num_slots())};
 
   Series s = extra_series("decode_layer", {"rows", "graph"},

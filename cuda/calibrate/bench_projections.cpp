@@ -7,6 +7,7 @@
 // call reads them from HBM, as a decode step's layers do.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "cuda/calibrate/bench.hpp"
@@ -122,52 +123,47 @@ void run_projections(Bench& b, const Emit& emit) {
                     "bytes x rows, the flops",
                     timing),
         g.projection_wide_rows, true);
-  // The same calls back to back for 500 x target_us (0.15 s), at the two largest row counts, as
-  // a prefill runs them layer after layer for seconds: the runner's prefill GEMMs took 1.6 - 2 x
-  // the figures above (validation/results/h200-2026-12-03-model-forward.md), and a card at its
-  // power limit lowers its clocks under sustained load, which short graphs after an idle pad
-  // never reach.
-  Series sustained =
+  // The wide calls at the two largest row counts timed another way (`time` of a call, us per
+  // call), reported beside projection_wide.
+  const auto& wide = g.projection_wide_rows;
+  const auto largest_rows = [&](Series s, const std::function<double(const Call&)>& time) {
+    for (auto it = wide.size() > 2 ? wide.end() - 2 : wide.begin(); it != wide.end(); ++it) {
+      if (stop_sweep(b, s)) break;
+      for (const bool group : {true, false}) {
+        const Call call = group ? Call(group_call(*it)) : Call(out_call(*it));
+        warm(call);
+        s.points.push_back(
+            {static_cast<double>(group ? group_bytes : out_bytes) * *it, time(call)});
+      }
+    }
+    emit(std::move(s));
+  };
+  // Back to back for 500 x target_us (0.15 s), as a prefill runs them layer after layer for
+  // seconds: the runner's prefill GEMMs took 1.6 - 2 x the figures above
+  // (validation/results/h200-2026-12-03-model-forward.md), and a card at its power limit lowers
+  // its clocks under sustained load, which short graphs after an idle pad never reach.
+  largest_rows(
       extra_series("projection_wide_sustained", {"weight_byte_rows"},
                    "projection_wide's calls back to back for 500 x the grid's target (reported)",
-                   "graph of up to 512 calls rotating over weight copies, after a pad; per call");
-  const auto& wide = g.projection_wide_rows;
-  for (auto it = wide.size() > 2 ? wide.end() - 2 : wide.begin(); it != wide.end(); ++it) {
-    const int rows = *it;
-    if (stop_sweep(b, sustained)) break;
-    for (const bool group : {true, false}) {
-      const Call call = group ? Call(group_call(rows)) : Call(out_call(rows));
-      warm(call);
-      const double us = b.timer.kernel_us(512, 500 * g.target_us, call);
-      sustained.points.push_back({static_cast<double>(group ? group_bytes : out_bytes) * rows, us});
-    }
-  }
-  emit(std::move(sustained));
-  // The same calls launched eagerly, as the runner's prefill launches them (it captures only
-  // decode forwards into graphs): ten calls back to back between two events, per call.
-  Series eager = extra_series("projection_wide_eager", {"weight_byte_rows"},
-                              "projection_wide's calls launched eagerly, ten back to back "
-                              "(reported)",
-                              "events around ten eager calls rotating over weight copies, after "
-                              "the pad; per call");
-  for (auto it = wide.size() > 2 ? wide.end() - 2 : wide.begin(); it != wide.end(); ++it) {
-    const int rows = *it;
-    if (stop_sweep(b, eager)) break;
-    for (const bool group : {true, false}) {
-      const Call call = group ? Call(group_call(rows)) : Call(out_call(rows));
-      warm(call);
-      constexpr int kCalls = 10;
-      const double us = b.timer.eager_us(
+                   "graph of up to 512 calls rotating over weight copies, after a pad; per call"),
+      [&](const Call& call) { return b.timer.kernel_us(512, 500 * g.target_us, call); });
+  // Launched eagerly, as the runner's prefill launches them (it captures only decode forwards
+  // into graphs): ten calls back to back between two events.
+  constexpr int kEagerCalls = 10;
+  largest_rows(extra_series("projection_wide_eager", {"weight_byte_rows"},
+                            "projection_wide's calls launched eagerly, ten back to back "
+                            "(reported)",
+                            "events around ten eager calls rotating over weight copies, after "
+                            "the pad; per call"),
+               [&](const Call& call) {
+                 return b.timer.eager_us(
                             [&](cudaStream_t st) {
-                              for (int c = 0; c < kCalls; ++c)
+                              for (int c = 0; c < kEagerCalls; ++c)
                                 call(c, st);
                             },
                             true) /
-                        kCalls;
-      eager.points.push_back({static_cast<double>(group ? group_bytes : out_bytes) * rows, us});
-    }
-  }
-  emit(std::move(eager));
+                        kEagerCalls;
+               });
 }
 
 void run_layer_ops(Bench& b, const Emit& emit) {

@@ -20,7 +20,6 @@
 #include "cuda/calibrate/bench.hpp"
 #include "cuda/engine.hpp"
 #include "cuda/kernels.hpp"
-#include "cuda/kv_banks.hpp"
 #include "cuda/qsa/qsa_kernels.hpp"
 #include "model/cost_model.hpp"
 #include "model/page_space.hpp"
@@ -85,10 +84,7 @@ struct BesideBank {
 
   explicit BesideBank(Bench& b) : pool(layout, b.grid.bank_pages) {
     b.filler.fill(pool, b.stream());
-    std::vector<std::byte*> banks;
-    for (int i = 0; i < pool.banks(); ++i)
-      banks.push_back(pool.bank(i));
-    kv = cuda::layer_kv_banks(layout, 0, banks.data(), false);
+    kv = layer_banks(pool);
   }
 };
 
