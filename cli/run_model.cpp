@@ -98,6 +98,10 @@ po::options_description model_options() {
       "mirror: lru (every miss copied into the pool), or prefetch (also each QSA layer's pages "
       "ensured into the next layer's pool on a stream beside, while the GPU computes up to that "
       "layer's step; the step then runs before the attention, as with --copy-first)")(
+      "no-warm-up",
+      "time the prefill cold: skip calling every cuBLAS projection shape of its forwards once "
+      "before it (default: warmed, reported as warm_up_s; cold, the first forwards pay the "
+      "library's first-call set-up, ~0.1 s once per process)")(
       "profile-phases",
       "time the phases of every forward with CUDA events (runs eagerly: no graphs)")(
       "seed", po::value<std::uint64_t>()->default_value(1), "seed of random prompts")(
@@ -173,6 +177,7 @@ ModelArgs check_args(const po::variables_map& vm) {
   o.decode = vm["decode"].as<int>();
   if (o.decode < 1) throw ConfigError("--decode: at least 1 step (the token after the prompt)");
   const bool needle = vm.count("needle-at") > 0;
+  o.warm_up = vm.count("no-warm-up") == 0;
   o.fill_depth = vm["fill-depth"].as<long long>();
   if (o.fill_depth < 0 || o.fill_depth > kMaxContextTokens)
     throw ConfigError("--fill-depth: 0.." + std::to_string(kMaxContextTokens) + " positions, got " +
@@ -463,6 +468,7 @@ void print_json(const runner::SessionOptions& o, const std::string& weights_path
       {"host_bank_s", res.host_bank_s},
       {"host_bank_s_per_10_gib", bank_s_per_10_gib(res)},
       {"fill_s", res.fill_s},
+      {"warm_up_s", res.warm_up_s},
       {"pool_pages", boost::json::value_from(res.pool_slots)},
       {"tokens", toks}};
   if (rc.profile_phases) {
@@ -572,6 +578,7 @@ void print_table(const runner::SessionOptions& o, const Geometry& g,
     t.add({"host bank ready (map, touch, pin)", fmt_fixed(res.host_bank_s, 2) +
                                                     " s: " + fmt_fixed(bank_s_per_10_gib(res), 2) +
                                                     " s per 10 GiB"});
+  if (o.warm_up) t.add({"warm-up (cuBLAS's first calls)", fmt_fixed(res.warm_up_s, 2) + " s"});
   if (o.fill_depth > 0) t.add({"fill (--fill-depth)", fmt_fixed(res.fill_s, 2) + " s"});
   for (std::size_t q = 0; q < res.tokens.size(); ++q)
     t.add({"tokens, request " + std::to_string(q), token_list(res.tokens[q])});

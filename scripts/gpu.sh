@@ -3,10 +3,10 @@
 #
 # Here:  scripts/gpu.sh build
 #   builds build-gpu/ (Release, sm_90, static libstdc++/libgcc/Boost/cudart; cuBLAS stays
-#   dynamic): kvtier, bench_qsa, bench_qsa_decode, bench_projections and every test target
-#   labelled gpu in
-#   tests/*/CMakeLists.txt; fills gpu-carry/ (git-ignored) with them stripped, libzstd and a
-#   build note as one archive (raw they outgrow a device call's 64 MiB), and this script.
+#   dynamic): kvtier, bench_qsa, bench_qsa_decode, bench_projections, bench_prefill_load and
+#   every test target labelled gpu in tests/*/CMakeLists.txt; fills gpu-carry/ (git-ignored)
+#   with them stripped, libzstd and a build note as one archive (raw they outgrow a device
+#   call's 64 MiB), and this script.
 #   KVTIER_JOBS: build jobs (default 2); KVTIER_GPU_BUILD_DIR: another build directory.
 # There (device run with carry ["gpu-carry"], in the repository root):
 #   bash gpu-carry/gpu.sh MODE [OUT]
@@ -16,8 +16,8 @@
 #   trace     `kvtier run --trace` of every traces/samples/*.ktr on device, host and mirror, the
 #             mirror at the pool `kvtier plan --json` qualifies for that trace
 #   figures   the model runner's figures (`kvtier run --weights`; NEEDLE_1M=1 adds the 1M needle)
-#   bench     bench_qsa (default, b2b, link), bench_qsa_decode, bench_projections, kvtier bench
-#             residency
+#   bench     bench_qsa (default, b2b, link), bench_qsa_decode, bench_projections,
+#             bench_prefill_load, kvtier bench residency
 #   validate  kvtier validate calibrate (the points file), then the validation traces (generated
 #             from VALIDATION_TRACES below, seeds the calibration never saw) replayed in every
 #             placement, the mirror below, at and above its cliff: OUT/validate.tgz holds the
@@ -50,10 +50,10 @@ build() {
   cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DKVTIER_STATIC_RUNTIME=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null || return
   cmake --build "$build" -j "${KVTIER_JOBS:-2}" --target kvtier bench_qsa bench_qsa_decode \
-    bench_projections "${tests[@]}" || return
+    bench_projections bench_prefill_load "${tests[@]}" || return
   stage=$(mktemp -d)
   cp "$build"/{kvtier,bench/qsa/bench_qsa,bench/qsa_decode/bench_qsa_decode} \
-    "$build"/bench/projections/bench_projections "$stage/" || return
+    "$build"/bench/projections/{bench_projections,bench_prefill_load} "$stage/" || return
   for t in "${tests[@]}"; do cp "$build"/tests/*/"$t" "$stage/" || return; done
   strip "$stage"/*
   cp -L "$(ldd "$build/kvtier" | awk '/libzstd/ {print $3}')" "$stage/" || return
@@ -341,6 +341,7 @@ bench() {
   run bench-qsa-link 90 "$bin/bench_qsa" link
   run bench-qsa-decode 90 "$bin/bench_qsa_decode"
   run bench-projections 300 "$bin/bench_projections"
+  run bench-prefill-load 120 "$bin/bench_prefill_load"
   run bench-residency 120 "$K" bench residency
 }
 

@@ -122,6 +122,14 @@ class QsaRunner {
   // every request directly, as if prefilled (no projections, no trace record): decode cost at
   // depth without the prefill. Only before any forward.
   void fill(std::int64_t depth);
+  // Calls once, on zeroed scratch rows, every cuBLAS projection a forward of each of these row
+  // counts makes (the grouped six, the output projection, the stand-in MLP's; and the LM head of
+  // every request), then waits. cuBLAS's first call of a process and its first call at each new
+  // shape set up and load kernels (67 - 116 ms, then 2 - 4 ms a shape:
+  // bench/results/projections-h200-2026-12-01.md): without this a prefill pays that inside its
+  // first forwards, once per process, which no planner prices as part of a prefill. Between
+  // forwards; touches only buffers every forward writes before it reads them.
+  void warm_up(const std::vector<int>& forward_rows);
   // Ends every open request: pages released (mirror pool), RequestEnd recorded.
   void close();
 

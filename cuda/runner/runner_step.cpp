@@ -453,6 +453,39 @@ void QsaRunner::fill(std::int64_t depth) {
   stats_.filled_tokens += depth * m.R;
 }
 
+void QsaRunner::warm_up(const std::vector<int>& forward_rows) {
+  Impl& m = *impl_;
+  const int H = m.g.hidden_size, W = m.c.stand_in_width, V = static_cast<int>(m.vocab);
+  const LayerWeights& l = m.layers.front();
+  const ProjectionOutput projections[] = {
+      {l.q.get(), m.qd, m.q.get()},    {l.k.get(), m.kvd, m.kk.get()},
+      {l.v.get(), m.kvd, m.v.get()},   {l.iq.get(), m.iqd, m.iq_raw.get()},
+      {l.ik.get(), m.ikd, m.ik.get()}, {l.gate.get(), m.qd, m.gate.get()}};
+  std::vector<int> rows_seen;
+  for (const int asked : forward_rows) {
+    const int rows = std::clamp(asked, 1, m.c.max_rows);
+    if (std::find(rows_seen.begin(), rows_seen.end(), rows) != rows_seen.end()) continue;
+    rows_seen.push_back(rows);
+    // Zero inputs (the buffers may hold anything), outputs that every forward writes before it
+    // reads them: q .. gate, attn_g's product into hidden (embedded anew by each forward).
+    const auto n = static_cast<std::size_t>(rows);
+    KVT_CUDA_CHECK(cudaMemsetAsync(m.xn.get(), 0, n * H * 2, m.s));
+    KVT_CUDA_CHECK(cudaMemsetAsync(m.attn_g.get(), 0, n * m.qd * 2, m.s));
+    m.gemm.bf16_out_group(m.xn.get(), rows, H, projections);
+    m.gemm.f32_out(m.attn_g.get(), l.o.get(), rows, m.qd, H, m.hidden.get(), true);
+    if (W > 0) {
+      const ProjectionOutput gate_up[] = {{m.mlp_gate.get(), W, m.mlp_a.get()},
+                                          {m.mlp_up.get(), W, m.mlp_b.get()}};
+      m.gemm.bf16_out_group(m.xn.get(), rows, H, gate_up);
+      KVT_CUDA_CHECK(cudaMemsetAsync(m.mlp_a.get(), 0, n * W * 2, m.s));
+      m.gemm.f32_out(m.mlp_a.get(), m.mlp_down.get(), rows, W, H, m.hidden.get(), true);
+    }
+  }
+  // The LM head of a forward with every request (its rows: the requests, one each)
+  m.gemm.f32_out(m.xn.get(), m.lm_head.get(), m.R, H, V, m.logits_vocab.get(), false);
+  KVT_CUDA_CHECK(cudaStreamSynchronize(m.s));
+}
+
 void QsaRunner::close() {
   Impl& m = *impl_;
   for (int r = 0; r < m.R; ++r) {

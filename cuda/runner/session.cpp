@@ -137,6 +137,18 @@ SessionResult run_session(const weights::SafetensorsFile& file, const Geometry& 
   res.setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_setup).count();
   QsaRunner& first = *runners.front();
   const std::unique_ptr<traces::TraceWriter> writer = open_recorder(first, o);
+  if (o.warm_up) {
+    const auto t_warm = std::chrono::steady_clock::now();
+    for (std::size_t b = 0; b < runners.size(); ++b) {
+      const MicroBatch& mb = plan.batches[b];
+      std::vector<std::int64_t> lengths;
+      for (int r = mb.first; r < mb.first + mb.requests; ++r)
+        lengths.push_back(static_cast<std::int64_t>(o.prompts[static_cast<std::size_t>(r)].size()));
+      runners[b]->warm_up(prefill_forward_rows(lengths, plan.rows_per_request));
+    }
+    res.warm_up_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_warm).count();
+  }
   if (o.fill_depth > 0) {
     const auto t_fill = std::chrono::steady_clock::now();
     for (const auto& r : runners)

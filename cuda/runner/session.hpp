@@ -45,6 +45,10 @@ struct SessionOptions {
   // Mirror (`--pool-pages max`): each micro-batch's pool is the largest that fits its share of
   // device_kv_bytes (split by requests), runner.pool_pages is then ignored.
   bool pool_fits_budget = false;
+  // Before the prefill: every cuBLAS shape of its forwards called once (QsaRunner::warm_up), so
+  // that the prefill's time holds no first-call set-up of the library (off: the first forwards
+  // pay it, as a process's very first prefill does).
+  bool warm_up = true;
   std::string record_path;  // non-empty: the selections as a trace (format by extension)
   std::string producer = "kvtier run --weights";  // the recorded trace's header
 };
@@ -76,6 +80,7 @@ struct SessionResult {
   double setup_s = 0;                    // building the runners (weights, host banks)
   double host_bank_s = 0;                // of setup_s: mapping, touching and pinning the host banks
   double fill_s = 0;                     // --fill-depth: writing the positions (QsaRunner::fill)
+  double warm_up_s = 0;                  // SessionOptions::warm_up: the projections' first calls
   std::vector<std::int64_t> pool_slots;  // mirror: each micro-batch's pool (0 otherwise)
   std::string mirror_reads;              // QsaRunner::mirror_reads
 };

@@ -118,6 +118,33 @@ std::int64_t budget_pool(const Geometry& g, const SessionOptions& o, const Micro
 
 }  // namespace
 
+std::vector<int> prefill_forward_rows(const std::vector<std::int64_t>& prompt_lengths, int chunk) {
+  // Forward k takes min(chunk, len - k chunk) tokens of every request with len > k chunk, so its
+  // rows change only at the forward where some request ends, (len - 1) / chunk; between two
+  // such forwards every open request takes a full chunk.
+  std::vector<std::int64_t> lengths;
+  for (const std::int64_t n : prompt_lengths)
+    if (n > 0) lengths.push_back(n);
+  std::sort(lengths.begin(), lengths.end());
+  std::vector<int> rows;
+  std::int64_t prev = -1;  // the last forward priced so far
+  for (std::size_t i = 0; i < lengths.size();) {
+    const std::int64_t end = (lengths[i] - 1) / chunk;
+    const auto open = static_cast<std::int64_t>(lengths.size() - i);
+    if (end - prev > 1) rows.push_back(static_cast<int>(open * chunk));
+    std::int64_t r = 0;
+    for (std::size_t j = i; j < lengths.size(); ++j)
+      r += std::min<std::int64_t>(chunk, lengths[j] - end * chunk);
+    rows.push_back(static_cast<int>(r));
+    prev = end;
+    while (i < lengths.size() && (lengths[i] - 1) / chunk == end)
+      ++i;
+  }
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
 SessionPlan plan_session(const SessionOptions& o, const Geometry& g, int sms) {
   if (o.prompts.empty()) throw ConfigError("runner: a session needs at least one prompt");
   if (o.prompts.size() > static_cast<std::size_t>(kMaxSessionRequests))

@@ -52,6 +52,11 @@ void check_context(const Geometry& g, bool yarn, std::int64_t fill_depth,
 // would hold more than kMaxSessionPromptTokens tokens together, before any is built.
 void check_prompt_tokens(const std::vector<std::int64_t>& lengths);
 
+// The distinct row counts of the prefill forwards QsaRunner::generate runs for prompts of these
+// lengths (each forward takes up to `chunk` tokens of every request that has tokens left),
+// ascending: the shapes the session warms before it times the prefill. Requires chunk >= 1.
+std::vector<int> prefill_forward_rows(const std::vector<std::int64_t>& prompt_lengths, int chunk);
+
 // Throws ConfigError for no prompt, micro-batches outside 1..requests, chunk or decode below
 // 1, a context beyond the geometry's (check_context), the needle protocol or a recorded trace
 // with more than one micro-batch, and, on placement mirror without allow_drops, a pool below

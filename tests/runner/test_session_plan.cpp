@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
 #include "model/memory_budget.hpp"
@@ -44,6 +48,45 @@ TEST(SessionPlan, MicroBatchesCoverEveryRequestOnceInNearlyEqualParts) {
   EXPECT_EQ(five[1].requests, 3);
   EXPECT_THROW(runner::split_requests(2, 3), ConfigError);
   EXPECT_THROW(runner::split_requests(2, 0), ConfigError);
+}
+
+// generate()'s batching forward by forward: every request with tokens left gives up to chunk.
+std::vector<int> forward_rows_one_by_one(const std::vector<std::int64_t>& lengths, int chunk) {
+  std::vector<std::int64_t> done(lengths.size(), 0);
+  std::vector<int> rows;
+  for (;;) {
+    std::int64_t r = 0;
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      const std::int64_t take = std::min<std::int64_t>(chunk, lengths[i] - done[i]);
+      r += take;
+      done[i] += take;
+    }
+    if (r == 0) break;
+    if (std::find(rows.begin(), rows.end(), r) == rows.end()) rows.push_back(static_cast<int>(r));
+  }
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+TEST(SessionPlan, PrefillForwardRowsAreTheDistinctRowsGenerateRuns) {
+  EXPECT_EQ(runner::prefill_forward_rows({16384, 16384}, 2048), (std::vector<int>{4096}));
+  EXPECT_EQ(runner::prefill_forward_rows({5000}, 2048), (std::vector<int>{904, 2048}));
+  EXPECT_EQ(runner::prefill_forward_rows({1, 1, 1}, 2048), (std::vector<int>{3}));
+  EXPECT_EQ(runner::prefill_forward_rows({100, 3000}, 1024), (std::vector<int>{952, 1024, 1124}));
+  EXPECT_TRUE(runner::prefill_forward_rows({}, 16).empty());
+  std::uint64_t s = 12345;
+  const auto next = [&s](std::uint64_t n) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    return (s >> 33) % n;
+  };
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<std::int64_t> lengths(1 + next(9));
+    for (auto& n : lengths)
+      n = 1 + static_cast<std::int64_t>(next(trial % 3 == 0 ? 40 : 5000));
+    const int chunk = 1 + static_cast<int>(next(trial % 2 == 0 ? 7 : 3000));
+    EXPECT_EQ(runner::prefill_forward_rows(lengths, chunk), forward_rows_one_by_one(lengths, chunk))
+        << "trial " << trial << ", chunk " << chunk;
+  }
 }
 
 TEST(SessionPlan, HalfTheSmsForAHostMicroBatch) {
