@@ -390,9 +390,10 @@ double rate(std::int64_t tokens, double ms) {
 struct Figures {
   double hit_rate = 1.0;  // hits / (hits + misses); 1 without lookups
   std::int64_t decode_forwards = 0;
-  double ms_per_step = 0;      // decode wall time per forward
-  double gpu_ms_per_step = 0;  // decode GPU time per forward
-  std::int64_t h2d = 0;        // host -> device: miss copies, staged and in-place reads
+  double ms_per_step = 0;         // decode wall time per forward
+  double gpu_ms_per_step = 0;     // decode GPU time per forward
+  double steady_ms_per_step = 0;  // RunnerStats::decode_steady_ms per steady forward (0: none)
+  std::int64_t h2d = 0;           // host -> device: miss copies, staged and in-place reads
 };
 
 Figures derive(const runner::SessionResult& res) {
@@ -405,6 +406,8 @@ Figures derive(const runner::SessionResult& res) {
     f.ms_per_step = s.decode_ms / static_cast<double>(f.decode_forwards);
     f.gpu_ms_per_step = s.decode_gpu_ms / static_cast<double>(f.decode_forwards);
   }
+  if (s.decode_steady_forwards > 0)
+    f.steady_ms_per_step = s.decode_steady_ms / static_cast<double>(s.decode_steady_forwards);
   f.h2d = s.miss_copy_bytes + s.prefetch_copy_bytes + s.staged_bytes + s.in_place_bytes;
   return f;
 }
@@ -434,6 +437,10 @@ void print_json(const runner::SessionOptions& o, const std::string& weights_path
       {"decode_ms_per_step", f.ms_per_step},
       {"decode_gpu_ms", s.decode_gpu_ms},
       {"decode_gpu_ms_per_step", f.gpu_ms_per_step},
+      {"decode_steady_ms_per_step", f.steady_ms_per_step > 0
+                                        ? boost::json::value(f.steady_ms_per_step)
+                                        : boost::json::value(nullptr)},
+      {"decode_steady_forwards", s.decode_steady_forwards},
       {"micro_batches", o.micro_batches},
       {"micro_batches_auto", micro_batches_json(micro)},
       {"allow_drops", o.allow_drops},
@@ -540,7 +547,12 @@ void print_table(const runner::SessionOptions& o, const Geometry& g,
                        " ms: " + fmt_fixed(rate(s.decode_tokens, s.decode_ms), 1) + " tokens/s, " +
                        fmt_fixed(f.ms_per_step, 3) + " ms per step (GPU " +
                        fmt_fixed(f.gpu_ms_per_step, 3) + " ms; " + fmt_int(s.graph_forwards) +
-                       " steps from CUDA graphs)"});
+                       " steps from CUDA graphs)" +
+                       (f.steady_ms_per_step > 0
+                            ? "; " + fmt_fixed(f.steady_ms_per_step, 3) + " ms per step over the " +
+                                  fmt_int(s.decode_steady_forwards) +
+                                  " after each shape's first forward and graph capture"
+                            : std::string())});
   if (rc.placement == Placement::mirror) {
     t.add({"hits / misses / evictions",
            fmt_int(s.hits) + " / " + fmt_int(s.misses) + " / " + fmt_int(s.evictions)});

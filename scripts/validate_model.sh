@@ -7,8 +7,9 @@
 #   PROFILE  a profile name or file for the simulator
 #   OUT      receives sim-NAME.json (`kvtier sim` on the recording, the model forward, the rest
 #            of the model at 0: the runner runs no non-QSA layers), model.json and the table
-# Decode cases: the runner's ms per decode step against the mean span of the simulator's decode
-# forwards. Prefill cases: the runner's prefill ms against the sum of the prefill forwards' spans.
+# Decode cases: the runner's steady ms per decode step (decode_steady_ms_per_step: the steps after
+# each shape's first forward and its graph capture) against the mean span of the same last decode
+# forwards of the simulator's. Prefill cases: the runner's prefill ms against the sum of the prefill forwards' spans.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 K=${KVTIER:-$root/build/kvtier}
@@ -37,7 +38,14 @@ for simf in sorted(glob.glob(f"{out}/sim-*.json")):
     dec = [f["span_us"] for f in fw if 0 < f["decode_tokens"] == f["tokens"]]
     pre = [f["span_us"] for f in fw if f["decode_tokens"] == 0]
     if run["fill_depth"] > 0:
-        kind, gpu, sim = "decode ms/step", run["decode_ms_per_step"], statistics.mean(dec) / 1e3
+        # the steady steps (after each shape's first forward and graph capture) where the run
+        # reports them, against the same last forwards of the recording (the first ones find a
+        # mirror pool colder); runs before that field gave every step
+        gpu = run.get("decode_steady_ms_per_step") or run["decode_ms_per_step"]
+        steady = run.get("decode_steady_forwards") or 0
+        if run.get("decode_steady_ms_per_step") and 0 < steady < len(dec):
+            dec = dec[len(dec) - steady:]
+        kind, sim = "decode ms/step", statistics.mean(dec) / 1e3
     else:
         kind, gpu, sim = "prefill ms", run["prefill_ms"], sum(pre) / 1e3
     rows.append({"case": name, "placement": run["placement"], "kv_dtype": run["kv_dtype"],

@@ -10,6 +10,9 @@ RunnerStats overlapped_run_stats(const RunnerStats& overlapped, const RunnerStat
   s.decode_ms = overlapped_ms;
   s.decode_gpu_ms = overlapped_ms;
   s.graph_forwards = overlapped.graph_forwards;
+  // one runner's forward times say nothing of the overlapped steps
+  s.decode_steady_ms = 0;
+  s.decode_steady_forwards = 0;
   return s;
 }
 

@@ -61,6 +61,7 @@ struct ForwardPlan {
 struct QsaRunner::PendingStep {
   ForwardPlan plan;  // its trace rows say which requests advance by how many tokens
   std::chrono::steady_clock::time_point t0;  // launch_step's start (the forward's wall time)
+  bool steady = false;  // a decode forward of a shape seen before that captured no graph
 };
 
 struct QsaRunner::Impl {
@@ -103,6 +104,7 @@ struct QsaRunner::Impl {
   // from the rows): seen once -> captured.
   using GraphKey = std::tuple<int, int, int, bool>;  // ... and ForwardPlan::in_place
   std::map<GraphKey, int> graph_seen;
+  std::map<GraphKey, int> decode_shapes_seen;  // every decode forward's, graphs or not
   std::map<GraphKey, cudaGraphExec_t> graphs;
   cudaEvent_t ev_a = nullptr, ev_b = nullptr;
   // Mirror decode with in-place reads: the residency steps' stream beside s, the fork, and

@@ -23,6 +23,8 @@ RunnerStats& operator+=(RunnerStats& a, const RunnerStats& b) {
   a.filled_tokens += b.filled_tokens;
   a.graph_forwards += b.graph_forwards;
   a.decode_gpu_ms += b.decode_gpu_ms;
+  a.decode_steady_ms += b.decode_steady_ms;
+  a.decode_steady_forwards += b.decode_steady_forwards;
   for (const auto& [name, ms] : b.phases)
     a.phases[name] += ms;
   return a;

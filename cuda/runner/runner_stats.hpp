@@ -31,6 +31,11 @@ struct RunnerStats {
   std::int64_t graph_forwards = 0;     // decode forwards replayed from a CUDA graph
   std::int64_t in_place_forwards = 0;  // mirror decode forwards that read misses in place
   double decode_gpu_ms = 0;            // CUDA events around the decode forwards' GPU work
+  // The decode forwards of a shape seen before that did not capture its graph: what the
+  // planner prices. The first forward of a shape loads its kernels (lazy module loading), and
+  // the second captures and instantiates its graph; a short run spreads both over its steps.
+  double decode_steady_ms = 0;
+  std::int64_t decode_steady_forwards = 0;
   // With profile_phases: GPU milliseconds per phase, decode and prefill forwards apart
   // ("decode/attend", "prefill/index", ...), summed over layers and forwards.
   std::map<std::string, double> phases;

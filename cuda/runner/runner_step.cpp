@@ -160,10 +160,12 @@ void QsaRunner::launch_step(const std::vector<RequestRows>& batch) {
   m.phases_on = m.c.profile_phases;
   m.phase_used = 0;
   m.mark("other");
+  const Impl::GraphKey key{rows, p.width_pages, p.writes, p.in_place};
+  bool steady = p.decode && m.decode_shapes_seen[key]++ > 0;
   if (graph_ok) {
-    const Impl::GraphKey key{rows, p.width_pages, p.writes, p.in_place};
     auto it = m.graphs.find(key);
     if (it == m.graphs.end() && m.graph_seen[key]++ > 0) {
+      steady = false;  // this forward captures and instantiates
       cudaGraph_t graph = nullptr;
       KVT_CUDA_CHECK(cudaStreamBeginCapture(m.s, cudaStreamCaptureModeThreadLocal));
       m.forward_work(p, *this);
@@ -186,7 +188,7 @@ void QsaRunner::launch_step(const std::vector<RequestRows>& batch) {
   }
   m.mark("LM head");
   KVT_CUDA_CHECK(cudaEventRecord(m.ev_b, m.s));
-  pending_ = std::make_unique<PendingStep>(PendingStep{std::move(p), t0});
+  pending_ = std::make_unique<PendingStep>(PendingStep{std::move(p), t0, steady});
 }
 
 std::vector<std::int32_t> QsaRunner::finish_step() {
@@ -235,6 +237,10 @@ std::vector<std::int32_t> QsaRunner::finish_step() {
     (row.kind == traces::RowKind::decode ? st.decode_tokens : st.prefill_tokens) += row.count;
   (p.decode ? st.decode_ms : st.prefill_ms) += ms;
   if (p.decode) st.decode_gpu_ms += gpu_ms;
+  if (pend->steady) {
+    st.decode_steady_ms += ms;
+    ++st.decode_steady_forwards;
+  }
   if (m.phases_on) {
     const std::string kind = p.decode ? "decode/" : "prefill/";
     for (std::size_t i = 1; i < m.phase_used; ++i) {

@@ -231,6 +231,31 @@ TEST(RunnerGpu, WarmUpLeavesTheForwardsAsTheyWere) {
   EXPECT_TRUE(std::equal(logits[0].begin(), logits[0].end(), logits[1].begin()));
 }
 
+// A decode shape's first forward (kernels loaded) and, with graphs, its second (captured) are
+// left out of the steady figure; every later decode forward is in it.
+TEST(RunnerGpu, SteadyDecodeLeavesOutEachShapesFirstForwardAndCapture) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  const Geometry g = small_gpu_geometry();
+  TempDir dir("runner-gpu-steady");
+  const std::string path = dir.file("w.safetensors");
+  weights::write_synthetic_weights(path, g, kVocab, {6, false});
+  weights::SafetensorsFile f(path);
+  const auto prompt = prompt_tokens(12);
+  for (const bool graphs : {true, false}) {
+    runner::RunnerConfig rc;
+    rc.max_rows = kPrompt;
+    rc.max_context = 512;
+    rc.graphs = graphs;
+    runner::QsaRunner gpu(f, g, kVocab, rc);
+    gpu.generate(prompt, kPrompt, 7);  // a prefill forward, then 6 decode forwards of one row
+    const runner::RunnerStats& s = gpu.stats();
+    EXPECT_EQ(s.decode_steady_forwards, graphs ? 4 : 5) << "graphs " << graphs;
+    EXPECT_GT(s.decode_steady_ms, 0.0);
+    EXPECT_LT(s.decode_steady_ms, s.decode_ms);
+    EXPECT_EQ(s.graph_forwards, graphs ? 5 : 0);
+  }
+}
+
 TEST(RunnerGpu, NeedleUpdatePointsToThePlantedValue) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   const Geometry g = small_gpu_geometry();
