@@ -189,7 +189,9 @@ LayerQuery FrontEnd::build(const Forward& f, int layer, int width,
       if (staged) {
         rt.staged_cached = cached;
         rt.staged_selected = rt.selected;
-        q.staged_windows += (cached + window_ - 1) / window_;
+        const std::int64_t windows = (cached + window_ - 1) / window_;
+        q.staged_windows += windows;
+        q.staged_window_rows += windows * row.count;
       }
     }
     if (bypass) add_bypassed_row(q, rt, row.kind);

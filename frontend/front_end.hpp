@@ -52,6 +52,7 @@ struct LayerQuery {
   // (count x select width > cached tokens) stage the cached tokens through device windows.
   std::int64_t staged_cached_tokens = 0;
   std::int64_t staged_windows = 0;
+  std::int64_t staged_window_rows = 0;  // sum over the windows of their request's rows
   std::int64_t staged_selected_tokens = 0;
   // Mirror: the rows that bypass the pool. Their share of `selected_tokens` and of
   // `last_token_selected`, and the tokens the model's rows read from the host bank (the

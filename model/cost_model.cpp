@@ -52,6 +52,23 @@ std::int64_t CostModel::d2h_copy_ns(std::int64_t bytes, std::int64_t transfers) 
   return ns(d(transfers) * p_.pcie_latency_us * 1e3 + d(bytes) / p_.pcie_d2h_gbps);
 }
 
+std::int64_t CostModel::staging_ns(std::int64_t bytes, std::int64_t windows) const {
+  if (bytes <= 0) return 0;
+  if (p_.staging_gbps <= 0) return h2d_copy_ns(bytes, windows);
+  return ns(d(windows) * p_.staging_fixed_us * 1e3) + rate_ns(bytes, p_.staging_gbps);
+}
+
+std::int64_t CostModel::window_fold_ns(std::int64_t windows, std::int64_t window_rows) const {
+  if (windows <= 0 || p_.staging_gbps <= 0) return 0;
+  return ns(d(windows) * p_.window_fold_fixed_us * 1e3 +
+            d(window_rows) * p_.window_fold_ns_per_row);
+}
+
+std::int64_t CostModel::fold_reset_ns(std::int64_t rows) const {
+  if (rows <= 0 || p_.staging_gbps <= 0) return 0;
+  return fixed_plus(p_.fold_reset_fixed_us, p_.fold_reset_ns_per_row, rows);
+}
+
 std::int64_t CostModel::zero_copy_read_ns(std::int64_t bytes) const {
   if (bytes <= 0) return 0;
   return ns(p_.pcie_latency_us * 1e3 + d(bytes) / p_.zero_copy_read_gbps);

@@ -60,6 +60,15 @@ class CostModel {
   // Bulk copies: `transfers` cudaMemcpyAsync calls moving `bytes` in all.
   std::int64_t h2d_copy_ns(std::int64_t bytes, std::int64_t transfers) const;
   std::int64_t d2h_copy_ns(std::int64_t bytes, std::int64_t transfers) const;
+  // A prefill staged through device windows (HardwareProfile's staging_*, window_fold_*,
+  // fold_reset_*): the gathers of `windows` windows holding `bytes` in all; the device work of
+  // those windows beside their attends, whose requests have `window_rows` rows summed over the
+  // windows (each window's page table, token list and fold); the reset of the rows' accumulator,
+  // once a layer. Without the staging terms (staging_gbps 0) the windows are priced as copies and
+  // the other two as nothing.
+  std::int64_t staging_ns(std::int64_t bytes, std::int64_t windows) const;
+  std::int64_t window_fold_ns(std::int64_t windows, std::int64_t window_rows) const;
+  std::int64_t fold_reset_ns(std::int64_t rows) const;
   // One gather/scatter kernel over mapped host memory (the multi-bank miss copy, in-place
   // reads, mirror stores): one PCIe latency plus bytes at the zero-copy rate.
   std::int64_t zero_copy_read_ns(std::int64_t bytes) const;

@@ -74,6 +74,12 @@ constexpr Field kFields[] = {
     {"attention_waves_fixed_us", &HardwareProfile::attention_waves_fixed_us},
     {"attention_waves_ns_per_cta", &HardwareProfile::attention_waves_ns_per_cta},
     {"attention_waves_gbps", &HardwareProfile::attention_waves_gbps},
+    {"staging_fixed_us", &HardwareProfile::staging_fixed_us},
+    {"staging_gbps", &HardwareProfile::staging_gbps},
+    {"window_fold_fixed_us", &HardwareProfile::window_fold_fixed_us},
+    {"window_fold_ns_per_row", &HardwareProfile::window_fold_ns_per_row},
+    {"fold_reset_fixed_us", &HardwareProfile::fold_reset_fixed_us},
+    {"fold_reset_ns_per_row", &HardwareProfile::fold_reset_ns_per_row},
     {"attention_l2_reuse_us", &HardwareProfile::attention_l2_reuse_us},
     {"attention_l2_reuse_full_bytes", &HardwareProfile::attention_l2_reuse_full_bytes},
     {"attention_l2_reuse_none_bytes", &HardwareProfile::attention_l2_reuse_none_bytes},
@@ -274,6 +280,12 @@ void HardwareProfile::validate() const {
                              f.member == &HardwareProfile::attention_waves_fixed_us ||
                              f.member == &HardwareProfile::attention_waves_ns_per_cta ||
                              f.member == &HardwareProfile::attention_waves_gbps ||
+                             f.member == &HardwareProfile::staging_fixed_us ||
+                             f.member == &HardwareProfile::staging_gbps ||
+                             f.member == &HardwareProfile::window_fold_fixed_us ||
+                             f.member == &HardwareProfile::window_fold_ns_per_row ||
+                             f.member == &HardwareProfile::fold_reset_fixed_us ||
+                             f.member == &HardwareProfile::fold_reset_ns_per_row ||
                              f.member == &HardwareProfile::topk_one_cta_ns_per_row;
     const double v = this->*f.member;
     if (!std::isfinite(v) || (may_be_zero ? !(v >= 0) : !(v > 0))) {
@@ -291,6 +303,10 @@ void HardwareProfile::validate() const {
     fail(name + ".attention_waves_fixed_us",
          "attention_waves_fixed_us and attention_waves_ns_per_cta must be positive where "
          "attention_waves_gbps > 0 (0: the one-wave terms price every attend)");
+  if (staging_gbps > 0 && !(window_fold_ns_per_row > 0 && fold_reset_ns_per_row > 0))
+    fail(name + ".window_fold_ns_per_row",
+         "window_fold_ns_per_row and fold_reset_ns_per_row must be positive where staging_gbps > "
+         "0 (0: staged windows priced as copies)");
   if (sm_count != std::floor(sm_count) || sm_count > 65535)
     fail(name + ".sm_count",
          "must be a whole number of multiprocessors, got " + number_text(sm_count));

@@ -129,6 +129,18 @@ struct HardwareProfile {
   double attention_waves_fixed_us = 0;
   double attention_waves_ns_per_cta = 0;
   double attention_waves_gbps = 0;
+  // A prefill staged through device windows (host, mirror bypass): the gather of a window's
+  // pages from the host bank (staging: a kernel reading mapped host memory, per window and per
+  // byte), each window's page table, token list and fold of its pass into the rows' accumulator
+  // (window_fold: per window and per row of its request), and the accumulator's reset once a
+  // layer (fold_reset: per call and per row). staging_gbps 0: not measured, the windows priced
+  // as copies (h2d_copy) with neither the window ops nor the reset.
+  double staging_fixed_us = 0;
+  double staging_gbps = 0;
+  double window_fold_fixed_us = 0;
+  double window_fold_ns_per_row = 0;
+  double fold_reset_fixed_us = 0;
+  double fold_reset_ns_per_row = 0;
   // bf16 attend of one decode row whose pages the forward before read (the trace replay's decode:
   // nothing else passes through the L2 between its forwards): what it saves while that forward's
   // selections fit the L2 (attention_l2_reuse_us, up to attention_l2_reuse_full_bytes of them),

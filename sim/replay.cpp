@@ -492,9 +492,15 @@ class Simulation {
     const OpId rd = in_place > 0 ? tl_.add(Resource::h2d, cost_.in_place_read_ns(in_place), deps,
                                            "in-place read", l)
                                  : kNoOp;
-    const OpId st = staged > 0 ? tl_.add(Resource::h2d, cost_.h2d_copy_ns(staged, windows), deps,
+    const OpId st = staged > 0 ? tl_.add(Resource::h2d, cost_.staging_ns(staged, windows), deps,
                                          "staging windows", l)
                                : kNoOp;
+    // Each window's table, token list and fold, and the accumulator's reset (the runner's
+    // attend_staged): device work in the attend's op.
+    const std::int64_t window_work =
+        windows > 0
+            ? cost_.window_fold_ns(windows, q.staged_window_rows) + cost_.fold_reset_ns(tokens_)
+            : 0;
     // fp8: the SIMT attend reading in place is compute-bound, priced by its own term (the link
     // op shows the link's use); bf16 reads at the link's pace, then the attend's own part.
     const bool fp8 = cfg_.dtype == KvDtype::fp8 && in_place > 0;
@@ -503,7 +509,7 @@ class Simulation {
         (fp8 ? cost_.attention_fp8_host_ns(in_place, rows) : 0) +
         (fp8 && staged_sel == 0 ? 0 : attend_cost(q, staged_sel * token_bytes_, in_place == 0));
     return tl_.add(Resource::compute,
-                   cost_.kernel_launch_ns(2 + static_cast<int>(windows)) + attend,
+                   cost_.kernel_launch_ns(2 + static_cast<int>(windows)) + attend + window_work,
                    {deps[0], deps[1], fp8 ? kNoOp : rd, st}, name, l);
   }
 

@@ -163,6 +163,7 @@ bool stop_sweep(const Bench& b, Series& s);
 void run_launch_and_copies(Bench& b, const Emit& emit);  // bench_copies.cpp
 void run_attention(Bench& b, const Emit& emit);          // bench_attention.cpp
 void run_attention_waves(Bench& b, const Emit& emit);    // bench_attention_waves.cpp
+void run_staging(Bench& b, const Emit& emit);            // bench_staging.cpp
 void run_selection(Bench& b, const Emit& emit);          // bench_selection.cpp
 void run_residency(Bench& b, const Emit& emit);          // bench_residency.cpp
 void run_projections(Bench& b, const Emit& emit);        // bench_projections.cpp

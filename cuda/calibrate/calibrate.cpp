@@ -45,6 +45,7 @@ constexpr Group kGroups[] = {
     {"launches and copies", run_launch_and_copies, 0.13, 7},
     {"attention, in-place reads, stores", run_attention, 0.3, 17},
     {"attention past one wave", run_attention_waves, 0.05, 1},
+    {"staging windows", run_staging, 0.04, 3},
     {"index and top-k", run_selection, 0.18, 6},
     {"residency step", run_residency, 0.18, 4},
     {"projections", run_projections, 0.1, 4},

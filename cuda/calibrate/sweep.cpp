@@ -29,6 +29,9 @@ CalibrationGrid calibration_grid(bool quick) {
     g.waves_rows = {272, 544, 1088};  // 2 KV heads: past 2, 4 and 8 waves of 2 x 132 CTAs
     g.waves_tokens = {515, 2051};
     g.waves_chunk_rows = 512;
+    g.staging_pages = {16, 64, 256};
+    g.staging_bank_pages = 512;
+    g.window_rows = {64, 256, 1024};
     g.store_attend_tokens = {1, 4096};
     g.warm_rows = {1, 2};  // 8 points: a points-file series of 6 inputs needs 8
     g.warm_layers = {1, 2, 3, 4};
@@ -72,6 +75,11 @@ CalibrationGrid calibration_grid(bool quick) {
   g.waves_rows = {264, 528, 1056, 2048, 4096, 8192, 16384};
   g.waves_tokens = {515, 1027, 2051};
   g.waves_chunk_rows = 2048;
+  // windows of 1 MB - 512 MB (one layer's bf16 pages; the runner's default window is 2,048 pages)
+  // from a 2 GiB bank, and the rows of one request's prefill chunk up to 8 chunks' worth
+  g.staging_pages = {8, 32, 128, 512, 1024, 2048, 4096};
+  g.staging_bank_pages = 16384;
+  g.window_rows = {264, 1024, 2048, 4096, 8192, 16384};
   g.store_attend_tokens = {1, 4096};
   g.warm_rows = {1, 2, 4};
   g.warm_layers = {1, 2, 3, 4, 6, 8, 12, 16};

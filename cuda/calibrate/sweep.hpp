@@ -41,6 +41,11 @@ struct CalibrationGrid {
   std::vector<int> waves_rows;
   std::vector<int> waves_tokens;
   int waves_chunk_rows = 0;
+  // staging: pages of each window gathered from a host bank of staging_bank_pages pages (bf16
+  // layer pages); window_fold, fold_reset: rows of a request's chunk
+  std::vector<int> staging_pages;
+  int staging_bank_pages = 0;
+  std::vector<int> window_rows;
   // store_then_attend (reported): tokens stored, then one row attends each of attend_tokens and
   // span_tokens
   std::vector<int> store_attend_tokens;

@@ -78,13 +78,16 @@ void QsaRunner::Impl::attend_staged(int li, const ForwardPlan& p, qsa::Rows r, R
     for (std::int64_t p0 = 0; p0 < pages; p0 += wp) {
       const std::int64_t p1 = std::min(pages, p0 + wp);
       store.stage(li, tables.get() + rq * stride + p0, p1 - p0, s);
+      mark("staging");
       window_table(R, stride, rq, p0, p1, wtable.get(), s);
       window_tokens(sel.get() + first * width, width, rr.req, n, rq, p0 * g.page_size,
                     p1 * g.page_size, sel_w.get(), s);
+      mark("window tables");
       qsa::attend(q.get() + first * qd_row, g.q_heads, rr, sel_w.get(), width, store.window_banks(),
                   wt, p.splits, work.get(), o_w.get(), lse_w.get(), s);
       qsa::fold(o.get() + first * qd_row, lse.get() + first * g.q_heads, o_w.get(), lse_w.get(), n,
                 g.q_heads, s);
+      mark("attend");
       st.staged_bytes += (p1 - p0) * store.layout().layer_page_bytes();
       ++st.staged_windows;
     }

@@ -83,7 +83,7 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
   // Every sweep: points, positive finite times, non-negative inputs, not cut at its budget.
   std::map<std::string, std::vector<std::vector<double>>> by_sweep;
   const auto& series = report.at("series").as_array();
-  EXPECT_EQ(series.size(), 41u);
+  EXPECT_EQ(series.size(), 44u);
   for (const auto& s : series) {
     const std::string name =
         std::string(s.at("term").as_string()) + " / " + std::string(s.at("sweep").as_string());
@@ -260,6 +260,9 @@ TEST(CalibrateGpu, QuickRunMeasuresEverySweepAndWritesThePointsFile) {
                                           "attention_span",
                                           "attention_warm",
                                           "attention_waves",
+                                          "staging",
+                                          "window_fold",
+                                          "fold_reset",
                                           "store_in_forward",
                                           "attention_fp8",
                                           "attention_fp8_host"}));

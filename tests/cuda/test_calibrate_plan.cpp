@@ -285,7 +285,10 @@ TEST(CalibratePointsFile, RefusesWhatTheReaderWould) {
                                       "cta_tokens"}));
   EXPECT_EQ(term_inputs("store_in_forward"), (std::vector<std::string>{"store_bytes"}));
   EXPECT_EQ(term_inputs("attention_waves"), (std::vector<std::string>{"hbm_bytes", "ctas"}));
-  EXPECT_EQ(points_file_terms().size(), 32u);
+  EXPECT_EQ(term_inputs("staging"), (std::vector<std::string>{"bytes"}));
+  EXPECT_EQ(term_inputs("window_fold"), (std::vector<std::string>{"rows"}));
+  EXPECT_EQ(term_inputs("fold_reset"), (std::vector<std::string>{"rows"}));
+  EXPECT_EQ(points_file_terms().size(), 35u);
 }
 
 TEST(CalibratePointsFile, ShortTermsAreLeftOut) {

@@ -13,7 +13,7 @@ TEST(Profiles, EveryBuiltinProfileParsesWithASourcePerValue) {
   for (const auto& b : builtin_profiles()) {
     const HardwareProfile p = load_profile(b.name);
     EXPECT_EQ(p.name, b.name);
-    EXPECT_EQ(p.sources.size(), 83u) << b.name;
+    EXPECT_EQ(p.sources.size(), 89u) << b.name;
     for (const auto& [field, source] : p.sources)
       EXPECT_FALSE(source.empty()) << field;
   }
@@ -191,6 +191,29 @@ TEST(CostModel, AttendsPastOneWaveHaveTheirOwnTerms) {
   // the fp8 attend keeps its own terms
   EXPECT_EQ(c.attention_ns(4'000'000, 2048, 4096, KvDtype::fp8),
             CostModel(round_attend()).attention_ns(4'000'000, 2048, 4096, KvDtype::fp8));
+}
+
+// Staged prefill windows: the gather per window and per byte, each window's ops per window and per
+// row of its request, the reset per row; without the staging terms, copies and nothing else.
+TEST(CostModel, StagedWindowsHaveTheirOwnTerms) {
+  HardwareProfile p = round_attend();
+  p.staging_gbps = 0;
+  const std::int64_t window = std::int64_t{2048} * 131072;  // 2,048 bf16 layer pages: 256 MiB
+  EXPECT_EQ(CostModel(p).staging_ns(3 * window, 3), CostModel(p).h2d_copy_ns(3 * window, 3));
+  EXPECT_EQ(CostModel(p).window_fold_ns(3, 3 * 2048), 0);
+  EXPECT_EQ(CostModel(p).fold_reset_ns(16384), 0);
+  p.staging_fixed_us = 35;
+  p.staging_gbps = 50;
+  p.window_fold_fixed_us = 6;
+  p.window_fold_ns_per_row = 22;
+  p.fold_reset_fixed_us = 3;
+  p.fold_reset_ns_per_row = 7.5;
+  const CostModel c(p);
+  EXPECT_EQ(c.staging_ns(3 * window, 3), 3 * 35000 + 16'106'127);  // 805 MB at 50 GB/s
+  EXPECT_EQ(c.staging_ns(0, 0), 0);
+  EXPECT_EQ(c.window_fold_ns(3, 3 * 2048), 3 * 6000 + 3 * 2048 * 22);
+  EXPECT_EQ(c.window_fold_ns(0, 0), 0);
+  EXPECT_EQ(c.fold_reset_ns(16384), 3000 + 122880);
 }
 
 // One decode row's attend over pages the forward before read: the whole saving while that

@@ -56,6 +56,11 @@ struct Truth {
   double proj_fixed_us = 3.9, proj_gbps = 3600.0, proj_per_row_ns = 220.0;
   double wide_fixed_us = 12.0, wide_tflops = 650.0;
   double ops_fixed_us = 9.0, ops_per_row_ns = 40.0;
+  // A prefill's staging windows: the gather (fixed, rate), each window's ops and fold (fixed, per
+  // row), the accumulator's reset (fixed, per row).
+  double staging_fixed_us = 35.0, staging_gbps = 50.0;
+  double window_fixed_us = 6.0, window_per_row_ns = 22.0, reset_fixed_us = 3.0,
+         reset_per_row_ns = 7.5;
 };
 
 // us for `x` bytes in two pieces: ns per KiB up to the knee, GB/s past it.
@@ -215,8 +220,23 @@ PointsFile synthetic(const Truth& t, double noise_rel) {
     ops.samples.x.push_back({rows});
     ops.samples.y.push_back(noisy(t.ops_fixed_us + rows * t.ops_per_row_ns * 1e-3));
   }
-  p.series = {h2d, zc,     store,       store_host,  hbm, att,    span, waves, fp8, fp8_host,
-              ens, beside, beside_wide, beside_copy, idx, launch, proj, wide,  ops};
+  PointSeries staging{"staging", {{"bytes"}, {}, {}}};
+  for (double pages : {8.0, 32.0, 128.0, 512.0, 2048.0, 4096.0}) {
+    staging.samples.x.push_back({pages * 131072});
+    staging.samples.y.push_back(
+        noisy(t.staging_fixed_us + pages * 131072 / (1000 * t.staging_gbps)));
+  }
+  PointSeries window{"window_fold", {{"rows"}, {}, {}}};
+  PointSeries reset{"fold_reset", {{"rows"}, {}, {}}};
+  for (double rows : {264.0, 1024.0, 2048.0, 4096.0, 16384.0}) {
+    window.samples.x.push_back({rows});
+    window.samples.y.push_back(noisy(t.window_fixed_us + rows * t.window_per_row_ns * 1e-3));
+    reset.samples.x.push_back({rows});
+    reset.samples.y.push_back(noisy(t.reset_fixed_us + rows * t.reset_per_row_ns * 1e-3));
+  }
+  p.series = {h2d,  zc,       store, store_host, hbm,         att,         span, waves,
+              fp8,  fp8_host, ens,   beside,     beside_wide, beside_copy, idx,  launch,
+              proj, wide,     ops,   staging,    window,      reset};
   return p;
 }
 
@@ -286,6 +306,12 @@ TEST(ProfileFit, RecoversTheCardFromExactPoints) {
   EXPECT_NEAR(p.projection_wide_tflops, t.wide_tflops, 1e-6 * t.wide_tflops);
   EXPECT_NEAR(p.layer_ops_fixed_us, t.ops_fixed_us, 1e-6);
   EXPECT_NEAR(p.layer_ops_ns_per_row, t.ops_per_row_ns, 1e-6);
+  EXPECT_NEAR(p.staging_fixed_us, t.staging_fixed_us, 1e-6);
+  EXPECT_NEAR(p.staging_gbps, t.staging_gbps, 1e-6);
+  EXPECT_NEAR(p.window_fold_fixed_us, t.window_fixed_us, 1e-6);
+  EXPECT_NEAR(p.window_fold_ns_per_row, t.window_per_row_ns, 1e-6);
+  EXPECT_NEAR(p.fold_reset_fixed_us, t.reset_fixed_us, 1e-6);
+  EXPECT_NEAR(p.fold_reset_ns_per_row, t.reset_per_row_ns, 1e-6);
   for (const SeriesFit& s : f.report.series)
     EXPECT_NEAR(s.linear.quality.r2, 1.0, 1e-9) << s.term;
 }
@@ -304,6 +330,8 @@ TEST(ProfileFit, RecoversTheCardFromNoisyPoints) {
   EXPECT_NEAR(p.projection_wide_tflops / t.wide_tflops, 1.0, 0.03);
   EXPECT_NEAR(p.layer_ops_ns_per_row / t.ops_per_row_ns, 1.0, 0.03);
   EXPECT_NEAR(p.layer_ops_fixed_us / t.ops_fixed_us, 1.0, 0.1);
+  EXPECT_NEAR(p.staging_gbps / t.staging_gbps, 1.0, 0.03);
+  EXPECT_NEAR(p.window_fold_ns_per_row / t.window_per_row_ns, 1.0, 0.03);
   EXPECT_NEAR(p.attention_fixed_us / t.attend_fixed_us, 1.0, 0.05);
   EXPECT_NEAR(p.attention_ns_per_cta / t.attend_per_cta_ns, 1.0, 0.2);
   EXPECT_NEAR(p.attention_ns_per_cta_token / t.span_per_token_ns, 1.0, 0.05);
