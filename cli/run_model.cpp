@@ -390,10 +390,11 @@ double rate(std::int64_t tokens, double ms) {
 struct Figures {
   double hit_rate = 1.0;  // hits / (hits + misses); 1 without lookups
   std::int64_t decode_forwards = 0;
-  double ms_per_step = 0;         // decode wall time per forward
-  double gpu_ms_per_step = 0;     // decode GPU time per forward
-  double steady_ms_per_step = 0;  // RunnerStats::decode_steady_ms per steady forward (0: none)
-  std::int64_t h2d = 0;           // host -> device: miss copies, staged and in-place reads
+  double ms_per_step = 0;          // decode wall time per forward
+  double gpu_ms_per_step = 0;      // decode GPU time per forward
+  double steady_ms_per_step = 0;   // RunnerStats::decode_steady_ms per steady forward (0: none)
+  double steady_h2d_per_step = 0;  // their link bytes per steady forward
+  std::int64_t h2d = 0;            // host -> device: miss copies, staged and in-place reads
 };
 
 Figures derive(const runner::SessionResult& res) {
@@ -406,8 +407,11 @@ Figures derive(const runner::SessionResult& res) {
     f.ms_per_step = s.decode_ms / static_cast<double>(f.decode_forwards);
     f.gpu_ms_per_step = s.decode_gpu_ms / static_cast<double>(f.decode_forwards);
   }
-  if (s.decode_steady_forwards > 0)
+  if (s.decode_steady_forwards > 0) {
     f.steady_ms_per_step = s.decode_steady_ms / static_cast<double>(s.decode_steady_forwards);
+    f.steady_h2d_per_step = static_cast<double>(s.decode_steady_h2d_bytes) /
+                            static_cast<double>(s.decode_steady_forwards);
+  }
   f.h2d = s.miss_copy_bytes + s.prefetch_copy_bytes + s.staged_bytes + s.in_place_bytes;
   return f;
 }
@@ -441,6 +445,9 @@ void print_json(const runner::SessionOptions& o, const std::string& weights_path
                                         ? boost::json::value(f.steady_ms_per_step)
                                         : boost::json::value(nullptr)},
       {"decode_steady_forwards", s.decode_steady_forwards},
+      {"decode_steady_h2d_bytes_per_step", f.steady_ms_per_step > 0
+                                               ? boost::json::value(f.steady_h2d_per_step)
+                                               : boost::json::value(nullptr)},
       {"micro_batches", o.micro_batches},
       {"micro_batches_auto", micro_batches_json(micro)},
       {"allow_drops", o.allow_drops},

@@ -3,16 +3,16 @@
 namespace kvtier::runner {
 
 RunnerStats overlapped_run_stats(const RunnerStats& overlapped, const RunnerStats& before,
-                                 double overlapped_ms) {
+                                 const OverlappedTime& time) {
+  const double overlapped_ms = time.ms;
   RunnerStats s = overlapped;
   s += before;
   s.decode_tokens = overlapped.decode_tokens;
   s.decode_ms = overlapped_ms;
   s.decode_gpu_ms = overlapped_ms;
   s.graph_forwards = overlapped.graph_forwards;
-  // one runner's forward times say nothing of the overlapped steps
-  s.decode_steady_ms = 0;
-  s.decode_steady_forwards = 0;
+  s.decode_steady_ms = time.steady_ms;
+  s.decode_steady_forwards = time.steady_steps;
   return s;
 }
 

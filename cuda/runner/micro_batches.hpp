@@ -44,15 +44,25 @@ std::vector<std::vector<std::int32_t>> prefill_each(
   return out;
 }
 
+// The wall time of the overlapped steps, and of those where every micro-batch's forward was
+// steady (Runner::last_step_steady: a shape seen before, no graph captured).
+struct OverlappedTime {
+  double ms = 0;
+  double steady_ms = 0;
+  int steady_steps = 0;
+};
+
 // Decodes `steps` more tokens per request with every micro-batch's forward in flight at once:
 // launch each, then wait for each. tokens[q] holds request q's tokens so far and grows by one
-// per step. Returns the wall time in milliseconds.
+// per step.
 template <class Runner>
-double decode_overlapped(const std::vector<std::unique_ptr<Runner>>& runners,
-                         const std::vector<MicroBatch>& batches, int steps,
-                         std::vector<std::vector<std::int32_t>>& tokens) {
-  const auto t0 = std::chrono::steady_clock::now();
+OverlappedTime decode_overlapped(const std::vector<std::unique_ptr<Runner>>& runners,
+                                 const std::vector<MicroBatch>& batches, int steps,
+                                 std::vector<std::vector<std::int32_t>>& tokens) {
+  using clock = std::chrono::steady_clock;
+  OverlappedTime t;
   for (int d = 0; d < steps; ++d) {
+    const auto t0 = clock::now();
     for (std::size_t k = 0; k < runners.size(); ++k) {
       std::vector<RequestRows> rows;
       for (int i = 0; i < batches[k].requests; ++i)
@@ -64,15 +74,25 @@ double decode_overlapped(const std::vector<std::unique_ptr<Runner>>& runners,
       for (std::size_t i = 0; i < next.size(); ++i)
         tokens[static_cast<std::size_t>(batches[k].first) + i].push_back(next[i]);
     }
+    const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    t.ms += ms;
+    bool steady = true;
+    for (const auto& r : runners)
+      steady = steady && r->last_step_steady();
+    if (steady) {
+      t.steady_ms += ms;
+      ++t.steady_steps;
+    }
   }
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return t;
 }
 
 // The figures of a micro-batched run: `overlapped`, every runner's counters summed since the
 // overlapped steps began, plus `before`, theirs until then; but the decode figures (tokens,
 // wall and GPU milliseconds, graph forwards) are the overlapped steps' alone, timed by their
-// wall time `overlapped_ms` (the runners' own decode times overlap each other).
+// wall time `time` (the runners' own decode times overlap each other), and the steady ones its
+// steady steps (their link bytes: every runner's steady forwards').
 RunnerStats overlapped_run_stats(const RunnerStats& overlapped, const RunnerStats& before,
-                                 double overlapped_ms);
+                                 const OverlappedTime& time);
 
 }  // namespace kvtier::runner

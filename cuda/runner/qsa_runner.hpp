@@ -107,6 +107,9 @@ class QsaRunner {
   // finish_step waits for it and returns what step() would. At most one forward in flight.
   void launch_step(const std::vector<RequestRows>& rows);
   std::vector<std::int32_t> finish_step();
+  // Whether the forward finish_step last returned was a steady decode forward (a shape seen
+  // before that captured no graph: RunnerStats::decode_steady_ms).
+  bool last_step_steady() const { return last_steady_; }
   // Request 0 only (tests).
   std::int32_t forward(const std::vector<std::int32_t>& tokens);
   // Prefill every prompt in chunks of `chunk` rows per request per forward, then `decode`
@@ -169,6 +172,7 @@ class QsaRunner {
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<PendingStep> pending_;
   RunnerStats stats_;
+  bool last_steady_ = false;
   bool capture_ = false;
   std::vector<std::vector<float>> captured_;
   std::vector<float> last_logits_;

@@ -25,6 +25,7 @@ RunnerStats& operator+=(RunnerStats& a, const RunnerStats& b) {
   a.decode_gpu_ms += b.decode_gpu_ms;
   a.decode_steady_ms += b.decode_steady_ms;
   a.decode_steady_forwards += b.decode_steady_forwards;
+  a.decode_steady_h2d_bytes += b.decode_steady_h2d_bytes;
   for (const auto& [name, ms] : b.phases)
     a.phases[name] += ms;
   return a;

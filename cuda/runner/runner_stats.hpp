@@ -36,6 +36,7 @@ struct RunnerStats {
   // the second captures and instantiates its graph; a short run spreads both over its steps.
   double decode_steady_ms = 0;
   std::int64_t decode_steady_forwards = 0;
+  std::int64_t decode_steady_h2d_bytes = 0;  // their link bytes (copies, in-place reads)
   // With profile_phases: GPU milliseconds per phase, decode and prefill forwards apart
   // ("decode/attend", "prefill/index", ...), summed over layers and forwards.
   std::map<std::string, double> phases;

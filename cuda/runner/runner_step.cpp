@@ -241,6 +241,9 @@ std::vector<std::int32_t> QsaRunner::finish_step() {
     st.decode_steady_ms += ms;
     ++st.decode_steady_forwards;
   }
+  last_steady_ = pend->steady;
+  const std::int64_t h2d_before =
+      st.miss_copy_bytes + st.prefetch_copy_bytes + st.in_place_bytes + st.staged_bytes;
   if (m.phases_on) {
     const std::string kind = p.decode ? "decode/" : "prefill/";
     for (std::size_t i = 1; i < m.phase_used; ++i) {
@@ -267,6 +270,9 @@ std::vector<std::int32_t> QsaRunner::finish_step() {
           attended_tokens(p.row_pos[static_cast<std::size_t>(i)], g.compress_ratio, m.k) *
           token_bytes * m.L;
   }
+  if (pend->steady)
+    st.decode_steady_h2d_bytes += st.miss_copy_bytes + st.prefetch_copy_bytes + st.in_place_bytes +
+                                  st.staged_bytes - h2d_before;
   if (m.recorder != nullptr) {
     for (const auto& row : p.trace.rows) {
       const auto i = static_cast<std::size_t>(row.request);

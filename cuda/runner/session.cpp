@@ -91,9 +91,10 @@ void run_needle_request(QsaRunner& r, const Geometry& g, const SessionOptions& o
 
 // Micro-batches: prefill one at a time, then the decode steps after the first with every
 // micro-batch in flight. `before` gets the counters until the overlapped steps, the runners'
-// own counters start again there; returns the overlapped steps' wall time (ms).
-double run_micro_batches(const Runners& runners, const SessionOptions& o, const SessionPlan& plan,
-                         const SessionProgress& progress, SessionResult& res, RunnerStats& before) {
+// own counters start again there; returns the overlapped steps' wall time.
+OverlappedTime run_micro_batches(const Runners& runners, const SessionOptions& o,
+                                 const SessionPlan& plan, const SessionProgress& progress,
+                                 SessionResult& res, RunnerStats& before) {
   res.tokens = prefill_each(runners, plan.batches, o.prompts, plan.rows_per_request,
                             prefill_progress(progress));
   finish_prefill(progress);
@@ -106,7 +107,7 @@ double run_micro_batches(const Runners& runners, const SessionOptions& o, const 
 
 // Closes every runner (and the recorder) and sums their counters and memory into res.
 void collect_figures(const Runners& runners, traces::TraceWriter* writer, const RunnerStats& before,
-                     double overlapped_ms, SessionResult& res) {
+                     const OverlappedTime& overlapped, SessionResult& res) {
   RunnerStats s;
   for (const auto& r : runners) {
     r->close();
@@ -116,7 +117,7 @@ void collect_figures(const Runners& runners, traces::TraceWriter* writer, const 
     res.other_device_bytes += r->other_device_bytes();
   }
   if (writer != nullptr) writer->close();
-  res.stats = runners.size() > 1 ? overlapped_run_stats(s, before, overlapped_ms) : s;
+  res.stats = runners.size() > 1 ? overlapped_run_stats(s, before, overlapped) : s;
   res.mirror_reads = runners.front()->mirror_reads();
 }
 
@@ -157,7 +158,7 @@ SessionResult run_session(const weights::SafetensorsFile& file, const Geometry& 
   }
 
   RunnerStats before;  // micro-batches: the counters before the overlapped steps
-  double overlapped_ms = 0;
+  OverlappedTime overlapped;
   if (o.needle_at >= 0) {
     run_needle_request(first, g, o, plan, progress, res);
   } else if (runners.size() == 1) {
@@ -165,9 +166,9 @@ SessionResult run_session(const weights::SafetensorsFile& file, const Geometry& 
         first.generate(o.prompts, plan.rows_per_request, o.decode, prefill_progress(progress));
     finish_prefill(progress);
   } else {
-    overlapped_ms = run_micro_batches(runners, o, plan, progress, res, before);
+    overlapped = run_micro_batches(runners, o, plan, progress, res, before);
   }
-  collect_figures(runners, writer.get(), before, overlapped_ms, res);
+  collect_figures(runners, writer.get(), before, overlapped, res);
   return res;
 }
 

@@ -62,8 +62,12 @@ class FakeRunner {
   std::vector<std::int32_t> finish_step() {
     note("finish");
     if (pending_.empty()) throw std::logic_error("fake: finish_step with nothing in flight");
+    ++steps_;
     return std::exchange(pending_, {});
   }
+  // As QsaRunner's: here every step after the runner's first `unsteady_steps` ones.
+  bool last_step_steady() const { return steps_ > unsteady_steps; }
+  int unsteady_steps = 1;
   std::vector<std::int32_t> step(const std::vector<runner::RequestRows>& rows) {
     launch_step(rows);
     return finish_step();
@@ -96,6 +100,7 @@ class FakeRunner {
 
   std::vector<std::vector<std::int32_t>> history_;
   std::vector<std::int32_t> pending_;
+  int steps_ = 0;  // finish_step calls
   std::int64_t probe_ = -1;
   std::string name_;
   std::vector<std::string>* log_;

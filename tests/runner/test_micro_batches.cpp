@@ -69,6 +69,21 @@ TEST(MicroBatches, EveryStepLaunchesAllBeforeWaitingForAny) {
   EXPECT_EQ(run.log, expected);
 }
 
+// A step is steady when every micro-batch's forward was: the slowest runner to settle decides.
+TEST(MicroBatches, SteadyStepsAreThoseWhereEveryMicroBatchWasSteady) {
+  const auto prompts = random_prompts({3, 4, 5, 6}, 3);
+  const std::vector<runner::MicroBatch> batches = runner::split_requests(4, 2);
+  std::vector<std::unique_ptr<FakeRunner>> runners;
+  for (std::size_t k = 0; k < batches.size(); ++k)
+    runners.push_back(std::make_unique<FakeRunner>(batches[k].requests, "mb", nullptr));
+  runners[1]->unsteady_steps = 2;
+  auto tokens = runner::prefill_each(runners, batches, prompts, 4, {});
+  const runner::OverlappedTime t = runner::decode_overlapped(runners, batches, 6, tokens);
+  EXPECT_EQ(t.steady_steps, 4);
+  EXPECT_GE(t.ms, t.steady_ms);
+  EXPECT_GE(t.steady_ms, 0.0);
+}
+
 TEST(MicroBatches, PrefillProgressCountsOverAllMicroBatches) {
   const auto prompts = random_prompts({10, 3, 8, 8}, 2);
   const MicroRun run = run_micro(prompts, 2, 4, 2);
@@ -102,7 +117,11 @@ TEST(MicroBatches, OverlappedStepsKeepTheirOwnDecodeFigures) {
   overlapped.in_place_bytes = 1 << 20;
   overlapped.phases["prefill/index"] = 0.5;
   overlapped.phases["decode/attend"] = 9.0;
-  const runner::RunnerStats s = runner::overlapped_run_stats(overlapped, before, 160.0);
+  overlapped.decode_steady_ms = 280.0;  // the runners' own again
+  overlapped.decode_steady_forwards = 56;
+  overlapped.decode_steady_h2d_bytes = 5000;
+  const runner::RunnerStats s =
+      runner::overlapped_run_stats(overlapped, before, runner::OverlappedTime{160.0, 150.0, 28});
   EXPECT_EQ(s.forwards, 67);
   EXPECT_EQ(s.prefill_tokens, 900);
   EXPECT_EQ(s.prefill_ms, 40.0);
@@ -113,6 +132,9 @@ TEST(MicroBatches, OverlappedStepsKeepTheirOwnDecodeFigures) {
   EXPECT_EQ(s.decode_ms, 160.0);
   EXPECT_EQ(s.decode_gpu_ms, 160.0);
   EXPECT_EQ(s.graph_forwards, 58);
+  EXPECT_EQ(s.decode_steady_ms, 150.0);
+  EXPECT_EQ(s.decode_steady_forwards, 28);
+  EXPECT_EQ(s.decode_steady_h2d_bytes, 5000);
   EXPECT_EQ(s.phases.at("prefill/index"), 2.0);
   EXPECT_EQ(s.phases.at("decode/attend"), 9.0);
 }
