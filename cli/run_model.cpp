@@ -412,7 +412,7 @@ Figures derive(const runner::SessionResult& res) {
     f.steady_h2d_per_step = static_cast<double>(s.decode_steady_h2d_bytes) /
                             static_cast<double>(s.decode_steady_forwards);
   }
-  f.h2d = s.miss_copy_bytes + s.prefetch_copy_bytes + s.staged_bytes + s.in_place_bytes;
+  f.h2d = s.h2d_bytes();
   return f;
 }
 
@@ -421,6 +421,10 @@ void print_json(const runner::SessionOptions& o, const std::string& weights_path
   const runner::RunnerConfig& rc = o.runner;
   const runner::RunnerStats& s = res.stats;
   const Figures f = derive(res);
+  // a steady figure, or null without steady forwards
+  const auto steady = [&s](double v) {
+    return s.decode_steady_forwards > 0 ? boost::json::value(v) : boost::json::value(nullptr);
+  };
   boost::json::array toks;
   for (const auto& t : res.tokens)
     toks.push_back(boost::json::value_from(t));
@@ -441,13 +445,9 @@ void print_json(const runner::SessionOptions& o, const std::string& weights_path
       {"decode_ms_per_step", f.ms_per_step},
       {"decode_gpu_ms", s.decode_gpu_ms},
       {"decode_gpu_ms_per_step", f.gpu_ms_per_step},
-      {"decode_steady_ms_per_step", f.steady_ms_per_step > 0
-                                        ? boost::json::value(f.steady_ms_per_step)
-                                        : boost::json::value(nullptr)},
+      {"decode_steady_ms_per_step", steady(f.steady_ms_per_step)},
       {"decode_steady_forwards", s.decode_steady_forwards},
-      {"decode_steady_h2d_bytes_per_step", f.steady_ms_per_step > 0
-                                               ? boost::json::value(f.steady_h2d_per_step)
-                                               : boost::json::value(nullptr)},
+      {"decode_steady_h2d_bytes_per_step", steady(f.steady_h2d_per_step)},
       {"micro_batches", o.micro_batches},
       {"micro_batches_auto", micro_batches_json(micro)},
       {"allow_drops", o.allow_drops},

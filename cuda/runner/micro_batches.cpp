@@ -4,12 +4,11 @@ namespace kvtier::runner {
 
 RunnerStats overlapped_run_stats(const RunnerStats& overlapped, const RunnerStats& before,
                                  const OverlappedTime& time) {
-  const double overlapped_ms = time.ms;
   RunnerStats s = overlapped;
   s += before;
   s.decode_tokens = overlapped.decode_tokens;
-  s.decode_ms = overlapped_ms;
-  s.decode_gpu_ms = overlapped_ms;
+  s.decode_ms = time.ms;
+  s.decode_gpu_ms = time.ms;
   s.graph_forwards = overlapped.graph_forwards;
   s.decode_steady_ms = time.steady_ms;
   s.decode_steady_forwards = time.steady_steps;

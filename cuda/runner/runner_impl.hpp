@@ -145,6 +145,12 @@ struct QsaRunner::Impl {
   void qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner);
   void attend_staged(int li, const ForwardPlan& p, qsa::Rows r, RunnerStats& st);
   void stand_in_mlp(int rows);
+  // The forward's cuBLAS-sized calls, each in one place so that QsaRunner::warm_up calls what
+  // the forward calls: the six projections of the normed rows (xn -> q .. gate), the output
+  // projection (attn_g added into hidden), the LM head of `trows` last rows (xn -> logits).
+  void input_projections(const LayerWeights& l, int rows);
+  void output_projection(const LayerWeights& l, int rows);
+  void lm_head_logits(int trows);
 };
 
 }  // namespace kvtier::runner

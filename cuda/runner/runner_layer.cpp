@@ -61,6 +61,22 @@ void QsaRunner::Impl::stand_in_mlp(int rows) {
   gemm.f32_out(mlp_a.get(), mlp_down.get(), rows, W, H, hidden.get(), true);
 }
 
+void QsaRunner::Impl::input_projections(const LayerWeights& l, int rows) {
+  const ProjectionOutput projections[] = {
+      {l.q.get(), qd, q.get()},        {l.k.get(), kvd, kk.get()},  {l.v.get(), kvd, v.get()},
+      {l.iq.get(), iqd, iq_raw.get()}, {l.ik.get(), ikd, ik.get()}, {l.gate.get(), qd, gate.get()}};
+  gemm.bf16_out_group(xn.get(), rows, g.hidden_size, projections);
+}
+
+void QsaRunner::Impl::output_projection(const LayerWeights& l, int rows) {
+  gemm.f32_out(attn_g.get(), l.o.get(), rows, qd, g.hidden_size, hidden.get(), true);
+}
+
+void QsaRunner::Impl::lm_head_logits(int trows) {
+  gemm.f32_out(xn.get(), lm_head.get(), trows, g.hidden_size, static_cast<int>(vocab),
+               logits_vocab.get(), false);
+}
+
 void QsaRunner::Impl::attend_staged(int li, const ForwardPlan& p, qsa::Rows r, RunnerStats& st) {
   const PagedKv& store = *kv;
   const std::int64_t wp = store.window_pages();
@@ -105,10 +121,7 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
   mark("other");
   rms_norm(hidden.get(), l.input_norm.get(), rows, H, c.norm_eps, xn.get(), s);
   mark("norm");
-  const ProjectionOutput projections[] = {
-      {l.q.get(), qd, q.get()},        {l.k.get(), kvd, kk.get()},  {l.v.get(), kvd, v.get()},
-      {l.iq.get(), iqd, iq_raw.get()}, {l.ik.get(), ikd, ik.get()}, {l.gate.get(), qd, gate.get()}};
-  gemm.bf16_out_group(xn.get(), rows, H, projections);
+  input_projections(l, rows);
   mark("projections");
   qsa::rope_inplace(q.get(), g.q_heads, g.head_dim, r, rope, s);
   qsa::rope_inplace(kk.get(), g.kv_heads, g.head_dim, r, rope, s);
@@ -263,7 +276,7 @@ void QsaRunner::Impl::qsa_layer(int li, const ForwardPlan& p, QsaRunner& owner) 
   }
   gate_mul(o.get(), gate.get(), std::int64_t{rows} * qd, attn_g.get(), s);
   mark("gate");
-  gemm.f32_out(attn_g.get(), l.o.get(), rows, qd, H, hidden.get(), true);
+  output_projection(l, rows);
   mark("output projection");
   KVT_CUDA_CHECK(cudaPeekAtLastError());
 }

@@ -37,6 +37,10 @@ struct RunnerStats {
   double decode_steady_ms = 0;
   std::int64_t decode_steady_forwards = 0;
   std::int64_t decode_steady_h2d_bytes = 0;  // their link bytes (copies, in-place reads)
+  // Host -> device over the link: miss copies, prefetches, staged windows and in-place reads.
+  std::int64_t h2d_bytes() const {
+    return miss_copy_bytes + prefetch_copy_bytes + staged_bytes + in_place_bytes;
+  }
   // With profile_phases: GPU milliseconds per phase, decode and prefill forwards apart
   // ("decode/attend", "prefill/index", ...), summed over layers and forwards.
   std::map<std::string, double> phases;

@@ -242,8 +242,7 @@ std::vector<std::int32_t> QsaRunner::finish_step() {
     ++st.decode_steady_forwards;
   }
   last_steady_ = pend->steady;
-  const std::int64_t h2d_before =
-      st.miss_copy_bytes + st.prefetch_copy_bytes + st.in_place_bytes + st.staged_bytes;
+  const std::int64_t h2d_before = st.h2d_bytes();
   if (m.phases_on) {
     const std::string kind = p.decode ? "decode/" : "prefill/";
     for (std::size_t i = 1; i < m.phase_used; ++i) {
@@ -270,9 +269,7 @@ std::vector<std::int32_t> QsaRunner::finish_step() {
           attended_tokens(p.row_pos[static_cast<std::size_t>(i)], g.compress_ratio, m.k) *
           token_bytes * m.L;
   }
-  if (pend->steady)
-    st.decode_steady_h2d_bytes += st.miss_copy_bytes + st.prefetch_copy_bytes + st.in_place_bytes +
-                                  st.staged_bytes - h2d_before;
+  if (pend->steady) st.decode_steady_h2d_bytes += st.h2d_bytes() - h2d_before;
   if (m.recorder != nullptr) {
     for (const auto& row : p.trace.rows) {
       const auto i = static_cast<std::size_t>(row.request);
@@ -327,7 +324,7 @@ void QsaRunner::Impl::forward_work(const ForwardPlan& p, QsaRunner& owner) {
   const int V = static_cast<int>(vocab);
   gather_rows(hidden.get(), last_idx.get(), p.trows, H, last_hidden.get(), s);
   rms_norm(last_hidden.get(), final_norm.get(), p.trows, H, c.norm_eps, xn.get(), s);
-  gemm.f32_out(xn.get(), lm_head.get(), p.trows, H, V, logits_vocab.get(), false);
+  lm_head_logits(p.trows);
   argmax(logits_vocab.get(), p.trows, V, argmax_out.get(), s);
   KVT_CUDA_CHECK(cudaPeekAtLastError());
 }
@@ -467,34 +464,23 @@ void QsaRunner::fill(std::int64_t depth) {
 
 void QsaRunner::warm_up(const std::vector<int>& forward_rows) {
   Impl& m = *impl_;
-  const int H = m.g.hidden_size, W = m.c.stand_in_width, V = static_cast<int>(m.vocab);
-  const LayerWeights& l = m.layers.front();
-  const ProjectionOutput projections[] = {
-      {l.q.get(), m.qd, m.q.get()},    {l.k.get(), m.kvd, m.kk.get()},
-      {l.v.get(), m.kvd, m.v.get()},   {l.iq.get(), m.iqd, m.iq_raw.get()},
-      {l.ik.get(), m.ikd, m.ik.get()}, {l.gate.get(), m.qd, m.gate.get()}};
+  const int H = m.g.hidden_size;
   std::vector<int> rows_seen;
   for (const int asked : forward_rows) {
     const int rows = std::clamp(asked, 1, m.c.max_rows);
     if (std::find(rows_seen.begin(), rows_seen.end(), rows) != rows_seen.end()) continue;
     rows_seen.push_back(rows);
-    // Zero inputs (the buffers may hold anything), outputs that every forward writes before it
-    // reads them: q .. gate, attn_g's product into hidden (embedded anew by each forward).
+    // Zeroed inputs (the buffers may hold anything) through the forward's own calls; every
+    // buffer they write a forward writes before it reads (hidden: embedded anew by each forward).
     const auto n = static_cast<std::size_t>(rows);
+    KVT_CUDA_CHECK(cudaMemsetAsync(m.hidden.get(), 0, n * H * sizeof(float), m.s));
     KVT_CUDA_CHECK(cudaMemsetAsync(m.xn.get(), 0, n * H * 2, m.s));
     KVT_CUDA_CHECK(cudaMemsetAsync(m.attn_g.get(), 0, n * m.qd * 2, m.s));
-    m.gemm.bf16_out_group(m.xn.get(), rows, H, projections);
-    m.gemm.f32_out(m.attn_g.get(), l.o.get(), rows, m.qd, H, m.hidden.get(), true);
-    if (W > 0) {
-      const ProjectionOutput gate_up[] = {{m.mlp_gate.get(), W, m.mlp_a.get()},
-                                          {m.mlp_up.get(), W, m.mlp_b.get()}};
-      m.gemm.bf16_out_group(m.xn.get(), rows, H, gate_up);
-      KVT_CUDA_CHECK(cudaMemsetAsync(m.mlp_a.get(), 0, n * W * 2, m.s));
-      m.gemm.f32_out(m.mlp_a.get(), m.mlp_down.get(), rows, W, H, m.hidden.get(), true);
-    }
+    m.input_projections(m.layers.front(), rows);
+    m.output_projection(m.layers.front(), rows);
+    if (m.c.stand_in_width > 0) m.stand_in_mlp(rows);
   }
-  // The LM head of a forward with every request (its rows: the requests, one each)
-  m.gemm.f32_out(m.xn.get(), m.lm_head.get(), m.R, H, V, m.logits_vocab.get(), false);
+  m.lm_head_logits(m.R);  // a forward with every request: its rows are the requests, one each
   KVT_CUDA_CHECK(cudaStreamSynchronize(m.s));
 }
 

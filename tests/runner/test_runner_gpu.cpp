@@ -26,6 +26,20 @@ using weights::test::TempDir;
 constexpr std::int64_t kVocab = 64;
 constexpr int kPrompt = 300;
 
+// The small geometry's synthetic weights of `seed` (no needle), written to a fresh directory and
+// opened.
+struct SmallModel {
+  SmallModel(const char* dir_name, std::uint64_t seed)
+      : dir(dir_name), f(written(dir.file("w.safetensors"), g, seed)) {}
+  static std::string written(const std::string& path, const Geometry& g, std::uint64_t seed) {
+    weights::write_synthetic_weights(path, g, kVocab, {seed, false});
+    return path;
+  }
+  const Geometry g = small_gpu_geometry();
+  TempDir dir;
+  weights::SafetensorsFile f;
+};
+
 std::vector<std::int32_t> prompt_tokens(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<std::int32_t> t(kPrompt);
@@ -36,11 +50,9 @@ std::vector<std::int32_t> prompt_tokens(std::uint64_t seed) {
 
 TEST(RunnerGpu, LayersAndLogitsMatchTheCpuReference) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const Geometry g = small_gpu_geometry();
-  TempDir dir("runner-gpu");
-  const std::string path = dir.file("w.safetensors");
-  weights::write_synthetic_weights(path, g, kVocab, {5, false});
-  weights::SafetensorsFile f(path);
+  const SmallModel m("runner-gpu", 5);
+  const Geometry& g = m.g;
+  const weights::SafetensorsFile& f = m.f;
   const auto prompt = prompt_tokens(9);
 
   runner::RunnerConfig rc;
@@ -95,11 +107,9 @@ TEST(RunnerGpu, LayersAndLogitsMatchTheCpuReference) {
 // time.
 TEST(RunnerGpu, PrefillChunksAgreeAndDecodeRuns) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const Geometry g = small_gpu_geometry();
-  TempDir dir("runner-gpu-chunks");
-  const std::string path = dir.file("w.safetensors");
-  weights::write_synthetic_weights(path, g, kVocab, {6, false});
-  weights::SafetensorsFile f(path);
+  const SmallModel m("runner-gpu-chunks", 6);
+  const Geometry& g = m.g;
+  const weights::SafetensorsFile& f = m.f;
   const auto prompt = prompt_tokens(10);
   runner::RunnerConfig rc;
   rc.max_rows = kPrompt;
@@ -207,11 +217,9 @@ double needle_update_cosine(const std::string& path, const Geometry& g, std::int
 // 64 take cuBLAS, the calls it warms; 44 the tensor-core kernel).
 TEST(RunnerGpu, WarmUpLeavesTheForwardsAsTheyWere) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const Geometry g = small_gpu_geometry();
-  TempDir dir("runner-gpu-warm");
-  const std::string path = dir.file("w.safetensors");
-  weights::write_synthetic_weights(path, g, kVocab, {6, false});
-  weights::SafetensorsFile f(path);
+  const SmallModel m("runner-gpu-warm", 6);
+  const Geometry& g = m.g;
+  const weights::SafetensorsFile& f = m.f;
   const auto prompt = prompt_tokens(11);
   runner::RunnerConfig rc;
   rc.max_rows = kPrompt;
@@ -235,11 +243,9 @@ TEST(RunnerGpu, WarmUpLeavesTheForwardsAsTheyWere) {
 // left out of the steady figure; every later decode forward is in it.
 TEST(RunnerGpu, SteadyDecodeLeavesOutEachShapesFirstForwardAndCapture) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const Geometry g = small_gpu_geometry();
-  TempDir dir("runner-gpu-steady");
-  const std::string path = dir.file("w.safetensors");
-  weights::write_synthetic_weights(path, g, kVocab, {6, false});
-  weights::SafetensorsFile f(path);
+  const SmallModel m("runner-gpu-steady", 6);
+  const Geometry& g = m.g;
+  const weights::SafetensorsFile& f = m.f;
   const auto prompt = prompt_tokens(12);
   for (const bool graphs : {true, false}) {
     runner::RunnerConfig rc;
