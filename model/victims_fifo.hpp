@@ -38,26 +38,81 @@ class FifoVictims {
   // Adopts `st` as it stands: free slots are those stamped kFreeSlotStep.
   explicit FifoVictims(const ResidencyView& st, Config = {});
 
+  // The FIFO's hot fields by value, for a loop that pops and appends at almost every step
+  // (ensure_each): held in registers there. Read through `this`, every store to a last use (an
+  // int64, which may alias the finder's 64-bit fields) would force them to be read again.
+  struct Cursor {
+    std::int64_t* steps;
+    SlotId* slots;
+    std::uint64_t mask, head, tail, capacity;
+    bool pops;  // no free slot and no front run: a victim is the front's current entry
+
+    // The single victim at `step` from the front, or kNoSlot where select must decide (free
+    // slots, a front run, a front step of several entries, nothing evictable). Stale entries
+    // met on the way are dropped either way.
+    SlotId pop_one(const std::int64_t* last_use, std::int64_t step) {
+      while (head != tail) {
+        const std::uint64_t i = head & mask;
+        const SlotId s = slots[i];
+        const std::int64_t u = steps[i];
+        if (last_use[s] != u) {  // used since, or freed: a stale entry
+          ++head;
+          continue;
+        }
+        if (u >= step || (head + 1 != tail && steps[(head + 1) & mask] == u)) return kNoSlot;
+        ++head;
+        return s;
+      }
+      return kNoSlot;
+    }
+    // Appends (step, s); false, appending nothing, when the ring is full (make_room's part).
+    bool push(SlotId s, std::int64_t step) {
+      if (tail - head == capacity) return false;
+      const std::uint64_t i = tail++ & mask;
+      steps[i] = step;
+      slots[i] = s;
+      return true;
+    }
+    // The state of the victims a few misses ahead (a stream misses at nearly every step): the
+    // last use and page of the entry 2 x kHintAhead behind the front, and the slot entry of
+    // the page of the one kHintAhead behind. One entry of each a miss, cheaper than
+    // hint_front's marks; a stale entry costs only a wasted hint.
+    void hint_coming(const ResidencyView& st) const {
+      if (head + 2 * kHintAhead < tail) hint_victim(st, slots[(head + 2 * kHintAhead) & mask]);
+      if (head + kHintAhead < tail) hint_evicted_entry(st, slots[(head + kHintAhead) & mask]);
+    }
+  };
+  Cursor cursor() {
+    return {steps_.data(),
+            slots_.data(),
+            mask_,
+            head_,
+            tail_,
+            steps_.size(),
+            run_pos_ == run_.size() && free_word_ == free_.size()};
+  }
+  // Takes back a cursor's front and tail; no other call on the finder may come between.
+  void commit(Cursor c) {
+    head_ = c.head;
+    tail_ = c.tail;
+  }
+
   // Writes to out[0..found) the slots with last_use < step of smallest (last_use, slot), in
   // that order; found < m only when fewer slots are evictable.
   // Inline for the miss of a replay that evicts at almost every step (a stream of single
   // lookups): one victim, no free slot, no front run left, and the front step's only current
   // entry is the victim.
   int select(const ResidencyView& st, std::int64_t step, int m, SlotId* out) {
-    if (m == 1 && run_pos_ == run_.size() && free_word_ == free_.size()) {
-      while (head_ != tail_) {
-        const std::uint64_t i = head_ & mask_;
-        const SlotId s = slots_[i];
-        const std::int64_t u = steps_[i];
-        if (st.last_use[s] != u) {  // used since, or freed: a stale entry
-          ++head_;
-          continue;
+    if (m == 1) {
+      Cursor c = cursor();
+      if (c.pops) {
+        const SlotId s = c.pop_one(st.last_use, step);
+        commit(c);
+        if (s != kNoSlot) {
+          if (hints_pay(st)) hint_front(st);
+          out[0] = s;
+          return 1;
         }
-        if (u >= step || (head_ + 1 != tail_ && steps_[(head_ + 1) & mask_] == u)) break;
-        ++head_;
-        if (hints_pay(st)) hint_front(st);
-        out[0] = s;
-        return 1;
       }
     }
     return select_any(st, step, m, out);

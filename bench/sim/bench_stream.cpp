@@ -1,11 +1,13 @@
 // The replay's lookups/s on a miss-heavy page stream (issue 16, item 9): 20M page requests
-// (bench/sim/page_stream.hpp) replayed through the core's ensure_pages, a step per request
-// (plain LRU, what libCacheSim measures) or per batch of requests, with the simulator's
-// victim finder (FifoVictims) and the heap finder (HeapVictims). The pool holds
-// a fraction of the page space, so most lookups miss and the victim search is measured. Each stream
-// runs without and with the replay's look-ahead hint (range(4) below). Prints lookups/s (median of
-// 3 runs) and the hit rate; never fails on speed. Repeat: build-rel/bench/sim/bench_stream
-// --benchmark_filter=Fifo (bench/README.md).
+// (bench/sim/page_stream.hpp), a step per request (plain LRU, what libCacheSim measures).
+// BM_Each replays the whole stream in one call of the core's ensure_each (model/ensure_each.hpp),
+// the replay of a page-reference stream; BM_Stream calls ensure_pages once a step, a step per
+// request or per batch of requests, with the simulator's victim finder (FifoVictims) and the
+// heap finder (HeapVictims), without and with the look-ahead hints a replay that reads its trace
+// ahead can give (range(4)). The pool holds a fraction of the page space, so most lookups miss
+// and the victim search is measured. Prints lookups/s over CPU time (median of 3 runs) and the
+// hit rate; never fails on speed. Repeat: build-rel/bench/sim/bench_stream
+// --benchmark_filter='Each|Fifo' (bench/README.md; figures in bench/results/planner-speed.md).
 #include <benchmark/benchmark.h>
 
 #include <map>
@@ -13,6 +15,7 @@
 
 #include "bench/sim/page_stream.hpp"
 #include "model/ensure.hpp"
+#include "model/ensure_each.hpp"
 #include "model/victims_fifo.hpp"
 #include "model/victims_heap.hpp"
 
@@ -65,6 +68,40 @@ void BM_Stream(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(lookups), benchmark::Counter::kIsRate);
   state.counters["hit_rate"] = static_cast<double>(hits) / static_cast<double>(lookups);
 }
+
+// range(0): zipf exponent x 100 (0: uniform); range(1): page space; range(2): pool slots.
+template <class Finder>
+void BM_Each(benchmark::State& state) {
+  const double zipf = static_cast<double>(state.range(0)) / 100.0;
+  const auto pages = static_cast<PageId>(state.range(1));
+  const auto slots = static_cast<SlotId>(state.range(2));
+  const std::vector<PageId>& s = stream(zipf, pages);
+  std::int64_t lookups = 0, hits = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    ResidencyState st(pages, slots);
+    Finder finder(slots);
+    state.ResumeTiming();
+    const EnsureEachResult r =
+        ensure_each(st.view(), s.data(), static_cast<std::int64_t>(s.size()), 0, finder, nullptr);
+    if (r.status != EnsureStatus::ok) state.SkipWithError("pool too small");
+    lookups += r.lookups;
+    hits += r.hits;
+  }
+  state.counters["lookups/s"] =
+      benchmark::Counter(static_cast<double>(lookups), benchmark::Counter::kIsRate);
+  state.counters["hit_rate"] = static_cast<double>(hits) / static_cast<double>(lookups);
+}
+// The streams of stream_args below, one request a step.
+void each_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"zipf%", "pages", "slots"});
+  b->Args({0, 1 << 12, 1 << 10});   // tiny (cache-resident)
+  b->Args({0, 1 << 18, 1 << 16});   // uniform over 4 x the pool
+  b->Args({0, 1 << 20, 1 << 18});   // the same, 4 x larger
+  b->Args({80, 1 << 22, 1 << 18});  // Zipf 0.8 over 16 x the pool
+  b->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
+}
+BENCHMARK_TEMPLATE(BM_Each, FifoVictims)->Apply(each_args);
 
 void stream_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"zipf%", "pages", "slots", "per_step", "ahead"});
