@@ -147,13 +147,8 @@ __device__ inline int install_misses(const EnsureParams& p, const ResidencyView&
   for (int i = static_cast<int>(threadIdx.x); i < m; i += static_cast<int>(blockDim.x)) {
     const PageId pg = p.miss_pages[i];
     const SlotId s = p.victims[i];
-    const PageId old = st.page_of_slot[s];
-    if (old != kNoPage) {
-      st.slot_of_page[old] = kNoSlot;
-      ++evictions;
-    }
-    st.page_of_slot[s] = pg;
-    st.slot_of_page[pg] = s;
+    const PageId old = install_page(st, pg, s);
+    if (old != kNoPage) ++evictions;
     st.last_use[s] = step;
     p.copies[i] = CopyOp{pg, s, old};
   }

@@ -159,13 +159,8 @@ KVT_HD EnsureResult ensure_pages(ResidencyView st, const PageId* query, int n, s
   auto install = [&](int i) {
     const PageId p = scratch.miss_pages[i];
     const SlotId s = scratch.victims[i];
-    const PageId old = st.page_of_slot[s];
-    if (old != kNoPage) {
-      st.slot_of_page[old] = kNoSlot;
-      ++r.evictions;
-    }
-    st.page_of_slot[s] = p;
-    st.slot_of_page[p] = s;
+    const PageId old = install_page(st, p, s);
+    if (old != kNoPage) ++r.evictions;
     st.last_use[s] = step;
     victims.on_slot_used(st, s, step);
     copies[i] = CopyOp{p, s, old};

@@ -26,39 +26,24 @@ struct EachCount {
   }
 };
 
-// A finder without a cursor: select and on_slot_used at every miss and use.
+// A finder without a cursor: ensure_pages itself, one entry at a time (the definition the
+// cursor's loop keeps; its speed matters only with FifoVictims).
 template <class Victims>
 EnsureEachResult ensure_each_plain(ResidencyView st, const PageId* pages, std::int64_t n,
                                    std::int64_t first_step, Victims& victims, CopyOp* copies) {
   EachCount c;
+  PageId miss = kNoPage;
+  SlotId victim = kNoSlot;
+  CopyOp copy{};
   for (std::int64_t i = 0; i < n; ++i) {
-    const PageId p = pages[i];
-    const std::int64_t step = first_step + i;
-    if (p < kNoPage || p >= st.num_pages) return c.result(EnsureStatus::page_out_of_range, i);
-    if (p == kNoPage) continue;
-    ++c.lookups;
-    const SlotId s = st.slot_of_page[p];
-    if (s >= 0) {
-      if (st.last_use[s] < step) {  // else used at this step already: no hit
-        ++c.hits;
-        st.last_use[s] = step;
-        victims.on_slot_used(st, s, step);
-      }
-      continue;
-    }
-    SlotId v = kNoSlot;
-    if (victims.select(st, step, 1, &v) < 1) return c.result(EnsureStatus::pool_too_small, i);
-    const PageId old = st.page_of_slot[v];
-    if (old != kNoPage) {
-      st.slot_of_page[old] = kNoSlot;
-      ++c.evictions;
-    }
-    st.page_of_slot[v] = p;
-    st.slot_of_page[p] = v;
-    st.last_use[v] = step;
-    victims.on_slot_used(st, v, step);
-    if (copies != nullptr) copies[c.misses] = CopyOp{p, v, old};
-    ++c.misses;
+    const EnsureResult r = ensure_pages(st, pages + i, 1, first_step + i, victims,
+                                        EnsureScratch{&miss, &victim, nullptr}, &copy);
+    c.lookups += r.lookups;  // an entry the pool had no slot for was looked up
+    if (r.status != EnsureStatus::ok) return c.result(r.status, i);
+    c.hits += r.hits;
+    c.evictions += r.evictions;
+    if (r.misses > 0 && copies != nullptr) copies[c.misses] = copy;
+    c.misses += r.misses;
   }
   return c.result(EnsureStatus::ok, n);
 }
@@ -71,8 +56,6 @@ EnsureEachResult ensure_each_plain(ResidencyView st, const PageId* pages, std::i
 template <class Victims>
 EnsureEachResult ensure_each_cursor(ResidencyView st, const PageId* pages, std::int64_t n,
                                     std::int64_t first_step, Victims& victims, CopyOp* copies) {
-  SlotId* const slot_of_page = st.slot_of_page;
-  PageId* const page_of_slot = st.page_of_slot;
   std::int64_t* const last_use = st.last_use;
   const bool hint = hints_pay(st);
   EachCount c;
@@ -87,7 +70,7 @@ EnsureEachResult ensure_each_cursor(ResidencyView st, const PageId* pages, std::
     }
     if (p == kNoPage) continue;
     ++c.lookups;
-    SlotId s = slot_of_page[p];
+    SlotId s = st.slot_of_page[p];
     if (s >= 0) {
       // Used at this step already (no hit, nothing changes): only the first entry can be, in a
       // stream that goes on with the step of the call before. Past it no last use is read, so
@@ -107,13 +90,8 @@ EnsureEachResult ensure_each_cursor(ResidencyView st, const PageId* pages, std::
       } else if (hint) {
         cur.hint_coming(st);
       }
-      const PageId old = page_of_slot[s];
-      if (old != kNoPage) {
-        slot_of_page[old] = kNoSlot;
-        ++c.evictions;
-      }
-      page_of_slot[s] = p;
-      slot_of_page[p] = s;
+      const PageId old = install_page(st, p, s);
+      if (old != kNoPage) ++c.evictions;
       if (copies != nullptr) copies[c.misses] = CopyOp{p, s, old};
       ++c.misses;
     }

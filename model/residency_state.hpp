@@ -52,6 +52,16 @@ class ResidencyState {
   std::vector<std::int64_t> last_use_;
 };
 
+// Puts page p into slot s and returns the page s held (kNoPage if it was free), whose slot entry
+// is cleared: the two maps stay inverse. The caller stamps the slot's last use.
+KVT_HD inline PageId install_page(const ResidencyView& st, PageId p, SlotId s) {
+  const PageId old = st.page_of_slot[s];
+  if (old != kNoPage) st.slot_of_page[old] = kNoSlot;
+  st.page_of_slot[s] = p;
+  st.slot_of_page[p] = s;
+  return old;
+}
+
 // Victim order: smaller last-use step first, ties by smaller slot index.
 KVT_HD inline bool lru_before(std::int64_t use_a, SlotId a, std::int64_t use_b, SlotId b) {
   return use_a < use_b || (use_a == use_b && a < b);

@@ -44,7 +44,7 @@ class FifoVictims {
   struct Cursor {
     std::int64_t* steps;
     SlotId* slots;
-    std::uint64_t mask, head, tail, capacity;
+    std::uint64_t mask, head, tail;  // the ring holds mask + 1 entries
     bool pops;  // no free slot and no front run: a victim is the front's current entry
 
     // The single victim at `step` from the front, or kNoSlot where select must decide (free
@@ -67,7 +67,7 @@ class FifoVictims {
     }
     // Appends (step, s); false, appending nothing, when the ring is full (make_room's part).
     bool push(SlotId s, std::int64_t step) {
-      if (tail - head == capacity) return false;
+      if (tail - head == mask + 1) return false;
       const std::uint64_t i = tail++ & mask;
       steps[i] = step;
       slots[i] = s;
@@ -83,13 +83,8 @@ class FifoVictims {
     }
   };
   Cursor cursor() {
-    return {steps_.data(),
-            slots_.data(),
-            mask_,
-            head_,
-            tail_,
-            steps_.size(),
-            run_pos_ == run_.size() && free_word_ == free_.size()};
+    return {steps_.data(), slots_.data(), mask_,
+            head_,         tail_,         run_pos_ == run_.size() && free_word_ == free_.size()};
   }
   // Takes back a cursor's front and tail; no other call on the finder may come between.
   void commit(Cursor c) {

@@ -30,6 +30,13 @@ const std::vector<PageId>& stream(double zipf, PageId pages) {
   return s;
 }
 
+// The figures every run prints: lookups/s over CPU time and the hit rate.
+void report(benchmark::State& state, std::int64_t lookups, std::int64_t hits) {
+  state.counters["lookups/s"] =
+      benchmark::Counter(static_cast<double>(lookups), benchmark::Counter::kIsRate);
+  state.counters["hit_rate"] = static_cast<double>(hits) / static_cast<double>(lookups);
+}
+
 // range(0): zipf exponent x 100 (0: uniform); range(1): page space; range(2): pool slots;
 // range(3): requests per step; range(4): look-ahead, in requests: 0, or how far ahead of its
 // ensure the replay hints a request's slot entry (hint_pages), and half as far ahead that
@@ -64,9 +71,7 @@ void BM_Stream(benchmark::State& state) {
       hits += r.hits;
     }
   }
-  state.counters["lookups/s"] =
-      benchmark::Counter(static_cast<double>(lookups), benchmark::Counter::kIsRate);
-  state.counters["hit_rate"] = static_cast<double>(hits) / static_cast<double>(lookups);
+  report(state, lookups, hits);
 }
 
 // range(0): zipf exponent x 100 (0: uniform); range(1): page space; range(2): pool slots.
@@ -88,9 +93,7 @@ void BM_Each(benchmark::State& state) {
     lookups += r.lookups;
     hits += r.hits;
   }
-  state.counters["lookups/s"] =
-      benchmark::Counter(static_cast<double>(lookups), benchmark::Counter::kIsRate);
-  state.counters["hit_rate"] = static_cast<double>(hits) / static_cast<double>(lookups);
+  report(state, lookups, hits);
 }
 // The streams of stream_args below, one request a step.
 void each_args(benchmark::internal::Benchmark* b) {
