@@ -82,12 +82,18 @@ po::options_description model_options() {
       "split the requests into this many micro-batches, each with its own runner and stream, "
       "and keep their decode steps in flight together (one's reads over the link overlap the "
       "others' GPU work); the decode figures then time the overlapped steps after the first. "
-      "auto: placement host takes 2 or 4 where the h200-pcie5 profile's estimate of a decode "
-      "step is at least 3 % shorter than in one batch (model/micro_batch_choice.hpp), else 1; "
-      "other placements, --needle-at, --record, --profile-phases and --decode 1 take 1")(
+      "auto: placements host and mirror take 2 or 4 where the h200-pcie5 profile's estimate of "
+      "a decode step is at least 3 % shorter than in one batch (model/micro_batch_choice.hpp; "
+      "mirror: its misses estimated from each group's pool), else 1; placement device, "
+      "--needle-at, --record, --profile-phases and --decode 1 take 1")(
       "decode-splits", po::value<int>()->default_value(0),
       "attend splits of decode forwards (0: the kernels' default; with --micro-batches and "
       "placement host, enough for half the SMs, so that the micro-batches share the GPU)")(
+      "step-blocks", po::value<int>()->default_value(-1),
+      "mirror: blocks of the residency step that runs before the attention (the ensure and the "
+      "miss copy: fp8, --copy-first, --policy prefetch, and bf16 decode forwards after one that "
+      "missed many pages); -1: 16 with --micro-batches 2 or more, so that one micro-batch's miss "
+      "copy leaves the others' work the other SMs, else one per SM; 0: one per SM")(
       "copy-first",
       "mirror, bf16: decode runs the ensure and the miss copy before the attention, which then "
       "reads every page from the pool (default: the attention reads the pages it misses from "
@@ -201,6 +207,10 @@ ModelArgs check_args(const po::variables_map& vm) {
   rc.decode_splits = vm["decode-splits"].as<int>();
   if (rc.decode_splits < 0 || rc.decode_splits > 65535)
     throw ConfigError("--decode-splits: 0 (the kernels' default) .. 65535");
+  o.step_blocks = vm["step-blocks"].as<int>();
+  if (o.step_blocks < -1 || o.step_blocks > 65535)
+    throw ConfigError("--step-blocks: -1 (kvtier's choice), 0 (one per SM) or 1 .. 65535, got " +
+                      std::to_string(o.step_blocks));
   if (o.micro_batches > 1 && o.decode < 2)
     throw ConfigError(
         "--micro-batches: needs --decode 2 or more (the steps after the first "
@@ -307,23 +317,33 @@ runner::SessionOptions session_options(const ModelArgs& a, const weights::Safete
   return o;
 }
 
-// --micro-batches auto: where the groups may run (placement host; decode steps after the first
-// to overlap; none of the single-runner modes), the count model/micro_batch_choice.hpp picks on
-// the h200-pcie5 profile for these requests at their context, else one batch (nullopt).
+// --micro-batches auto: where the groups may run (placement host or mirror; decode steps after
+// the first to overlap; none of the single-runner modes), the count model/micro_batch_choice.hpp
+// picks on the h200-pcie5 profile for these requests at their context (mirror: with the pools
+// the session would give each group), else one batch (nullopt).
 std::optional<MicroBatchChoice> auto_micro_batches(const ModelArgs& a, const Geometry& g,
                                                    runner::SessionOptions& o) {
   if (!a.micro_batches_auto) return std::nullopt;
   o.micro_batches = 1;
   const int requests = static_cast<int>(o.prompts.size());
-  if (o.runner.placement != Placement::host || o.decode < 2 || requests < 2 || o.needle_at >= 0 ||
-      !o.record_path.empty() || o.runner.profile_phases)
+  const Placement p = o.runner.placement;
+  if ((p != Placement::host && p != Placement::mirror) || o.decode < 2 || requests < 2 ||
+      o.needle_at >= 0 || !o.record_path.empty() || o.runner.profile_phases)
     return std::nullopt;
   std::size_t longest = 0;
-  for (const auto& p : o.prompts)
-    longest = std::max(longest, p.size());
+  for (const auto& pr : o.prompts)
+    longest = std::max(longest, pr.size());
   const std::int64_t context = o.fill_depth + static_cast<std::int64_t>(longest);
-  const MicroBatchChoice c = choose_micro_batches(CostModel(sim::load_profile("h200-pcie5")), g,
-                                                  o.runner.dtype, requests, context);
+  const CostModel cost(sim::load_profile("h200-pcie5"));
+  MicroBatchChoice c;
+  if (p == Placement::host) {
+    c = choose_micro_batches(cost, g, o.runner.dtype, requests, context);
+  } else {
+    const auto candidates = runner::mirror_micro_batch_candidates(o, g);
+    // one batch refused: plan_session says why, after this
+    if (candidates.empty() || candidates.front().size() != 1) return std::nullopt;
+    c = choose_mirror_micro_batches(cost, g, o.runner.dtype, context, candidates);
+  }
   o.micro_batches = c.micro_batches;
   return c;
 }
@@ -452,6 +472,7 @@ void print_json(const runner::SessionOptions& o, const std::string& weights_path
       {"micro_batches_auto", micro_batches_json(micro)},
       {"allow_drops", o.allow_drops},
       {"decode_splits", res.decode_splits},
+      {"step_blocks", res.step_blocks},
       {"decode_timing", o.micro_batches > 1 ? "wall time of the overlapped decode steps "
                                               "after the first"
                                             : "CUDA events around each decode forward"},

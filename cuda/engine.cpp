@@ -21,6 +21,9 @@ std::string mirror_reads_rule(bool may_read_in_place) {
 MirrorEngine::MirrorEngine(const MirrorConfig& c, const ProgressFn& progress)
     : cfg_(c), host_(c.layout, c.num_pages, progress), pool_(c.layout, c.num_slots) {
   if (c.max_query <= 0) throw ConfigError("mirror engine: max_query must be positive");
+  if (c.step_blocks < 0 || c.step_blocks > kMaxStepBlocks)
+    throw ConfigError("mirror engine: step_blocks must be 0 (one per SM) .. " +
+                      std::to_string(kMaxStepBlocks));
   const int nstates = c.unit == ResidencyUnit::layer_page ? c.layout.layers : 1;
   for (int i = 0; i < nstates; ++i) {
     State st{DeviceArray<SlotId>(static_cast<std::size_t>(c.num_pages)),
@@ -174,7 +177,7 @@ void MirrorEngine::residency_step_async(int layer, const CompactParams& c, const
     return;
   }
   launch_residency_step({c, ensure_params(layer, d_query, n, hooks), copy_params(layer),
-                         translate_params(layer, t), ticket_.get(), 0, hooks.stamps},
+                         translate_params(layer, t), ticket_.get(), cfg_.step_blocks, hooks.stamps},
                         s);
 }
 

@@ -23,7 +23,12 @@ struct MirrorConfig {
   SlotId num_slots = 0;
   int max_query = 0;  // longest ensure query (scratch and copy-list size)
   EnsureForm form = EnsureForm::block;
+  // The step before the attention (residency_step_async, block form) on this many blocks; 0:
+  // one per SM. Beside another micro-batch's forward, a few blocks still keep the link busy
+  // with the miss copy and leave that forward the other SMs.
+  int step_blocks = 0;
 };
+inline constexpr int kMaxStepBlocks = 65535;
 
 // One token's bytes for one layer, every bank kind of the layout (K, V[, K scale, V scale]).
 struct TokenBytes {

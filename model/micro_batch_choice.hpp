@@ -1,6 +1,7 @@
 #pragma once
-// How many micro-batches a host-placement decode runs when the user leaves it to kvtier
-// (`kvtier run --micro-batches auto`): the cost model's estimate of a decode step in K groups.
+// How many micro-batches a host- or mirror-placement decode runs when the user leaves it to
+// kvtier (`kvtier run --micro-batches auto`): the cost model's estimate of a decode step in K
+// groups.
 //
 // One batch runs each layer's work and then its reads over the link, one after the other. K
 // groups overlap one group's reads with the others' work, but each group reads the weights
@@ -38,9 +39,26 @@ struct MicroBatchChoice {
   double link_ms() const { return estimates.front().link_ms; }
 };
 
+// A mirror micro-batch: its requests (one decode row each) and its pool's slots per QSA layer.
+struct MirrorGroup {
+  int rows = 0;
+  std::int64_t pool_slots = 0;
+};
+
+// The pages of one row's selection at `context` tokens, spread evenly: its blocks (the top-k
+// and the causal tail's) fall into distinct pages as draws over the context's blocks do.
+double spread_selection_pages(const Geometry& g, std::int64_t context);
+
 // Host placement, decode steps of one row per request, `requests` requests at `context`
 // tokens each. Throws std::invalid_argument for requests < 1 or context < 1.
 MicroBatchChoice choose_micro_batches(const CostModel& cost, const Geometry& g, KvDtype dtype,
                                       int requests, std::int64_t context);
+
+// Mirror placement, decode steps at `context` tokens: `candidates` holds, per K, the K groups as
+// the session would build them (rows and pool each), K = 1 first. Throws std::invalid_argument
+// for no candidates, an empty group, rows or pools below 1, or context < 1.
+MicroBatchChoice choose_mirror_micro_batches(
+    const CostModel& cost, const Geometry& g, KvDtype dtype, std::int64_t context,
+    const std::vector<std::vector<MirrorGroup>>& candidates);
 
 }  // namespace kvtier

@@ -32,6 +32,7 @@ PagedKv::PagedKv(const Geometry& g, const PagedKvConfig& c, const cuda::Progress
         throw ConfigError("runner: placement mirror needs a pool (--pool-pages)");
       cuda::MirrorConfig mc{layout_,      ResidencyUnit::layer_page, c.num_pages,
                             c.pool_slots, std::max(1, c.max_query),  cuda::EnsureForm::block};
+      mc.step_blocks = c.step_blocks;
       mirror_ = std::make_unique<cuda::MirrorEngine>(mc, progress);
       pool_.resize(static_cast<std::size_t>(banks));
       for (int b = 0; b < banks; ++b) {

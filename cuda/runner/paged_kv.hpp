@@ -23,6 +23,7 @@ struct PagedKvConfig {
   PageId num_pages = 0;           // logical pages (the page space of every request)
   SlotId pool_slots = 0;          // mirror: slots per QSA layer
   int max_query = 1;              // mirror: longest ensure query
+  int step_blocks = 0;            // mirror: blocks of the step before the attention (0: all SMs)
   std::int64_t window_pages = 0;  // host / mirror: pages of the prefill staging window
 };
 

@@ -125,6 +125,7 @@ QsaRunner::QsaRunner(const weights::SafetensorsFile& file, const Geometry& g, st
     if (c.pool_pages > INT32_MAX - 1) throw ConfigError("runner: pool pages beyond 2^31 - 2");
     kc.pool_slots = static_cast<SlotId>(c.pool_pages);
     kc.max_query = static_cast<int>(c.pool_pages);  // rows x width + writes <= slots
+    kc.step_blocks = c.step_blocks;
   }
   kc.window_pages = std::min(c.staging_window_tokens / g.page_size, m.stride);
   m.kv.emplace(g, kc, progress);

@@ -72,6 +72,10 @@ struct RunnerConfig {
   // The session sets it for host micro-batches (on the H200 0.5 - 2 % off a step of 2 - 8
   // groups; with one batch nothing runs beside the reads and the fork costs 0.7 %).
   bool reads_yield = false;
+  // Mirror: the blocks of the residency step run before the attention (the ensure and the miss
+  // copy); 0: one per SM. The session gives micro-batches kMicroBatchStepBlocks, so that one
+  // group's miss copy keeps the link busy on a few SMs while the others' work takes the rest.
+  int step_blocks = 0;
 };
 
 // Query rows of one request in one forward.

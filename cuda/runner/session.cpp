@@ -132,6 +132,7 @@ SessionResult run_session(const weights::SafetensorsFile& file, const Geometry& 
   SessionResult res;
   res.requests = static_cast<int>(o.prompts.size());
   res.decode_splits = plan.batches.back().config.decode_splits;
+  res.step_blocks = plan.batches.back().config.step_blocks;
 
   const auto t_setup = std::chrono::steady_clock::now();
   const Runners runners = build_runners(file, g, vocab, plan, progress, res);

@@ -31,6 +31,9 @@ struct SessionOptions {
   int decode = 16;              // greedy tokens per request; the first is the one after the prompt
   std::int64_t fill_depth = 0;  // > 0: positions written directly first (QsaRunner::fill)
   int micro_batches = 1;
+  // Mirror: the blocks of the residency step before the attention (RunnerConfig::step_blocks);
+  // -1: the session's choice (kMicroBatchStepBlocks with micro-batches, else one per SM).
+  int step_blocks = -1;
   // Mirror: run with a pool below the smallest that drops no selected page (memory_budget's
   // no_drop_slots). Dropped pages change the model's output, so plan_session refuses such a
   // pool unless this is set (an experiment).
@@ -71,6 +74,7 @@ struct SessionResult {
   RunnerStats stats;
   int requests = 0;
   int decode_splits = 0;                 // the last micro-batch's runner's
+  int step_blocks = 0;                   // likewise (mirror; 0: one per SM)
   std::vector<double> needle_cosines;    // per QSA layer (needle protocol)
   std::int64_t kv_device_bytes = 0;      // pages, pools and staging windows of every runner
   std::int64_t kv_host_bytes = 0;        // pinned host banks

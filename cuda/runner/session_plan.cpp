@@ -118,6 +118,30 @@ std::int64_t budget_pool(const Geometry& g, const SessionOptions& o, const Micro
 
 }  // namespace
 
+std::vector<std::vector<MirrorGroup>> mirror_micro_batch_candidates(const SessionOptions& o,
+                                                                    const Geometry& g) {
+  std::vector<std::vector<MirrorGroup>> out;
+  const auto requests = static_cast<int>(o.prompts.size());
+  for (const int k : {1, 2, 4}) {
+    if (k > requests) break;
+    SessionOptions ok = o;
+    ok.micro_batches = k;
+    SessionPlan plan;
+    try {
+      plan = plan_session(ok, g, 1);
+    } catch (const ConfigError&) {
+      continue;
+    } catch (const CapacityError&) {
+      continue;
+    }
+    std::vector<MirrorGroup> groups;
+    for (const MicroBatch& b : plan.batches)
+      groups.push_back({b.requests, b.config.pool_pages});
+    out.push_back(std::move(groups));
+  }
+  return out;
+}
+
 std::vector<int> prefill_forward_rows(const std::vector<std::int64_t>& prompt_lengths, int chunk) {
   // Forward k takes min(chunk, len - k chunk) tokens of every request with len > k chunk, so its
   // rows change only at the forward where some request ends, (len - 1) / chunk; between two
@@ -175,6 +199,10 @@ SessionPlan plan_session(const SessionOptions& o, const Geometry& g, int sms) {
         c.decode_splits = half_sm_decode_splits(sms, b.requests, g.kv_heads);
       c.reads_yield = true;
     }
+    if (c.placement == Placement::mirror)
+      c.step_blocks = o.step_blocks >= 0    ? o.step_blocks
+                      : o.micro_batches > 1 ? kMicroBatchStepBlocks
+                                            : 0;
     if (c.placement == Placement::mirror && o.pool_fits_budget)
       c.pool_pages = budget_pool(g, o, b, plan.rows_per_request);
     if (c.placement == Placement::mirror && !o.allow_drops)

@@ -9,6 +9,7 @@
 #include "cuda/runner/session.hpp"
 #include "model/geometry.hpp"
 #include "model/memory_budget.hpp"
+#include "model/micro_batch_choice.hpp"
 
 namespace kvtier::runner {
 
@@ -41,6 +42,18 @@ std::vector<MicroBatch> split_requests(int requests, int micro_batches);
 // half the SMs it leaves the other half to the other micro-batches' work (index, top-k,
 // projections) in the meantime.
 int half_sm_decode_splits(int sms, int requests, int kv_heads);
+
+// A mirror session's groups in K = 1, 2 and 4 micro-batches, as far as its requests go: each
+// group's rows (its requests) and pool, as plan_session builds them (`--pool-pages max`: each
+// its share of B), for choose_mirror_micro_batches. A K that plan_session refuses (a pool that
+// would drop selected pages, a budget too small) is left out, so the result may be empty.
+std::vector<std::vector<MirrorGroup>> mirror_micro_batch_candidates(const SessionOptions& o,
+                                                                    const Geometry& g);
+
+// The blocks of a mirror micro-batch's residency step before the attention when none were
+// asked (RunnerConfig::step_blocks): enough to keep the link busy with the miss copy (each
+// block holds 1,024 threads' loads in flight), few beside the others' work.
+inline constexpr int kMicroBatchStepBlocks = 16;
 
 // Throws ConfigError when a request's context -- fill_depth + its prompt + decode - 1
 // positions (the last decoded token is not stored) -- is beyond the geometry's largest

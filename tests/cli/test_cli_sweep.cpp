@@ -183,12 +183,12 @@ TEST(CliSweep, WeightsAndRun) {
   const std::vector<std::string> model = {"run", "--weights", w, "--prompt-tokens", "40"};
   for (const char* opt :
        {"--decode", "--host-pages", "--chunk", "--window", "--stand-in-width", "--fill-depth",
-        "--needle-at", "--micro-batches", "--decode-splits", "--seed"})
+        "--needle-at", "--micro-batches", "--decode-splits", "--step-blocks", "--seed"})
     cases.push_back({model, opt});
   std::vector<std::string> mirror = model;
   mirror.insert(mirror.end(), {"--placement", "mirror"});
   cases.push_back({mirror, "--pool-pages"});
-  EXPECT_EQ(sweep(cases, in.out), 18 * 7);
+  EXPECT_EQ(sweep(cases, in.out), 19 * 7);
 }
 
 }  // namespace

@@ -196,6 +196,8 @@ EngineSetups make_setups(std::mt19937_64& rng) {
   const SlotId slots = pool_kind == 0 ? uni(1, 40) : pool_kind == 1 ? uni(40, 800) : pages;
   const ResidencyUnit unit = uni(0, 1) ? ResidencyUnit::layer_page : ResidencyUnit::all_layers_page;
   s.one_launch = MirrorConfig{L, unit, pages, slots, 6 + 40 * 80, EnsureForm::block};
+  // the step on one block per SM, or on a few (the micro-batches' form): the same step
+  s.one_launch.step_blocks = uni(0, 1) == 0 ? 0 : uni(1, 5);
   s.separate = separate_launches(s.one_launch);
   return s;
 }

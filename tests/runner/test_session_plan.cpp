@@ -150,6 +150,69 @@ TEST(SessionPlan, HostMicroBatchesShareTheSmsAndTheirReadsYield) {
   EXPECT_FALSE(runner::plan_session(o, g, 132).batches[0].config.reads_yield);
 }
 
+TEST(SessionPlan, MirrorMicroBatchesStepOnAFewBlocks) {
+  SessionOptions o = options_of({1, 1, 1, 1});
+  o.runner.placement = Placement::mirror;
+  o.runner.pool_pages = 100000;
+  o.allow_drops = true;
+  const Geometry g;
+  o.micro_batches = 2;
+  for (const MicroBatch& b : runner::plan_session(o, g, 132).batches)
+    EXPECT_EQ(b.config.step_blocks, runner::kMicroBatchStepBlocks);
+  o.step_blocks = 0;  // asked: one per SM
+  for (const MicroBatch& b : runner::plan_session(o, g, 132).batches)
+    EXPECT_EQ(b.config.step_blocks, 0);
+  o.step_blocks = 5;
+  o.micro_batches = 1;
+  EXPECT_EQ(runner::plan_session(o, g, 132).batches[0].config.step_blocks, 5);
+  o.step_blocks = -1;  // one batch: nothing runs beside its step, so it takes every SM
+  EXPECT_EQ(runner::plan_session(o, g, 132).batches[0].config.step_blocks, 0);
+  o.runner.placement = Placement::host;  // no step
+  o.micro_batches = 2;
+  for (const MicroBatch& b : runner::plan_session(o, g, 132).batches)
+    EXPECT_EQ(b.config.step_blocks, 0);
+}
+
+// --micro-batches auto on mirror: the groups of K = 1, 2, 4 with the pools the session gives
+// them; at 8 x 1M fp8 with --pool-pages max at B = 24 GiB those the H200 runs had
+// (bench/results/micro-batches-h200-2026-12-03.md: 23,981, 2 x 11,904, 4 x 5,866 slots).
+TEST(SessionPlan, MirrorCandidatesAreTheGroupsTheSessionBuilds) {
+  SessionOptions o = options_of({1, 1, 1, 1, 1, 1, 1, 1});
+  o.runner.placement = Placement::mirror;
+  o.runner.dtype = KvDtype::fp8;
+  o.runner.yarn = true;
+  o.fill_depth = 1048544;
+  o.pool_fits_budget = true;
+  o.device_kv_bytes = std::int64_t{24} << 30;
+  const Geometry g;
+  const auto c = runner::mirror_micro_batch_candidates(o, g);
+  ASSERT_EQ(c.size(), 3u);
+  ASSERT_EQ(c[0].size(), 1u);
+  EXPECT_EQ(c[0][0].rows, 8);
+  EXPECT_EQ(c[0][0].pool_slots, 23981);
+  ASSERT_EQ(c[1].size(), 2u);
+  ASSERT_EQ(c[2].size(), 4u);
+  for (const kvtier::MirrorGroup& grp : c[1]) {
+    EXPECT_EQ(grp.rows, 4);
+    EXPECT_EQ(grp.pool_slots, 11904);
+  }
+  for (const kvtier::MirrorGroup& grp : c[2]) {
+    EXPECT_EQ(grp.rows, 2);
+    EXPECT_EQ(grp.pool_slots, 5866);
+  }
+  // a budget whose pools would drop pages: every K refused, so no candidate
+  o.device_kv_bytes = std::int64_t{1} << 30;
+  EXPECT_TRUE(runner::mirror_micro_batch_candidates(o, g).empty());
+  // three requests: K = 1 and 2 only
+  o = options_of({1000, 1000, 1000});
+  o.runner.placement = Placement::mirror;
+  o.runner.pool_pages = 5000;
+  const auto three = runner::mirror_micro_batch_candidates(o, g);
+  ASSERT_EQ(three.size(), 2u);
+  EXPECT_EQ(three[1][0].rows + three[1][1].rows, 3);
+  EXPECT_EQ(three[1][0].pool_slots, 5000);  // a given pool is every group's
+}
+
 TEST(SessionPlan, RefusesWhatTheSessionCannotRun) {
   const Geometry g;
   EXPECT_THROW(runner::plan_session(SessionOptions{}, g, 132), ConfigError);

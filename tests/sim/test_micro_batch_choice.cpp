@@ -54,3 +54,65 @@ TEST(MicroBatchChoice, EstimatesAreTheOverlapOfTheLinkAndTheWork) {
 
 }  // namespace
 }  // namespace kvtier::sim
+
+namespace kvtier::sim {
+namespace {
+
+// The groups the session builds at 8 x 1M fp8 with --pool-pages max at B = 24 GiB (each
+// group's pool its requests' share of B: bench/results/micro-batches-h200-2026-12-03.md).
+std::vector<std::vector<MirrorGroup>> mirror_1m_b24() {
+  return {{{8, 23981}}, {{4, 11904}, {4, 11904}}, {{2, 5866}, {2, 5866}, {2, 5866}, {2, 5866}}};
+}
+
+MicroBatchChoice mirror_on_h200(KvDtype d, std::int64_t context,
+                                const std::vector<std::vector<MirrorGroup>>& c) {
+  return choose_mirror_micro_batches(CostModel(load_profile("h200-pcie5")), Geometry{}, d, context,
+                                     c);
+}
+
+// Where the H200 measured (bench/results/mirror-step-blocks-h200-2026-12-04.md): at 8 x 1M fp8
+// with the pool B = 24 GiB holds, 2 - 4 groups took 9 - 18 % off the step; with a pool that
+// holds every page nothing crosses the link, and groups only add work.
+TEST(MirrorMicroBatchChoice, GroupsWhereTheMissCopySetsTheStep) {
+  const MicroBatchChoice at1m = mirror_on_h200(KvDtype::fp8, 1048576, mirror_1m_b24());
+  ASSERT_EQ(at1m.estimates.size(), 3u);
+  EXPECT_GT(at1m.micro_batches, 1);
+  EXPECT_GT(at1m.link_ms(), 5 * at1m.estimates[0].compute_ms);
+  for (const MicroBatchEstimate& e : at1m.estimates) {
+    const double big = std::max(e.link_ms, e.compute_ms), small = std::min(e.link_ms, e.compute_ms);
+    EXPECT_NEAR(e.step_ms, big + small / e.micro_batches, 1e-9);
+  }
+  // a pool of every page: no misses, so one batch
+  const std::int64_t all = 8 * Geometry{}.pages_for_context(16384);
+  const MicroBatchChoice fits =
+      mirror_on_h200(KvDtype::bf16, 16384, {{{8, all}}, {{4, all}, {4, all}}});
+  EXPECT_EQ(fits.micro_batches, 1);
+  EXPECT_EQ(fits.link_ms(), 0.0);
+  EXPECT_LT(fits.estimates[0].step_ms, fits.estimates[1].step_ms);
+}
+
+TEST(MirrorMicroBatchChoice, MissesFollowThePoolsShareOfTheContext) {
+  const Geometry g;
+  // 1M tokens: 512 blocks of 262,144 draw almost one page each; 2k tokens: every page
+  EXPECT_NEAR(spread_selection_pages(g, 1048576), 504.0 + 1.0, 2.0);
+  EXPECT_EQ(spread_selection_pages(g, 2048), 32.0);
+  EXPECT_LE(spread_selection_pages(g, 16384), static_cast<double>(g.max_pages_per_row(16384)));
+  // a larger pool, fewer misses, less on the link
+  const auto one = [&](std::int64_t slots) {
+    return mirror_on_h200(KvDtype::fp8, 1048576, {{{8, slots}}}).link_ms();
+  };
+  EXPECT_GT(one(10000), one(40000));
+  EXPECT_GT(one(40000), one(120000));
+  EXPECT_EQ(one(8 * g.pages_for_context(1048576)), 0.0);
+}
+
+TEST(MirrorMicroBatchChoice, RefusesWhatItCannotPrice) {
+  EXPECT_THROW(mirror_on_h200(KvDtype::bf16, 1024, {}), std::invalid_argument);
+  EXPECT_THROW(mirror_on_h200(KvDtype::bf16, 0, {{{1, 10}}}), std::invalid_argument);
+  EXPECT_THROW(mirror_on_h200(KvDtype::bf16, 1024, {{}}), std::invalid_argument);
+  EXPECT_THROW(mirror_on_h200(KvDtype::bf16, 1024, {{{0, 10}}}), std::invalid_argument);
+  EXPECT_THROW(mirror_on_h200(KvDtype::bf16, 1024, {{{1, 0}}}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace kvtier::sim
