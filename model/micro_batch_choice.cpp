@@ -129,6 +129,9 @@ MicroBatchChoice choose_mirror_micro_batches(
   if (candidates.empty() || context < 1)
     throw std::invalid_argument(
         "choose_mirror_micro_batches: needs a candidate and a positive context");
+  if (candidates.front().size() != 1)
+    throw std::invalid_argument(
+        "choose_mirror_micro_batches: the first candidate is one batch, the estimates' base");
   MicroBatchChoice out;
   for (const std::vector<MirrorGroup>& groups : candidates) {
     if (groups.empty())

@@ -56,7 +56,8 @@ MicroBatchChoice choose_micro_batches(const CostModel& cost, const Geometry& g, 
 
 // Mirror placement, decode steps at `context` tokens: `candidates` holds, per K, the K groups as
 // the session would build them (rows and pool each), K = 1 first. Throws std::invalid_argument
-// for no candidates, an empty group, rows or pools below 1, or context < 1.
+// for no candidates, a first candidate of more than one group, an empty candidate, rows or
+// pools below 1, or context < 1.
 MicroBatchChoice choose_mirror_micro_batches(
     const CostModel& cost, const Geometry& g, KvDtype dtype, std::int64_t context,
     const std::vector<std::vector<MirrorGroup>>& candidates);

@@ -110,6 +110,7 @@ TEST(MirrorMicroBatchChoice, RefusesWhatItCannotPrice) {
   EXPECT_THROW(mirror_on_h200(KvDtype::bf16, 1024, {}), std::invalid_argument);
   EXPECT_THROW(mirror_on_h200(KvDtype::bf16, 0, {{{1, 10}}}), std::invalid_argument);
   EXPECT_THROW(mirror_on_h200(KvDtype::bf16, 1024, {{}}), std::invalid_argument);
+  EXPECT_THROW(mirror_on_h200(KvDtype::bf16, 1024, {{{1, 10}, {1, 10}}}), std::invalid_argument);
   EXPECT_THROW(mirror_on_h200(KvDtype::bf16, 1024, {{{0, 10}}}), std::invalid_argument);
   EXPECT_THROW(mirror_on_h200(KvDtype::bf16, 1024, {{{1, 0}}}), std::invalid_argument);
 }
