@@ -84,7 +84,8 @@ po::options_description model_options() {
       "others' GPU work); the decode figures then time the overlapped steps after the first. "
       "auto: placements host and mirror take 2 or 4 where the h200-pcie5 profile's estimate of "
       "a decode step is at least 3 % shorter than in one batch (model/micro_batch_choice.hpp; "
-      "mirror: its misses estimated from each group's pool), else 1; placement device, "
+      "mirror, with --pool-pages max only: its misses estimated from each group's share of B), "
+      "else 1; placement device, "
       "--needle-at, --record, --profile-phases and --decode 1 take 1")(
       "decode-splits", po::value<int>()->default_value(0),
       "attend splits of decode forwards (0: the kernels' default; with --micro-batches and "

@@ -123,7 +123,9 @@ std::vector<std::vector<MirrorGroup>> mirror_micro_batch_candidates(const Sessio
   std::vector<std::vector<MirrorGroup>> out;
   const auto requests = static_cast<int>(o.prompts.size());
   for (const int k : {1, 2, 4}) {
-    if (k > requests) break;
+    // A pool given by count is every group's: more groups would multiply the device memory
+    // asked for, which a choice left to kvtier must not do. `--pool-pages max` splits B.
+    if (k > requests || (k > 1 && !o.pool_fits_budget)) break;
     SessionOptions ok = o;
     ok.micro_batches = k;
     SessionPlan plan;

@@ -204,13 +204,19 @@ TEST(SessionPlan, MirrorCandidatesAreTheGroupsTheSessionBuilds) {
   o.device_kv_bytes = std::int64_t{1} << 30;
   EXPECT_TRUE(runner::mirror_micro_batch_candidates(o, g).empty());
   // three requests: K = 1 and 2 only
-  o = options_of({1000, 1000, 1000});
-  o.runner.placement = Placement::mirror;
-  o.runner.pool_pages = 5000;
+  o.device_kv_bytes = std::int64_t{24} << 30;
+  o.prompts.resize(3);
   const auto three = runner::mirror_micro_batch_candidates(o, g);
   ASSERT_EQ(three.size(), 2u);
   EXPECT_EQ(three[1][0].rows + three[1][1].rows, 3);
-  EXPECT_EQ(three[1][0].pool_slots, 5000);  // a given pool is every group's
+  // a pool given by count would be every group's (memory times K): one batch only
+  o = options_of({1000, 1000, 1000, 1000});
+  o.runner.placement = Placement::mirror;
+  o.runner.pool_pages = 5000;
+  const auto given = runner::mirror_micro_batch_candidates(o, g);
+  ASSERT_EQ(given.size(), 1u);
+  EXPECT_EQ(given[0][0].rows, 4);
+  EXPECT_EQ(given[0][0].pool_slots, 5000);
 }
 
 TEST(SessionPlan, RefusesWhatTheSessionCannotRun) {
