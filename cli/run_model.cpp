@@ -552,12 +552,16 @@ void print_table(const runner::SessionOptions& o, const Geometry& g,
   std::string pools;
   for (std::size_t k = 0; k < res.pool_slots.size(); ++k)
     pools += (k ? " + " : "") + fmt_int(res.pool_slots[k]);
-  t.add({"placement",
-         std::string(to_string(rc.placement)) +
-             (rc.placement == Placement::mirror
-                  ? " (" + pools + " slots per layer" +
-                        (o.pool_fits_budget ? ", the most --device-kv-gib holds" : "") + ")"
-                  : "")});
+  t.add(
+      {"placement", std::string(to_string(rc.placement)) +
+                        (rc.placement == Placement::mirror
+                             ? " (" + pools + " slots per layer" +
+                                   (o.pool_fits_budget ? ", the most --device-kv-gib holds" : "") +
+                                   "; the step before the attention on " +
+                                   (res.step_blocks > 0 ? fmt_int(res.step_blocks) + " blocks"
+                                                        : std::string("a block per SM")) +
+                                   ")"
+                             : "")});
   t.add({"kv dtype / YaRN", std::string(to_string(rc.dtype)) + (rc.yarn ? " / on" : " / off")});
   t.add({"requests",
          fmt_int(res.requests) + (o.micro_batches > 1
