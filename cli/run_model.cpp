@@ -45,6 +45,13 @@ constexpr const char* kUsage =
 
 po::options_description model_options() {
   po::options_description desc("options");
+  const std::string step_blocks_help =
+      "mirror: blocks of the residency step that runs before the attention (the ensure and the "
+      "miss copy: fp8, --copy-first, --policy prefetch, and bf16 decode forwards after one that "
+      "missed many pages); -1: " +
+      std::to_string(runner::kMicroBatchStepBlocks) +
+      " with --micro-batches 2 or more, so that one micro-batch's miss copy leaves the others' "
+      "work the other SMs, else one per SM; 0: one per SM";
   desc.add_options()("help,h", "show this help")(
       "weights", po::value<std::string>(),
       "weights file (kvtier weights gen); geometry and vocabulary from its metadata")(
@@ -90,11 +97,7 @@ po::options_description model_options() {
       "decode-splits", po::value<int>()->default_value(0),
       "attend splits of decode forwards (0: the kernels' default; with --micro-batches and "
       "placement host, enough for half the SMs, so that the micro-batches share the GPU)")(
-      "step-blocks", po::value<int>()->default_value(-1),
-      "mirror: blocks of the residency step that runs before the attention (the ensure and the "
-      "miss copy: fp8, --copy-first, --policy prefetch, and bf16 decode forwards after one that "
-      "missed many pages); -1: 16 with --micro-batches 2 or more, so that one micro-batch's miss "
-      "copy leaves the others' work the other SMs, else one per SM; 0: one per SM")(
+      "step-blocks", po::value<int>()->default_value(-1), step_blocks_help.c_str())(
       "copy-first",
       "mirror, bf16: decode runs the ensure and the miss copy before the attention, which then "
       "reads every page from the pool (default: the attention reads the pages it misses from "
@@ -341,8 +344,7 @@ std::optional<MicroBatchChoice> auto_micro_batches(const ModelArgs& a, const Geo
     c = choose_micro_batches(cost, g, o.runner.dtype, requests, context);
   } else {
     const auto candidates = runner::mirror_micro_batch_candidates(o, g);
-    // one batch refused: plan_session says why, after this
-    if (candidates.empty() || candidates.front().size() != 1) return std::nullopt;
+    if (candidates.empty()) return std::nullopt;  // one batch refused: plan_session says why
     c = choose_mirror_micro_batches(cost, g, o.runner.dtype, context, candidates);
   }
   o.micro_batches = c.micro_batches;

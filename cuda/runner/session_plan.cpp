@@ -132,8 +132,10 @@ std::vector<std::vector<MirrorGroup>> mirror_micro_batch_candidates(const Sessio
     try {
       plan = plan_session(ok, g, 1);
     } catch (const ConfigError&) {
+      if (k == 1) return {};  // no base to estimate against: plan_session says why, later
       continue;
     } catch (const CapacityError&) {
+      if (k == 1) return {};
       continue;
     }
     std::vector<MirrorGroup> groups;

@@ -46,7 +46,8 @@ int half_sm_decode_splits(int sms, int requests, int kv_heads);
 // A mirror session's groups in K = 1, 2 and 4 micro-batches, as far as its requests go: each
 // group's rows (its requests) and pool, as plan_session builds them (`--pool-pages max`: each
 // its share of B), for choose_mirror_micro_batches. A K that plan_session refuses (a pool that
-// would drop selected pages, a budget too small) is left out, so the result may be empty. With
+// would drop selected pages, a budget too small) is left out; when it refuses one batch, the
+// result is empty (K = 1 is the estimates' base, and the session cannot run as asked). With
 // a pool given by count (not `--pool-pages max`) only K = 1: each group would take that pool.
 std::vector<std::vector<MirrorGroup>> mirror_micro_batch_candidates(const SessionOptions& o,
                                                                     const Geometry& g);
