@@ -24,6 +24,9 @@ MirrorEngine::MirrorEngine(const MirrorConfig& c, const ProgressFn& progress)
   if (c.step_blocks < 0 || c.step_blocks > kMaxStepBlocks)
     throw ConfigError("mirror engine: step_blocks must be 0 (one per SM) .. " +
                       std::to_string(kMaxStepBlocks));
+  if (c.beside_lanes < 1 || c.beside_lanes > frontend::kMaxBesideLanes)
+    throw ConfigError("mirror engine: beside_lanes must be 1 .. " +
+                      std::to_string(frontend::kMaxBesideLanes));
   const int nstates = c.unit == ResidencyUnit::layer_page ? c.layout.layers : 1;
   for (int i = 0; i < nstates; ++i) {
     State st{DeviceArray<SlotId>(static_cast<std::size_t>(c.num_pages)),
@@ -37,15 +40,16 @@ MirrorEngine::MirrorEngine(const MirrorConfig& c, const ProgressFn& progress)
   }
   static_assert(kNoSlot == -1 && kNoPage == -1 && kFreeSlotStep == -1);
   const auto q = static_cast<std::size_t>(c.max_query);
-  miss_scratch_ = DeviceArray<PageId>(q);
-  victim_scratch_ = DeviceArray<SlotId>(q);
-  copies_ = DeviceArray<CopyOp>(q);
-  copy_count_ = DeviceArray<int>(1);
-  result_ = DeviceArray<EnsureResult>(1);
+  for (int lane = 0; lane < c.beside_lanes; ++lane) {
+    scratch_.push_back(Scratch{DeviceArray<PageId>(q), DeviceArray<SlotId>(q),
+                               DeviceArray<CopyOp>(q), DeviceArray<int>(1),
+                               DeviceArray<EnsureResult>(1)});
+    KVT_CUDA_CHECK(cudaMemset(scratch_.back().copy_count.get(), 0, sizeof(int)));
+  }
   counters_ = DeviceArray<Counters>(1);
   step_ = DeviceArray<std::int64_t>(1);
   ticket_ = DeviceArray<StepTicket>(1);
-  beside_ticket_ = DeviceArray<StepTicket>(1);
+  beside_tickets_ = DeviceArray<StepTicket>(static_cast<std::size_t>(c.beside_lanes));
   prefetch_ticket_ = DeviceArray<StepTicket>(1);
   std::vector<const SlotId*> tables;
   for (int l = 0; l < c.layout.layers; ++l)
@@ -64,11 +68,10 @@ MirrorEngine::MirrorEngine(const MirrorConfig& c, const ProgressFn& progress)
                                ints + 3 * chunks + 1};
     KVT_CUDA_CHECK(cudaMemset(ints, 0, multi_ints_.bytes()));
   }
-  KVT_CUDA_CHECK(cudaMemset(copy_count_.get(), 0, copy_count_.bytes()));
   KVT_CUDA_CHECK(cudaMemset(counters_.get(), 0, counters_.bytes()));
   KVT_CUDA_CHECK(cudaMemset(step_.get(), 0, step_.bytes()));
   KVT_CUDA_CHECK(cudaMemset(ticket_.get(), 0, ticket_.bytes()));
-  KVT_CUDA_CHECK(cudaMemset(beside_ticket_.get(), 0, beside_ticket_.bytes()));
+  KVT_CUDA_CHECK(cudaMemset(beside_tickets_.get(), 0, beside_tickets_.bytes()));
   KVT_CUDA_CHECK(cudaMemset(prefetch_ticket_.get(), 0, prefetch_ticket_.bytes()));
   KVT_CUDA_CHECK(cudaDeviceSynchronize());
 }
@@ -87,16 +90,17 @@ ResidencyView MirrorEngine::device_view(int layer) const {
 }
 
 EnsureParams MirrorEngine::ensure_params(int layer, const PageId* d_query, int n,
-                                         const EnsureHooks& hooks) const {
+                                         const EnsureHooks& hooks, int lane) const {
+  const Scratch& sc = lane_scratch(lane);
   return EnsureParams{device_view(layer),
                       d_query,
                       n,
                       hooks.step != nullptr ? hooks.step : step_.get(),
-                      miss_scratch_.get(),
-                      victim_scratch_.get(),
-                      copies_.get(),
-                      copy_count_.get(),
-                      result_.get(),
+                      sc.miss_pages.get(),
+                      sc.victims.get(),
+                      sc.copies.get(),
+                      sc.copy_count.get(),
+                      sc.result.get(),
                       &counters_.get()->ensure_errors,
                       hooks.totals};
 }
@@ -117,10 +121,19 @@ void MirrorEngine::check_step(int layer, const CompactParams& c, const PageId* d
   }
 }
 
-CopyParams MirrorEngine::copy_params(int layer) const {
+void MirrorEngine::check_lane(int lane) const {
+  if (lane < 0 || lane >= cfg_.beside_lanes) {
+    throw std::out_of_range("mirror engine: lane " + std::to_string(lane) + " outside 0.." +
+                            std::to_string(cfg_.beside_lanes - 1) +
+                            " (MirrorConfig::beside_lanes)");
+  }
+}
+
+CopyParams MirrorEngine::copy_params(int layer, int lane) const {
   const bool per_layer = cfg_.unit == ResidencyUnit::layer_page;
-  return CopyParams{copies_.get(),
-                    copy_count_.get(),
+  const Scratch& sc = lane_scratch(lane);
+  return CopyParams{sc.copies.get(),
+                    sc.copy_count.get(),
                     host_.device_bank_table(),
                     pool_.device_bank_table(),
                     cfg_.layout,
@@ -182,14 +195,19 @@ void MirrorEngine::residency_step_async(int layer, const CompactParams& c, const
 }
 
 void MirrorEngine::residency_beside_async(int layer, const CompactParams& c, const PageId* d_query,
-                                          int n, cudaStream_t s, const EnsureHooks& hooks) {
+                                          int n, cudaStream_t s, const EnsureHooks& hooks,
+                                          int lane) {
+  check_lane(lane);
   if (cfg_.form != EnsureForm::block) {
+    if (lane != 0)
+      throw std::invalid_argument("mirror engine: steps beside on lane " + std::to_string(lane) +
+                                  " need the block form");
     residency_step_async(layer, c, d_query, n, TranslateTarget{}, s, hooks);
     return;
   }
   check_step(layer, c, d_query, n);
-  launch_residency_step({c, ensure_params(layer, d_query, n, hooks), copy_params(layer),
-                         translate_params(layer, TranslateTarget{}), beside_ticket_.get(),
+  launch_residency_step({c, ensure_params(layer, d_query, n, hooks, lane), copy_params(layer, lane),
+                         translate_params(layer, TranslateTarget{}), beside_tickets_.get() + lane,
                          kBesideBlocks, hooks.stamps},
                         s);
 }
@@ -267,7 +285,7 @@ EnsureResult MirrorEngine::ensure(int layer, std::span<const PageId> query, std:
   launch_set_step(step_.get(), step, nullptr);
   ensure_async(layer, query_.get(), n, nullptr);
   EnsureResult r;
-  KVT_CUDA_CHECK(cudaMemcpy(&r, result_.get(), sizeof r, cudaMemcpyDeviceToHost));
+  KVT_CUDA_CHECK(cudaMemcpy(&r, result(), sizeof r, cudaMemcpyDeviceToHost));
   if (r.status == EnsureStatus::page_out_of_range) {
     throw std::out_of_range("mirror engine: query entry " + std::to_string(r.bad_index) +
                             " is page " + std::to_string(query[r.bad_index]) + ", outside 0.." +
@@ -280,8 +298,8 @@ EnsureResult MirrorEngine::ensure(int layer, std::span<const PageId> query, std:
   }
   copies.resize(static_cast<std::size_t>(r.misses));
   if (r.misses > 0) {
-    KVT_CUDA_CHECK(cudaMemcpy(copies.data(), copies_.get(), copies.size() * sizeof(CopyOp),
-                              cudaMemcpyDeviceToHost));
+    KVT_CUDA_CHECK(cudaMemcpy(copies.data(), scratch_[0].copies.get(),
+                              copies.size() * sizeof(CopyOp), cudaMemcpyDeviceToHost));
   }
   return r;
 }

@@ -10,6 +10,7 @@
 #include "cuda/cuda_check.hpp"
 #include "cuda/host_bank.hpp"
 #include "cuda/kernels.hpp"
+#include "model/cost_model.hpp"
 #include "model/ensure.hpp"
 #include "model/page_layout.hpp"
 #include "model/placement.hpp"
@@ -27,6 +28,10 @@ struct MirrorConfig {
   // one per SM. Beside another micro-batch's forward, a few blocks still keep the link busy
   // with the miss copy and leave that forward the other SMs.
   int step_blocks = 0;
+  // Steps beside the attention that may run at once (residency_beside_async's lanes, up to
+  // frontend::kMaxBesideLanes), each with its own scratch, copy list and ticket: the trace
+  // replay runs consecutive layers' steps on two streams (frontend::beside_lanes).
+  int beside_lanes = 1;
 };
 inline constexpr int kMaxStepBlocks = 65535;
 
@@ -85,10 +90,11 @@ class MirrorEngine {
   int state_index(int layer) const { return cfg_.unit == ResidencyUnit::layer_page ? layer : 0; }
   ResidencyView device_view(int layer) const;
 
-  // Device-side outputs of the last ensure.
-  const CopyOp* copies() const { return copies_.get(); }
-  const int* copy_count() const { return copy_count_.get(); }
-  const EnsureResult* result() const { return result_.get(); }
+  // Device-side outputs of the last ensure on a lane's scratch (lane 0: every ensure but the
+  // steps beside on another lane).
+  const CopyOp* copies(int lane = 0) const { return lane_scratch(lane).copies.get(); }
+  const int* copy_count(int lane = 0) const { return lane_scratch(lane).copy_count.get(); }
+  const EnsureResult* result(int lane = 0) const { return lane_scratch(lane).result.get(); }
   // Counters that accumulate: ensure errors, store entries outside the space, translate
   // misses. Reset with reset_counters_async.
   struct Counters {
@@ -99,9 +105,10 @@ class MirrorEngine {
   Counters* counters() const { return counters_.get(); }
   std::int64_t* step() const { return step_.get(); }
 
-  // The parameters ensure_async launches with (for callers that time ensure alone).
-  EnsureParams ensure_params(int layer, const PageId* d_query, int n,
-                             const EnsureHooks& hooks = {}) const;
+  // The parameters ensure_async launches with (for callers that time ensure alone); `lane`: the
+  // scratch of that lane of steps beside.
+  EnsureParams ensure_params(int layer, const PageId* d_query, int n, const EnsureHooks& hooks = {},
+                             int lane = 0) const;
   // ensure alone (the configured form).
   void ensure_only_async(int layer, const PageId* d_query, int n, cudaStream_t s,
                          const EnsureHooks& hooks = {});
@@ -128,9 +135,11 @@ class MirrorEngine {
   // locate_async's table), on kBesideBlocks blocks: enough to copy the misses of a prefill
   // chunk, few enough that the attention keeps its SMs while the leader compacts and ensures
   // (the block counts measured: bench/results/kernel-choices.md).
-  static constexpr int kBesideBlocks = 4;
+  // Steps on one lane run one at a time, in stream order; steps on different lanes (of
+  // different states: different layers) may run at once, on different streams.
+  static constexpr int kBesideBlocks = static_cast<int>(kStepBesideBlocks);
   void residency_beside_async(int layer, const CompactParams& c, const PageId* d_query, int n,
-                              cudaStream_t s, const EnsureHooks& hooks = {});
+                              cudaStream_t s, const EnsureHooks& hooks = {}, int lane = 0);
   // The prefetch policy's ensure (PrefetchNextLayer): d_query[0, n) ensured into `layer`'s state
   // at the step hooks.step gives (the issuing layer-step's prefetch stamp), and the copy of its
   // misses, in one launch on kBesideBlocks blocks, so that it runs beside the work on the main
@@ -173,7 +182,8 @@ class MirrorEngine {
   void check_layer(int layer) const;
   void check_query(int n) const;
   void check_step(int layer, const CompactParams& c, const PageId* d_query, int n) const;
-  CopyParams copy_params(int layer) const;
+  CopyParams copy_params(int layer, int lane = 0) const;
+  void check_lane(int lane) const;
   void launch_ensure_form(const EnsureParams& ep, cudaStream_t s);  // the configured form
   TranslateParams translate_params(int layer, const TranslateTarget& t) const;
 
@@ -190,15 +200,24 @@ class MirrorEngine {
   DeviceArray<SlotId> multi_candidates_;
   DeviceArray<int> multi_ints_;
   MultiBlockScratch multi_{};
-  DeviceArray<PageId> miss_scratch_;
-  DeviceArray<SlotId> victim_scratch_;
-  DeviceArray<CopyOp> copies_;
-  DeviceArray<int> copy_count_;
-  DeviceArray<EnsureResult> result_;
+  // An ensure's scratch and outputs; lane 0's serve every ensure but the steps beside on the
+  // other lanes.
+  struct Scratch {
+    DeviceArray<PageId> miss_pages;
+    DeviceArray<SlotId> victims;
+    DeviceArray<CopyOp> copies;
+    DeviceArray<int> copy_count;
+    DeviceArray<EnsureResult> result;
+  };
+  std::vector<Scratch> scratch_;  // [beside_lanes]
+  const Scratch& lane_scratch(int lane) const {
+    check_lane(lane);
+    return scratch_[static_cast<std::size_t>(lane)];
+  }
   DeviceArray<Counters> counters_;
   DeviceArray<std::int64_t> step_;
   DeviceArray<StepTicket> ticket_;           // steps on one block per SM
-  DeviceArray<StepTicket> beside_ticket_;    // steps beside the attention (kBesideBlocks)
+  DeviceArray<StepTicket> beside_tickets_;   // [beside_lanes] steps beside (kBesideBlocks)
   DeviceArray<StepTicket> prefetch_ticket_;  // prefetches (kBesideBlocks)
   DeviceArray<const SlotId*> slot_tables_;   // each layer's slot_of_page (locate)
   // staging for the synchronous forms

@@ -9,14 +9,16 @@
 
 namespace kvtier::cuda::ensure_block {
 
-// The result of an ensure that succeeded, its copy count and the caller's running totals.
+// The result of an ensure that succeeded, its copy count and the caller's running totals
+// (atomic: steps of different layers on two lanes beside the attention share them).
 __device__ inline void finish_ok(const EnsureParams& p, const EnsureResult& r) {
   *p.result = r;
   *p.copy_count = r.misses;
   if (p.totals != nullptr) {
-    p.totals[0] += r.hits;
-    p.totals[1] += r.misses;
-    p.totals[2] += r.evictions;
+    auto* t = reinterpret_cast<unsigned long long*>(p.totals);
+    atomicAdd(t, static_cast<unsigned long long>(r.hits));
+    atomicAdd(t + 1, static_cast<unsigned long long>(r.misses));
+    atomicAdd(t + 2, static_cast<unsigned long long>(r.evictions));
   }
 }
 
@@ -25,7 +27,7 @@ __device__ inline void finish_ok(const EnsureParams& p, const EnsureResult& r) {
 __device__ inline void finish_failed(const EnsureParams& p, const EnsureResult& r) {
   *p.result = r;
   *p.copy_count = 0;
-  if (p.errors != nullptr) ++*p.errors;
+  if (p.errors != nullptr) atomicAdd(p.errors, 1);
 }
 
 // An ensure with a query entry outside the page space (its first index): nothing changed.

@@ -32,8 +32,10 @@ std::string describe(const StepPhases& p) {
   return buf;
 }
 
-StepStampRecorder::StepStampRecorder(int launches)
-    : buf_(static_cast<std::size_t>(launches) * kStepStamps), launches_(launches) {
+StepStampRecorder::StepStampRecorder(int launches, int lanes)
+    : buf_(static_cast<std::size_t>(launches) * lanes * kStepStamps),
+      launches_(launches),
+      lanes_(lanes) {
   clear();
 }
 
@@ -46,7 +48,7 @@ StepPhases StepStampRecorder::read() const {
   std::vector<unsigned long long> h(buf_.size());
   KVT_CUDA_CHECK(cudaMemcpy(h.data(), buf_.get(), buf_.bytes(), cudaMemcpyDeviceToHost));
   std::vector<const unsigned long long*> rows;
-  for (int i = 0; i < launches_; ++i) {
+  for (int i = 0; i < launches_ * lanes_; ++i) {
     const unsigned long long* r = h.data() + static_cast<std::size_t>(i) * kStepStamps;
     if (r[kStampStartNs] != 0 && r[kStampEndNs] != 0) rows.push_back(r);
   }
@@ -76,15 +78,22 @@ StepPhases StepStampRecorder::read() const {
   p.victims = phase(kStampSorted, kStampVictims);
   p.install = phase(kStampVictims, kStampInstalled);
   p.publish = phase(kStampInstalled, kStampPublished);
-  // launches in start order (a ring's rows start at an arbitrary one)
-  std::sort(rows.begin(), rows.end(),
-            [](const auto* a, const auto* b) { return a[kStampStartNs] < b[kStampStartNs]; });
   std::vector<double> tail, span, gap;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    tail.push_back(since(rows[i][kStampPublishedNs], rows[i][kStampEndNs]) / 1e3);
-    span.push_back(since(rows[i][kStampStartNs], rows[i][kStampEndNs]) / 1e3);
-    if (i + 1 < rows.size())
-      gap.push_back(since(rows[i][kStampEndNs], rows[i + 1][kStampStartNs]) / 1e3);
+  for (const auto* r : rows) {
+    tail.push_back(since(r[kStampPublishedNs], r[kStampEndNs]) / 1e3);
+    span.push_back(since(r[kStampStartNs], r[kStampEndNs]) / 1e3);
+  }
+  // each lane's launches in start order (a ring's rows start at an arbitrary one)
+  const std::size_t lane_rows = static_cast<std::size_t>(launches_) * kStepStamps;
+  for (int lane = 0; lane < lanes_; ++lane) {
+    std::vector<const unsigned long long*> own;
+    for (const auto* r : rows)
+      if (static_cast<std::size_t>(r - h.data()) / lane_rows == static_cast<std::size_t>(lane))
+        own.push_back(r);
+    std::sort(own.begin(), own.end(),
+              [](const auto* a, const auto* b) { return a[kStampStartNs] < b[kStampStartNs]; });
+    for (std::size_t i = 0; i + 1 < own.size(); ++i)
+      gap.push_back(since(own[i][kStampEndNs], own[i + 1][kStampStartNs]) / 1e3);
   }
   p.copy_exit = median(tail);
   p.span = median(span);

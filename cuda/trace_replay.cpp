@@ -18,6 +18,7 @@
 #include "cuda/stream_handles.hpp"
 #include "frontend/forward_schedule.hpp"
 #include "frontend/front_end.hpp"
+#include "model/attend_grid.hpp"
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
 #include "model/ensure.hpp"
@@ -68,7 +69,7 @@ class TraceReplay {
         attend_(cfg.read == ReadMode::attend),
         fe_(g_, num_pages_),
         s_(make_stream()),
-        side_(make_stream()),
+        side_{make_stream(), make_stream()},
         ev_a_(make_event()),
         ev_b_(make_event()),
         ev_fork_(make_event(false)),
@@ -108,6 +109,7 @@ class TraceReplay {
         const auto& f = std::get<traces::Forward>(rec);
         ReplayStep st = stage(f);
         launch_layers(f);
+        st.beside_lanes = at_.in_place && mirror_ ? forward_lanes_ : 0;
         finish_forward(st);
         last_ = frontend::LastForward{st.tokens == st.rows, st.misses, std::int64_t{st.rows} * L_};
         res_.steps.push_back(st);
@@ -135,8 +137,12 @@ class TraceReplay {
           std::max<std::int64_t>({1, stats.max_step_pages, std::min<std::int64_t>(slots_, reach)});
       MirrorConfig mc{layout_, ResidencyUnit::layer_page,   num_pages_,
                       slots_,  static_cast<int>(max_query), cfg_.form};
+      // The steps beside on as many lanes as a forward's schedule may give (the simulator
+      // prices the same); engines of the other forms run one step at a time.
+      lanes_ = cfg_.form == EnsureForm::block ? frontend::kMaxBesideLanes : 1;
+      mc.beside_lanes = lanes_;
       engine_ = std::make_unique<MirrorEngine>(mc);
-      if (cfg_.step_phases) step_stamps_.emplace(kStepPhaseLaunches);
+      if (cfg_.step_phases) step_stamps_.emplace(kStepPhaseLaunches, lanes_);
       res_.device_bytes = engine_->pool().total_bytes();
       res_.host_bytes = engine_->host().total_bytes();
     } else {
@@ -302,6 +308,12 @@ class TraceReplay {
                                         at_.in_place, prefetch_};
     prefetch_pending_ = false;
     const frontend::BesideJoin join = frontend::beside_join(shape);
+    const int sms = qsa::sm_count();
+    const int widest = static_cast<int>(frontend::widest_row_tokens(f, g_.compress_ratio));
+    forward_lanes_ = std::min(
+        lanes_,
+        frontend::beside_lanes(
+            shape, attend_ctas(static_cast<int>(f.rows.size()), g_.kv_heads, widest, sms), sms));
     // Mirror, in place: every layer's table before any ensure of the forward (each stays valid
     // until its own layer's ensure), one launch.
     if (frontend::locates_first(shape)) {
@@ -399,15 +411,18 @@ class TraceReplay {
   // Mirror, in place: the residency step (compaction, ensure and miss copy on a few blocks)
   // on the stream beside, forked after the layer's store: every page of the query reads the
   // same bytes either way, and the ensure changes no slot that the attention reads. A layer's
-  // step may run on beside the next layer's work (another state); the main stream joins it
+  // step may run on beside the next layer's work (another state), and beside the next layer's
+  // step where the forward takes two lanes (frontend::beside_lanes); the main stream joins it
   // where frontend::beside_join says.
   void residency_beside(int l) {
+    const int lane = l % forward_lanes_;
+    cudaStream_t side = side_[lane];
     KVT_CUDA_CHECK(cudaEventRecord(ev_fork_, s_));
-    KVT_CUDA_CHECK(cudaStreamWaitEvent(side_, ev_fork_));
+    KVT_CUDA_CHECK(cudaStreamWaitEvent(side, ev_fork_));
     EnsureHooks h = hooks(l);
-    if (step_stamps_) h.stamps = step_stamps_->stamps();
-    engine_->residency_beside_async(l, compact_params(l), query(l), sf_.query_len, side_, h);
-    KVT_CUDA_CHECK(cudaEventRecord(ev_join_[l % 2], side_));
+    if (step_stamps_) h.stamps = step_stamps_->stamps(lane);
+    engine_->residency_beside_async(l, compact_params(l), query(l), sf_.query_len, side, h, lane);
+    KVT_CUDA_CHECK(cudaEventRecord(ev_join_[l % 2], side));
   }
 
   // Mirror: compaction, ensure, miss copy and translate in one launch, into `target`; with
@@ -428,13 +443,13 @@ class TraceReplay {
   // With --verify the core checks its copies as soon as they are done.
   void prefetch_next(int l) {
     KVT_CUDA_CHECK(cudaEventRecord(ev_fork_, s_));
-    KVT_CUDA_CHECK(cudaStreamWaitEvent(side_, ev_fork_));
-    engine_->prefetch_async(l + 1, query(l), sf_.query_len, side_,
+    KVT_CUDA_CHECK(cudaStreamWaitEvent(side_[0], ev_fork_));
+    engine_->prefetch_async(l + 1, query(l), sf_.query_len, side_[0],
                             EnsureHooks{d_prefetch_steps_.get() + l, d_counters_.get()->prefetch});
-    KVT_CUDA_CHECK(cudaEventRecord(ev_prefetched_, side_));
+    KVT_CUDA_CHECK(cudaEventRecord(ev_prefetched_, side_[0]));
     prefetch_pending_ = true;
     if (verifier_) {
-      KVT_CUDA_CHECK(cudaStreamSynchronize(side_));
+      KVT_CUDA_CHECK(cudaStreamSynchronize(side_[0]));
       verifier_->check_prefetch(l, fi_, layer_step(fi_, L_, l), *engine_, res_, cfg_.decisions);
     }
   }
@@ -630,7 +645,11 @@ class TraceReplay {
   AttendPlacement at_;
 
   Stream s_;
-  Stream side_;  // mirror, in place: the residency step beside s_
+  // mirror, in place: the residency steps beside s_ (layer l's on side_[l % forward_lanes_]);
+  // the prefetch policy's on side_[0]
+  Stream side_[frontend::kMaxBesideLanes];
+  int lanes_ = 1;          // the engine's
+  int forward_lanes_ = 1;  // this forward's (frontend::beside_lanes)
   Event ev_a_, ev_b_;
   Event ev_fork_, ev_join_[2];       // join: a layer's, waited for in the next layer
   Event ev_prefetched_;              // prefetch: the last one issued, done

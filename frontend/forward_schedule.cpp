@@ -1,5 +1,10 @@
 #include "frontend/forward_schedule.hpp"
 
+#include <algorithm>
+
+#include "model/attend_grid.hpp"
+#include "model/cost_model.hpp"
+
 namespace kvtier::frontend {
 namespace {
 
@@ -66,6 +71,19 @@ std::span<const ScheduledOp> layer_schedule(const ScheduleShape& s) {
 
 BesideJoin beside_join(const ScheduleShape& s) {
   return s.kind == ForwardKind::model ? BesideJoin{index_topk, 1} : BesideJoin{store, 2};
+}
+
+int beside_lanes(const ScheduleShape& s, std::int64_t attend_ctas, int sms) {
+  if (s.kind != ForwardKind::trace_replay || !s.state_per_layer) return 1;
+  const int held = kMaxBesideLanes * static_cast<int>(kStepBesideBlocks);
+  return sms > held && attend_ctas <= attend_wave_ctas(sms - held) ? kMaxBesideLanes : 1;
+}
+
+std::int64_t widest_row_tokens(const traces::Forward& f, int compress_ratio) {
+  std::int64_t widest = 0;
+  for (std::size_t k = 0; k + 1 < f.offsets.size(); ++k)
+    widest = std::max(widest, f.offsets[k + 1] - f.offsets[k]);
+  return (widest + 1) * compress_ratio;
 }
 
 }  // namespace kvtier::frontend

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "model/placement.hpp"
+#include "traces/trace_record.hpp"
 
 namespace kvtier::frontend {
 
@@ -52,6 +53,9 @@ struct ScheduleShape {
   // residency step; the next layer's residency step waits for it (the ensures of one state
   // run in stamp order, and the store must not write a page its copy is still filling).
   bool prefetch = false;
+  // Mirror: one residency state per layer (ResidencyUnit::layer_page), so that steps of
+  // different layers touch different states; false: one state for every layer.
+  bool state_per_layer = true;
 };
 
 // What the forward before this one did, for the rule below.
@@ -91,5 +95,26 @@ struct BesideJoin {
   int layers_later;
 };
 BesideJoin beside_join(const ScheduleShape& s);
+
+// The streams beside the forward's own that the residency steps beside take in turn: layer
+// l's step runs on lane l % lanes, after the step before it on that lane. The trace replay joins
+// a step two layers on, so with a state per layer, layer l + 1's step need not wait for layer
+// l's, and a second lane lets consecutive layers' steps run at once, when the attend beside
+// them leaves the SMs the second lane's step holds: its CTAs (`attend_ctas`, the forward's
+// widest row, model/attend_grid.hpp) fit one wave of the multiprocessors that two steps leave
+// (kStepBesideBlocks each, a whole SM a block). Measured on the H200 (2026-12-04,
+// bench/results/beside-lanes-h200-2026-12-04.md), two lanes against one: single-32k-decode1000
+// (1 row, 130 CTAs, a miss every step) 254.6 against 391.2 us per decode forward,
+// prefill-shared-prefix (3 rows, 132 CTAs) 216.3 against 221.3, concurrent8-16k-128k (8 rows,
+// 256 CTAs: a second wave beside two lanes) 298.1 against 291.3. The model forward joins each
+// step before the next layer's top-k, and one state for every layer serialises the steps: one
+// lane.
+int beside_lanes(const ScheduleShape& s, std::int64_t attend_ctas, int sms);
+inline constexpr int kMaxBesideLanes = 2;
+
+// The tokens the widest row of a trace forward reads at most in one layer: its largest
+// selection's blocks and a causal tail (the rule above prices the attend's CTAs by it, the
+// same on both backends).
+std::int64_t widest_row_tokens(const traces::Forward& f, int compress_ratio);
 
 }  // namespace kvtier::frontend

@@ -31,6 +31,9 @@ constexpr IndexPath index_path(std::int64_t rows, std::int64_t rows_per_request)
 // The residency step compacts up to this many rows by groups of warps, more one warp a row
 // (cuda/step_compaction.cuh, which takes its form by it): the step beside has a piece for each.
 inline constexpr std::int64_t kStepGroupedRows = 8;
+// The mirror's residency step beside the attention runs on this many blocks of 1,024 threads,
+// each a whole multiprocessor (MirrorEngine::kBesideBlocks).
+inline constexpr std::int64_t kStepBesideBlocks = 4;
 inline constexpr std::int64_t kTopkClusterRows = 16;
 inline constexpr std::int64_t kTopkOneCtaRows = 64;
 inline constexpr std::int64_t kTopkOneCtaBlocks = 32768;

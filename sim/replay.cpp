@@ -151,6 +151,7 @@ class Simulation {
                          cfg.policy == MirrorPolicy::lru && !all_layers_;
     shape_.mirror_in_place = may_read_in_place_;
     shape_.prefetch = mirror_ && cfg.policy == MirrorPolicy::prefetch && !all_layers_;
+    shape_.state_per_layer = !all_layers_;
     res_.layers.resize(L_);
     const MemoryBudget mb = price_memory(g_, stats, cost, cfg);
     res_.device_bytes = mb.device_bytes;
@@ -269,6 +270,13 @@ class Simulation {
     const bool decode = tokens_ == rows;
     const bool model_forward = shape_.kind == frontend::ForwardKind::model;
     shape_.mirror_in_place = may_read_in_place_ && decode && frontend::decode_reads_in_place(last_);
+    // The lanes of the steps beside, as the trace replay takes them for this forward.
+    const int sms = static_cast<int>(cost_.profile().sm_count);
+    lanes_ = frontend::beside_lanes(
+        shape_,
+        cost_.attend_ctas(rows, g_.kv_heads,
+                          static_cast<int>(frontend::widest_row_tokens(f, g_.compress_ratio))),
+        sms);
     const RequestId one_row = decode && rows == 1 ? f.rows[0].request : kNoReuse;
     l2_reuse_ns_ = reuses_l2(one_row) ? cost_.attention_l2_reuse_ns(last_sel_bytes_) : 0;
     std::int64_t sel_bytes = 0;  // this forward's selections over its layers
@@ -311,7 +319,7 @@ class Simulation {
             break;
           case frontend::LayerOp::residency:
             if (so.lane == frontend::Lane::beside) {
-              beside_done[l] = residency_op(ls, Resource::beside, {prev, waits}, name);
+              beside_done[l] = residency_op(ls, beside_lane(l % lanes_), {prev, waits}, name);
             } else {
               // the previous layer's prefetch into this layer's pool comes first
               prev = residency_op(ls, Resource::compute, {prev, prefetch_done_}, name);
@@ -560,8 +568,7 @@ class Simulation {
     st.bypassed += r.bypassed;
     st.evictions += r.evictions;
     const std::int64_t distinct = std::max(1, r.hits + r.misses + r.bypassed);
-    const std::int64_t read_in_place =
-        lane == Resource::beside ? r.misses + r.bypassed : r.bypassed;
+    const std::int64_t read_in_place = is_beside(lane) ? r.misses + r.bypassed : r.bypassed;
     // Rows that bypass the pool read all they select from the host bank; the pool's rows
     // read the share of their pages that the step did not have.
     const bool model = shape_.kind == frontend::ForwardKind::model;
@@ -579,10 +586,10 @@ class Simulation {
     res_.h2d_bytes += copy_bytes + ls.in_place_bytes;
     charge_step(r, copy_page_bytes, read_in_place, pool_in_place);
     if (bypass_read > 0) charge_bypass_rows(q, model);
-    // Beside, the step (compaction, ensure and miss copy) is one kernel on one stream: a
-    // layer's step starts once the previous layer's has copied its misses.
-    const bool beside = lane == Resource::beside;
-    const OpId previous_step = beside && l > 0 ? beside_done_[l - 1] : kNoOp;
+    // Beside, the step (compaction, ensure and miss copy) is one kernel on its lane's stream: a
+    // layer's step starts once the previous step on that lane has copied its misses.
+    const bool beside = is_beside(lane);
+    const OpId previous_step = beside && l >= lanes_ ? beside_done_[l - lanes_] : kNoOp;
     const std::array<OpId, 3> after{deps[0], deps[1], previous_step};
     // Beside, the step runs on a few blocks without the translate (its own terms).
     const std::int64_t step_ns =
@@ -699,6 +706,7 @@ class Simulation {
   std::int64_t last_sel_bytes_ = 0;
   TimeNs l2_reuse_ns_ = 0;
   std::vector<OpId> beside_done_;  // the forward's residency steps beside, reused
+  int lanes_ = 1;                  // the forward's lanes beside (frontend::beside_lanes)
   frontend::ScheduleShape shape_;
 };
 

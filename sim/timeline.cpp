@@ -14,6 +14,8 @@ const char* resource_name(Resource r) {
       return "pcie d2h";
     case Resource::beside:
       return "gpu beside";
+    case Resource::beside_second:
+      return "gpu beside (second lane)";
   }
   return "?";
 }

@@ -13,13 +13,21 @@ namespace kvtier::sim {
 
 // The resources an operation can occupy. Each runs one operation at a time, in the order
 // operations became ready (FIFO). PCIe is full duplex: H2D and D2H are separate resources.
-// `beside` is the stream beside the forward's where the mirror's residency step runs on a few
-// SMs while the attention runs (frontend::Lane::beside).
+// `beside` and `beside_second` are the streams beside the forward's where the mirror's
+// residency steps run on a few SMs while the attention runs (frontend::Lane::beside; the
+// second lane when frontend::beside_lanes gives two).
 // The prefetch copy stream is a chain of dependencies on the H2D link (its copies share the
 // link's bandwidth with demand copies and in-place reads).
-enum class Resource : std::uint8_t { compute, h2d, d2h, beside };
-inline constexpr int kResources = 4;
+enum class Resource : std::uint8_t { compute, h2d, d2h, beside, beside_second };
+inline constexpr int kResources = 5;
 const char* resource_name(Resource r);
+constexpr bool is_beside(Resource r) {
+  return r == Resource::beside || r == Resource::beside_second;
+}
+// Lane k of the steps beside (frontend::beside_lanes).
+constexpr Resource beside_lane(int k) {
+  return k == 0 ? Resource::beside : Resource::beside_second;
+}
 
 using OpId = std::int32_t;
 inline constexpr OpId kNoOp = -1;

@@ -48,6 +48,31 @@ TEST(BadConfig, PageBeyondTheLogicalSpace) {
   }
 }
 
+// Lanes of steps beside: 1 .. frontend::kMaxBesideLanes, refused before any allocation; a
+// lane the engine lacks is refused on the host; the non-block forms step on lane 0 only.
+TEST(BadConfig, BesideLanesOutsideTheEngines) {
+  KVT_REQUIRE_GPU();
+  for (int lanes : {0, 3, -1}) {
+    MirrorConfig c = small_config(8, EnsureForm::block);
+    c.beside_lanes = lanes;
+    EXPECT_THROW(MirrorEngine{c}, ConfigError) << lanes;
+  }
+  MirrorConfig c = small_config(8, EnsureForm::block);
+  c.beside_lanes = 2;
+  MirrorEngine two(c);
+  EXPECT_NO_THROW((void)two.result(1));
+  EXPECT_THROW((void)two.result(2), std::out_of_range);
+  EXPECT_THROW((void)MirrorEngine(small_config(8, EnsureForm::block)).copies(1), std::out_of_range);
+  const CompactParams none{};
+  DeviceArray<PageId> q(4);
+  EXPECT_THROW(two.residency_beside_async(0, none, q.get(), 0, nullptr, {}, 2), std::out_of_range);
+  MirrorConfig core = small_config(8, EnsureForm::core_thread);
+  core.beside_lanes = 2;
+  MirrorEngine thread_form(core);
+  EXPECT_THROW(thread_form.residency_beside_async(0, none, q.get(), 0, nullptr, {}, 1),
+               std::invalid_argument);
+}
+
 TEST(BadConfig, StoresAndReadsOutsideTheSpaceAreCountedNotWritten) {
   KVT_REQUIRE_GPU();
   MirrorEngine e(small_config(8, EnsureForm::block));

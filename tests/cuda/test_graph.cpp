@@ -176,16 +176,8 @@ void graph_equals_eager(bool fp8, ResidencyUnit unit) {
     EXPECT_EQ(down(be.physical.get(), be.physical.size()),
               down(bg.physical.get(), bg.physical.size()));
     EXPECT_EQ(down(be.counters.get(), 2), down(bg.counters.get(), 2));
-    for (int l = 0; l < 2; ++l) {
-      std::vector<SlotId> a1, b1;
-      std::vector<PageId> a2, b2;
-      std::vector<std::int64_t> a3, b3;
-      eager.download_state(l, a1, a2, a3);
-      graphed.download_state(l, b1, b2, b3);
-      EXPECT_EQ(a1, b1);
-      EXPECT_EQ(a2, b2);
-      EXPECT_EQ(a3, b3);
-    }
+    for (int l = 0; l < 2; ++l)
+      EXPECT_EQ(test::state_difference(eager, graphed, l), "");
   }
   for (int b = 0; b < L.banks(); ++b) {
     EXPECT_EQ(eager.download_pool_bank(b), graphed.download_pool_bank(b)) << "pool bank " << b;

@@ -1,8 +1,10 @@
 // The forward's schedule as both backends launch it (frontend/forward_schedule): the rule that
-// picks where a mirror decode forward of the model reads the pages its step misses.
+// picks where a mirror decode forward of the model reads the pages its step misses, and the
+// lanes its steps beside take.
 #include <gtest/gtest.h>
 
 #include "frontend/forward_schedule.hpp"
+#include "model/attend_grid.hpp"
 
 namespace kvtier::frontend {
 namespace {
@@ -30,6 +32,38 @@ TEST(ForwardSchedule, PrefetchRunsBesideAfterTheStep) {
   EXPECT_EQ(ops[3].lane, Lane::beside);
   EXPECT_FALSE(locates_first(shape));
   EXPECT_EQ(to_string(LayerOp::prefetch), "prefetch next layer");
+}
+
+// Two lanes where the attend's one wave leaves the SMs of two steps beside (4 blocks each): on
+// 132 SMs, 2 x (132 - 8) = 248 CTAs.
+TEST(ForwardSchedule, StepsBesideTakeTwoLanesWhereTheAttendLeavesTheirSms) {
+  const ScheduleShape replay{Placement::mirror, ForwardKind::trace_replay};
+  // one decode row of 2,052 tokens, 2 KV heads: 65 splits, 130 CTAs
+  EXPECT_EQ(beside_lanes(replay, attend_ctas(1, 2, 2052, 132), 132), 2);
+  // eight rows: 16 splits, 256 CTAs, a second wave beside two steps
+  EXPECT_EQ(attend_ctas(8, 2, 2052, 132), 256);
+  EXPECT_EQ(beside_lanes(replay, 256, 132), 1);
+  EXPECT_EQ(beside_lanes(replay, 248, 132), 2);
+  EXPECT_EQ(beside_lanes(replay, 249, 132), 1);
+  // too few SMs to leave any
+  EXPECT_EQ(beside_lanes(replay, 1, 8), 1);
+  // the model forward joins each step before the next layer's top-k; one state for every layer
+  // serialises the steps
+  EXPECT_EQ(beside_lanes(ScheduleShape{Placement::mirror, ForwardKind::model}, 1, 132), 1);
+  ScheduleShape one_state = replay;
+  one_state.state_per_layer = false;
+  EXPECT_EQ(beside_lanes(one_state, 1, 132), 1);
+}
+
+TEST(ForwardSchedule, WidestRowTokensAreTheLargestSelectionAndATail) {
+  traces::Forward f;
+  f.rows.resize(2);
+  f.layers = 2;
+  // selections of 3, 0, 5 and 2 blocks (layer-major)
+  f.offsets = {0, 3, 3, 8, 10};
+  f.ids.resize(10);
+  EXPECT_EQ(widest_row_tokens(f, 4), (5 + 1) * 4);
+  EXPECT_EQ(widest_row_tokens(traces::Forward{}, 4), 4);
 }
 
 }  // namespace

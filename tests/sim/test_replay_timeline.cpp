@@ -249,6 +249,37 @@ TEST(ReplayTimeline, TraceReplayMirrorStepsBesideRunOneAfterAnother) {
   EXPECT_EQ(r.compute_end_ns - forward_start(r, 1), 485);
 }
 
+// The same forward on a card whose attend leaves the SMs of two steps beside
+// (frontend::beside_lanes: one CTA a row and KV head here, 132 SMs): layer 1's step takes the
+// second lane, so it starts once its store is done (100 .. 117), beside layer 0's step and copy,
+// not after that copy (291); it costs what it cost on the one lane (10 ns). The link still ends
+// this forward (its copies and in-place reads queue there, as on one lane: 485 ns).
+TEST(ReplayTimeline, TraceReplayMirrorStepsBesideTakeTwoLanesWhereTheAttendLeavesRoom) {
+  const traces::TraceInput t = warm_one_forward();
+  SimConfig c;
+  c.placement = Placement::mirror;
+  c.forward = frontend::ForwardKind::trace_replay;
+  c.pool_slots = 4;
+  c.record_timeline = true;
+  HardwareProfile p = unit_profile();
+  p.sm_count = 132;
+  const SimResult r = simulate(t, frontend::scan_trace(t), CostModel(p), c);
+  const std::vector<Span> first = {{"residency step", 0, 18, 30}};
+  const std::vector<Span> second = {{"residency step", 1, 117, 127}};
+  EXPECT_EQ(spans_of(r, Resource::beside, 1), first);
+  EXPECT_EQ(spans_of(r, Resource::beside_second, 1), second);
+  EXPECT_EQ(r.compute_end_ns - forward_start(r, 1), 485);
+  // the decisions do not depend on the lanes
+  const SimResult one = simulate(t, frontend::scan_trace(t), CostModel(unit_profile()), c);
+  EXPECT_EQ(r.total().hits, one.total().hits);
+  EXPECT_EQ(r.total().misses, one.total().misses);
+  EXPECT_EQ(r.total().evictions, one.total().evictions);
+  // the model forward keeps one lane
+  c.forward = frontend::ForwardKind::model;
+  EXPECT_TRUE(spans(simulate(t, frontend::scan_trace(t), CostModel(p), c), Resource::beside_second)
+                  .empty());
+}
+
 // The all-layers unit runs the step first (the backend locates per layer only): the step
 // (1 + 4 + 4 + 3 = 12 ns), its copy (1 + 3 x 128 ns: one miss brings both layers' K/V), the
 // store into the pool (its page installed) and the host bank (16 + 1 + 16 = 33 ns), then
