@@ -48,9 +48,12 @@ StepPhases StepStampRecorder::read() const {
   std::vector<unsigned long long> h(buf_.size());
   KVT_CUDA_CHECK(cudaMemcpy(h.data(), buf_.get(), buf_.bytes(), cudaMemcpyDeviceToHost));
   std::vector<const unsigned long long*> rows;
+  std::vector<std::vector<const unsigned long long*>> lane_rows(static_cast<std::size_t>(lanes_));
   for (int i = 0; i < launches_ * lanes_; ++i) {
     const unsigned long long* r = h.data() + static_cast<std::size_t>(i) * kStepStamps;
-    if (r[kStampStartNs] != 0 && r[kStampEndNs] != 0) rows.push_back(r);
+    if (r[kStampStartNs] == 0 || r[kStampEndNs] == 0) continue;
+    rows.push_back(r);
+    lane_rows[static_cast<std::size_t>(i / launches_)].push_back(r);
   }
   StepPhases p;
   p.launches = static_cast<int>(rows.size());
@@ -84,12 +87,7 @@ StepPhases StepStampRecorder::read() const {
     span.push_back(since(r[kStampStartNs], r[kStampEndNs]) / 1e3);
   }
   // each lane's launches in start order (a ring's rows start at an arbitrary one)
-  const std::size_t lane_rows = static_cast<std::size_t>(launches_) * kStepStamps;
-  for (int lane = 0; lane < lanes_; ++lane) {
-    std::vector<const unsigned long long*> own;
-    for (const auto* r : rows)
-      if (static_cast<std::size_t>(r - h.data()) / lane_rows == static_cast<std::size_t>(lane))
-        own.push_back(r);
+  for (auto& own : lane_rows) {
     std::sort(own.begin(), own.end(),
               [](const auto* a, const auto* b) { return a[kStampStartNs] < b[kStampStartNs]; });
     for (std::size_t i = 0; i + 1 < own.size(); ++i)

@@ -18,7 +18,6 @@
 #include "cuda/stream_handles.hpp"
 #include "frontend/forward_schedule.hpp"
 #include "frontend/front_end.hpp"
-#include "model/attend_grid.hpp"
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
 #include "model/ensure.hpp"
@@ -308,12 +307,7 @@ class TraceReplay {
                                         at_.in_place, prefetch_};
     prefetch_pending_ = false;
     const frontend::BesideJoin join = frontend::beside_join(shape);
-    const int sms = qsa::sm_count();
-    const int widest = static_cast<int>(frontend::widest_row_tokens(f, g_.compress_ratio));
-    forward_lanes_ = std::min(
-        lanes_,
-        frontend::beside_lanes(
-            shape, attend_ctas(static_cast<int>(f.rows.size()), g_.kv_heads, widest, sms), sms));
+    forward_lanes_ = std::min(lanes_, frontend::beside_lanes(shape, f, g_, qsa::sm_count()));
     // Mirror, in place: every layer's table before any ensure of the forward (each stays valid
     // until its own layer's ensure), one launch.
     if (frontend::locates_first(shape)) {

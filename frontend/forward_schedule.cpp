@@ -73,8 +73,15 @@ BesideJoin beside_join(const ScheduleShape& s) {
   return s.kind == ForwardKind::model ? BesideJoin{index_topk, 1} : BesideJoin{store, 2};
 }
 
+namespace {
+bool steps_may_share(const ScheduleShape& s) {
+  return s.placement == Placement::mirror && s.mirror_in_place &&
+         s.kind == ForwardKind::trace_replay && s.state_per_layer;
+}
+}  // namespace
+
 int beside_lanes(const ScheduleShape& s, std::int64_t attend_ctas, int sms) {
-  if (s.kind != ForwardKind::trace_replay || !s.state_per_layer) return 1;
+  if (!steps_may_share(s)) return 1;
   const int held = kMaxBesideLanes * static_cast<int>(kStepBesideBlocks);
   return sms > held && attend_ctas <= attend_wave_ctas(sms - held) ? kMaxBesideLanes : 1;
 }
@@ -84,6 +91,13 @@ std::int64_t widest_row_tokens(const traces::Forward& f, int compress_ratio) {
   for (std::size_t k = 0; k + 1 < f.offsets.size(); ++k)
     widest = std::max(widest, f.offsets[k + 1] - f.offsets[k]);
   return (widest + 1) * compress_ratio;
+}
+
+int beside_lanes(const ScheduleShape& s, const traces::Forward& f, const Geometry& g, int sms) {
+  if (!steps_may_share(s)) return 1;  // before the scan of the forward's selections
+  const auto widest = static_cast<int>(widest_row_tokens(f, g.compress_ratio));
+  return beside_lanes(s, attend_ctas(static_cast<int>(f.rows.size()), g.kv_heads, widest, sms),
+                      sms);
 }
 
 }  // namespace kvtier::frontend

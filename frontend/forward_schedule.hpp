@@ -7,6 +7,7 @@
 #include <span>
 #include <string_view>
 
+#include "model/geometry.hpp"
 #include "model/placement.hpp"
 #include "traces/trace_record.hpp"
 
@@ -109,6 +110,7 @@ BesideJoin beside_join(const ScheduleShape& s);
 // 256 CTAs: a second wave beside two lanes) 298.1 against 291.3. The model forward joins each
 // step before the next layer's top-k, and one state for every layer serialises the steps: one
 // lane.
+// Forwards without steps beside (not the mirror's in-place ones) take one lane.
 int beside_lanes(const ScheduleShape& s, std::int64_t attend_ctas, int sms);
 inline constexpr int kMaxBesideLanes = 2;
 
@@ -116,5 +118,9 @@ inline constexpr int kMaxBesideLanes = 2;
 // selection's blocks and a causal tail (the rule above prices the attend's CTAs by it, the
 // same on both backends).
 std::int64_t widest_row_tokens(const traces::Forward& f, int compress_ratio);
+
+// The rule above for trace forward `f` on `sms` multiprocessors: its attend's CTAs at its widest
+// row, counted only where the forward runs steps beside. Both backends call this one.
+int beside_lanes(const ScheduleShape& s, const traces::Forward& f, const Geometry& g, int sms);
 
 }  // namespace kvtier::frontend

@@ -271,12 +271,7 @@ class Simulation {
     const bool model_forward = shape_.kind == frontend::ForwardKind::model;
     shape_.mirror_in_place = may_read_in_place_ && decode && frontend::decode_reads_in_place(last_);
     // The lanes of the steps beside, as the trace replay takes them for this forward.
-    const int sms = static_cast<int>(cost_.profile().sm_count);
-    lanes_ = frontend::beside_lanes(
-        shape_,
-        cost_.attend_ctas(rows, g_.kv_heads,
-                          static_cast<int>(frontend::widest_row_tokens(f, g_.compress_ratio))),
-        sms);
+    lanes_ = frontend::beside_lanes(shape_, f, g_, static_cast<int>(cost_.profile().sm_count));
     const RequestId one_row = decode && rows == 1 ? f.rows[0].request : kNoReuse;
     l2_reuse_ns_ = reuses_l2(one_row) ? cost_.attention_l2_reuse_ns(last_sel_bytes_) : 0;
     std::int64_t sel_bytes = 0;  // this forward's selections over its layers

@@ -107,9 +107,8 @@ struct Side {
   DeviceArray<SlotId> physical;
   DeviceArray<Counts> counts;
 
-  explicit Side(const MirrorConfig& c) : Side(std::make_unique<MirrorEngine>(c)) {}
+  explicit Side(const MirrorConfig& c) : Side(std::make_unique<MirrorEngine>(c), nullptr) {}
   explicit Side(MirrorEngine& shared) : Side(nullptr, &shared) {}
-  explicit Side(std::unique_ptr<MirrorEngine> e) : Side(std::move(e), nullptr) {}
   Side(std::unique_ptr<MirrorEngine> e, MirrorEngine* shared)
       : own(std::move(e)), engine(own ? *own : *shared), step(1), totals(3), counts(1) {
     KVT_CUDA_CHECK(cudaMemset(counts.get(), 0, counts.bytes()));

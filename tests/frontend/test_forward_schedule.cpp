@@ -53,6 +53,25 @@ TEST(ForwardSchedule, StepsBesideTakeTwoLanesWhereTheAttendLeavesTheirSms) {
   ScheduleShape one_state = replay;
   one_state.state_per_layer = false;
   EXPECT_EQ(beside_lanes(one_state, 1, 132), 1);
+  // no steps beside: the step first, or not the mirror
+  ScheduleShape step_first = replay;
+  step_first.mirror_in_place = false;
+  EXPECT_EQ(beside_lanes(step_first, 1, 132), 1);
+  EXPECT_EQ(beside_lanes(ScheduleShape{Placement::device, ForwardKind::trace_replay}, 1, 132), 1);
+  // from a forward record: one row of 512 blocks (2,052 tokens) against eight
+  Geometry g;
+  g.compress_ratio = 4;
+  traces::Forward one;
+  one.rows.resize(1);
+  one.layers = 1;
+  one.offsets = {0, 512};
+  one.ids.resize(512);
+  EXPECT_EQ(beside_lanes(replay, one, g, 132), 2);
+  traces::Forward eight = one;
+  eight.rows.resize(8);
+  eight.offsets = {0, 512, 1024, 1536, 2048, 2560, 3072, 3584, 4096};
+  eight.ids.resize(4096);
+  EXPECT_EQ(beside_lanes(replay, eight, g, 132), 1);
 }
 
 TEST(ForwardSchedule, WidestRowTokensAreTheLargestSelectionAndATail) {
