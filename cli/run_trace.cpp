@@ -52,7 +52,8 @@ boost::json::object step_json(const cuda::ReplayStep& s) {
           {"h2d_bytes", s.h2d_bytes},
           {"d2h_bytes", s.d2h_bytes},
           {"reads_in_place", s.reads_in_place},
-          {"beside_lanes", s.beside_lanes}};
+          {"beside_lanes", s.beside_lanes},
+          {"beside_blocks", s.beside_blocks}};
 }
 #endif
 

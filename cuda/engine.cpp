@@ -49,7 +49,7 @@ MirrorEngine::MirrorEngine(const MirrorConfig& c, const ProgressFn& progress)
   counters_ = DeviceArray<Counters>(1);
   step_ = DeviceArray<std::int64_t>(1);
   ticket_ = DeviceArray<StepTicket>(1);
-  beside_tickets_ = DeviceArray<StepTicket>(static_cast<std::size_t>(c.beside_lanes));
+  beside_tickets_ = DeviceArray<StepTicket>(static_cast<std::size_t>(2 * c.beside_lanes));
   prefetch_ticket_ = DeviceArray<StepTicket>(1);
   std::vector<const SlotId*> tables;
   for (int l = 0; l < c.layout.layers; ++l)
@@ -195,9 +195,13 @@ void MirrorEngine::residency_step_async(int layer, const CompactParams& c, const
 }
 
 void MirrorEngine::residency_beside_async(int layer, const CompactParams& c, const PageId* d_query,
-                                          int n, cudaStream_t s, const EnsureHooks& hooks,
-                                          int lane) {
+                                          int n, cudaStream_t s, const EnsureHooks& hooks, int lane,
+                                          int blocks) {
   check_lane(lane);
+  if (blocks != kBesideBlocks && blocks != kBesideBlocksWide)
+    throw std::invalid_argument(
+        "mirror engine: a step beside takes " + std::to_string(kBesideBlocks) + " or " +
+        std::to_string(kBesideBlocksWide) + " blocks, not " + std::to_string(blocks));
   if (cfg_.form != EnsureForm::block) {
     if (lane != 0)
       throw std::invalid_argument("mirror engine: steps beside on lane " + std::to_string(lane) +
@@ -206,10 +210,11 @@ void MirrorEngine::residency_beside_async(int layer, const CompactParams& c, con
     return;
   }
   check_step(layer, c, d_query, n);
-  launch_residency_step({c, ensure_params(layer, d_query, n, hooks, lane), copy_params(layer, lane),
-                         translate_params(layer, TranslateTarget{}), beside_tickets_.get() + lane,
-                         kBesideBlocks, hooks.stamps},
-                        s);
+  launch_residency_step(
+      {c, ensure_params(layer, d_query, n, hooks, lane), copy_params(layer, lane),
+       translate_params(layer, TranslateTarget{}),
+       beside_tickets_.get() + 2 * lane + (blocks == kBesideBlocks ? 0 : 1), blocks, hooks.stamps},
+      s);
 }
 
 void MirrorEngine::prefetch_async(int layer, const PageId* d_query, int n, cudaStream_t s,

@@ -30,7 +30,7 @@ struct MirrorConfig {
   int step_blocks = 0;
   // Steps beside the attention that may run at once (residency_beside_async's lanes, up to
   // frontend::kMaxBesideLanes), each with its own scratch, copy list and ticket: the trace
-  // replay runs consecutive layers' steps on two streams (frontend::beside_lanes).
+  // replay runs consecutive layers' steps on two streams (frontend::beside_steps).
   int beside_lanes = 1;
 };
 inline constexpr int kMaxStepBlocks = 65535;
@@ -136,10 +136,15 @@ class MirrorEngine {
   // chunk, few enough that the attention keeps its SMs while the leader compacts and ensures
   // (the block counts measured: bench/results/kernel-choices.md).
   // Steps on one lane run one at a time, in stream order; steps on different lanes (of
-  // different states: different layers) may run at once, on different streams.
+  // different states: different layers) may run at once, on different streams. `blocks`:
+  // kBesideBlocks, or kBesideBlocksWide where the attend leaves two lanes of them their SMs
+  // (frontend::beside_steps); each form has its own leader election per lane, so that a lane's
+  // launches may change form between forwards. Throws std::invalid_argument for another count.
   static constexpr int kBesideBlocks = static_cast<int>(kStepBesideBlocks);
+  static constexpr int kBesideBlocksWide = static_cast<int>(kStepBesideBlocksWide);
   void residency_beside_async(int layer, const CompactParams& c, const PageId* d_query, int n,
-                              cudaStream_t s, const EnsureHooks& hooks = {}, int lane = 0);
+                              cudaStream_t s, const EnsureHooks& hooks = {}, int lane = 0,
+                              int blocks = kBesideBlocks);
   // The prefetch policy's ensure (PrefetchNextLayer): d_query[0, n) ensured into `layer`'s state
   // at the step hooks.step gives (the issuing layer-step's prefetch stamp), and the copy of its
   // misses, in one launch on kBesideBlocks blocks, so that it runs beside the work on the main
@@ -216,8 +221,10 @@ class MirrorEngine {
   }
   DeviceArray<Counters> counters_;
   DeviceArray<std::int64_t> step_;
-  DeviceArray<StepTicket> ticket_;           // steps on one block per SM
-  DeviceArray<StepTicket> beside_tickets_;   // [beside_lanes] steps beside (kBesideBlocks)
+  DeviceArray<StepTicket> ticket_;  // steps on one block per SM
+  // steps beside: [lane][form], form 0 on kBesideBlocks blocks, 1 on kBesideBlocksWide (a
+  // ticket's launch count assumes one grid size)
+  DeviceArray<StepTicket> beside_tickets_;
   DeviceArray<StepTicket> prefetch_ticket_;  // prefetches (kBesideBlocks)
   DeviceArray<const SlotId*> slot_tables_;   // each layer's slot_of_page (locate)
   // staging for the synchronous forms

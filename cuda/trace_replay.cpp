@@ -108,7 +108,8 @@ class TraceReplay {
         const auto& f = std::get<traces::Forward>(rec);
         ReplayStep st = stage(f);
         launch_layers(f);
-        st.beside_lanes = at_.in_place && mirror_ ? forward_lanes_ : 0;
+        st.beside_lanes = at_.in_place && mirror_ ? forward_.lanes : 0;
+        st.beside_blocks = at_.in_place && mirror_ ? forward_.blocks : 0;
         finish_forward(st);
         last_ = frontend::LastForward{st.tokens == st.rows, st.misses, std::int64_t{st.rows} * L_};
         res_.steps.push_back(st);
@@ -307,7 +308,8 @@ class TraceReplay {
                                         at_.in_place, prefetch_};
     prefetch_pending_ = false;
     const frontend::BesideJoin join = frontend::beside_join(shape);
-    forward_lanes_ = std::min(lanes_, frontend::beside_lanes(shape, f, g_, qsa::sm_count()));
+    forward_ = frontend::beside_steps(shape, f, g_, qsa::sm_count());
+    if (forward_.lanes > lanes_) forward_ = {};  // an engine of another form: one step at a time
     // Mirror, in place: every layer's table before any ensure of the forward (each stays valid
     // until its own layer's ensure), one launch.
     if (frontend::locates_first(shape)) {
@@ -406,16 +408,17 @@ class TraceReplay {
   // on the stream beside, forked after the layer's store: every page of the query reads the
   // same bytes either way, and the ensure changes no slot that the attention reads. A layer's
   // step may run on beside the next layer's work (another state), and beside the next layer's
-  // step where the forward takes two lanes (frontend::beside_lanes); the main stream joins it
-  // where frontend::beside_join says.
+  // step where the forward takes two lanes, on the blocks frontend::beside_steps gives; the main
+  // stream joins it where frontend::beside_join says.
   void residency_beside(int l) {
-    const int lane = l % forward_lanes_;
+    const int lane = l % forward_.lanes;
     cudaStream_t side = side_[lane];
     KVT_CUDA_CHECK(cudaEventRecord(ev_fork_, s_));
     KVT_CUDA_CHECK(cudaStreamWaitEvent(side, ev_fork_));
     EnsureHooks h = hooks(l);
     if (step_stamps_) h.stamps = step_stamps_->stamps(lane);
-    engine_->residency_beside_async(l, compact_params(l), query(l), sf_.query_len, side, h, lane);
+    engine_->residency_beside_async(l, compact_params(l), query(l), sf_.query_len, side, h, lane,
+                                    forward_.blocks);
     KVT_CUDA_CHECK(cudaEventRecord(ev_join_[l % 2], side));
   }
 
@@ -639,11 +642,11 @@ class TraceReplay {
   AttendPlacement at_;
 
   Stream s_;
-  // mirror, in place: the residency steps beside s_ (layer l's on side_[l % forward_lanes_]);
+  // mirror, in place: the residency steps beside s_ (layer l's on side_[l % forward_.lanes]);
   // the prefetch policy's on side_[0]
   Stream side_[frontend::kMaxBesideLanes];
-  int lanes_ = 1;          // the engine's
-  int forward_lanes_ = 1;  // this forward's (frontend::beside_lanes)
+  int lanes_ = 1;                  // the engine's
+  frontend::BesideSteps forward_;  // this forward's lanes and blocks
   Event ev_a_, ev_b_;
   Event ev_fork_, ev_join_[2];       // join: a layer's, waited for in the next layer
   Event ev_prefetched_;              // prefetch: the last one issued, done

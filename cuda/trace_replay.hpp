@@ -103,9 +103,10 @@ struct ReplayStep {
   // Mirror: the attention read this forward's misses in place beside the residency step
   // (frontend::decode_reads_in_place picked it); false: the step ran first.
   bool reads_in_place = false;
-  // Mirror, in place: the lanes its residency steps beside took (frontend::beside_lanes); 0
-  // where no step ran beside.
+  // Mirror, in place: the lanes its residency steps beside took and each step's blocks
+  // (frontend::beside_steps); 0 where no step ran beside.
   int beside_lanes = 0;
+  int beside_blocks = 0;
 };
 
 struct ReplayResult {

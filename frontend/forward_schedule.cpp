@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "model/attend_grid.hpp"
-#include "model/cost_model.hpp"
 
 namespace kvtier::frontend {
 namespace {
@@ -80,10 +79,14 @@ bool steps_may_share(const ScheduleShape& s) {
 }
 }  // namespace
 
-int beside_lanes(const ScheduleShape& s, std::int64_t attend_ctas, int sms) {
-  if (!steps_may_share(s)) return 1;
-  const int held = kMaxBesideLanes * static_cast<int>(kStepBesideBlocks);
-  return sms > held && attend_ctas <= attend_wave_ctas(sms - held) ? kMaxBesideLanes : 1;
+BesideSteps beside_steps(const ScheduleShape& s, std::int64_t attend_ctas, int sms) {
+  if (!steps_may_share(s)) return {};
+  for (const std::int64_t blocks : {kStepBesideBlocksWide, kStepBesideBlocks}) {
+    const int held = kMaxBesideLanes * static_cast<int>(blocks);
+    if (sms > held && attend_ctas <= attend_wave_ctas(sms - held))
+      return {kMaxBesideLanes, static_cast<int>(blocks)};
+  }
+  return {};
 }
 
 std::int64_t widest_row_tokens(const traces::Forward& f, int compress_ratio) {
@@ -93,10 +96,11 @@ std::int64_t widest_row_tokens(const traces::Forward& f, int compress_ratio) {
   return (widest + 1) * compress_ratio;
 }
 
-int beside_lanes(const ScheduleShape& s, const traces::Forward& f, const Geometry& g, int sms) {
-  if (!steps_may_share(s)) return 1;  // before the scan of the forward's selections
+BesideSteps beside_steps(const ScheduleShape& s, const traces::Forward& f, const Geometry& g,
+                         int sms) {
+  if (!steps_may_share(s)) return {};  // before the scan of the forward's selections
   const auto widest = static_cast<int>(widest_row_tokens(f, g.compress_ratio));
-  return beside_lanes(s, attend_ctas(static_cast<int>(f.rows.size()), g.kv_heads, widest, sms),
+  return beside_steps(s, attend_ctas(static_cast<int>(f.rows.size()), g.kv_heads, widest, sms),
                       sms);
 }
 

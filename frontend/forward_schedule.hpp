@@ -7,6 +7,7 @@
 #include <span>
 #include <string_view>
 
+#include "model/cost_model.hpp"
 #include "model/geometry.hpp"
 #include "model/placement.hpp"
 #include "traces/trace_record.hpp"
@@ -111,7 +112,18 @@ BesideJoin beside_join(const ScheduleShape& s);
 // step before the next layer's top-k, and one state for every layer serialises the steps: one
 // lane.
 // Forwards without steps beside (not the mirror's in-place ones) take one lane.
-int beside_lanes(const ScheduleShape& s, std::int64_t attend_ctas, int sms);
+// Where two lanes of kStepBesideBlocksWide blocks each also leave the attend one wave, each step
+// takes that many: the copy of a step's misses beside the attention is bound by the loads its
+// blocks have in flight (one row, ~5 misses a step: 25.8 us on 4 blocks, 17.7 on 8; 16 or 32
+// blocks copy no faster and the launch gap grows; single-32k-decode1000 266.5 -> 253.8 us,
+// bench/results/mirror-gap-probes-h200-2026-12-04.md). The simulator prices the step the same
+// either way (its calibrated copy rate is the one the wide steps come near).
+struct BesideSteps {
+  int lanes = 1;
+  int blocks = static_cast<int>(kStepBesideBlocks);  // each step's, a whole SM a block
+  friend bool operator==(const BesideSteps&, const BesideSteps&) = default;
+};
+BesideSteps beside_steps(const ScheduleShape& s, std::int64_t attend_ctas, int sms);
 inline constexpr int kMaxBesideLanes = 2;
 
 // The tokens the widest row of a trace forward reads at most in one layer: its largest
@@ -121,6 +133,7 @@ std::int64_t widest_row_tokens(const traces::Forward& f, int compress_ratio);
 
 // The rule above for trace forward `f` on `sms` multiprocessors: its attend's CTAs at its widest
 // row, counted only where the forward runs steps beside. Both backends call this one.
-int beside_lanes(const ScheduleShape& s, const traces::Forward& f, const Geometry& g, int sms);
+BesideSteps beside_steps(const ScheduleShape& s, const traces::Forward& f, const Geometry& g,
+                         int sms);
 
 }  // namespace kvtier::frontend

@@ -32,8 +32,13 @@ constexpr IndexPath index_path(std::int64_t rows, std::int64_t rows_per_request)
 // (cuda/step_compaction.cuh, which takes its form by it): the step beside has a piece for each.
 inline constexpr std::int64_t kStepGroupedRows = 8;
 // The mirror's residency step beside the attention runs on this many blocks of 1,024 threads,
-// each a whole multiprocessor (MirrorEngine::kBesideBlocks).
+// each a whole multiprocessor (MirrorEngine::kBesideBlocks), or on kStepBesideBlocksWide where
+// the trace replay's steps take two lanes and the attend leaves them the SMs
+// (frontend::beside_steps): their miss copy is bound by the loads in flight, so twice the blocks
+// copy a step's misses in two thirds of the time (H200, 2026-12-04,
+// bench/results/mirror-gap-probes-h200-2026-12-04.md).
 inline constexpr std::int64_t kStepBesideBlocks = 4;
+inline constexpr std::int64_t kStepBesideBlocksWide = 8;
 inline constexpr std::int64_t kTopkClusterRows = 16;
 inline constexpr std::int64_t kTopkOneCtaRows = 64;
 inline constexpr std::int64_t kTopkOneCtaBlocks = 32768;

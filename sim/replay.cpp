@@ -271,7 +271,8 @@ class Simulation {
     const bool model_forward = shape_.kind == frontend::ForwardKind::model;
     shape_.mirror_in_place = may_read_in_place_ && decode && frontend::decode_reads_in_place(last_);
     // The lanes of the steps beside, as the trace replay takes them for this forward.
-    lanes_ = frontend::beside_lanes(shape_, f, g_, static_cast<int>(cost_.profile().sm_count));
+    lanes_ =
+        frontend::beside_steps(shape_, f, g_, static_cast<int>(cost_.profile().sm_count)).lanes;
     const RequestId one_row = decode && rows == 1 ? f.rows[0].request : kNoReuse;
     l2_reuse_ns_ = reuses_l2(one_row) ? cost_.attention_l2_reuse_ns(last_sel_bytes_) : 0;
     std::int64_t sel_bytes = 0;  // this forward's selections over its layers
@@ -701,7 +702,7 @@ class Simulation {
   std::int64_t last_sel_bytes_ = 0;
   TimeNs l2_reuse_ns_ = 0;
   std::vector<OpId> beside_done_;  // the forward's residency steps beside, reused
-  int lanes_ = 1;                  // the forward's lanes beside (frontend::beside_lanes)
+  int lanes_ = 1;                  // the forward's lanes beside (frontend::beside_steps)
   frontend::ScheduleShape shape_;
 };
 

@@ -15,7 +15,7 @@ namespace kvtier::sim {
 // operations became ready (FIFO). PCIe is full duplex: H2D and D2H are separate resources.
 // `beside` and `beside_second` are the streams beside the forward's where the mirror's
 // residency steps run on a few SMs while the attention runs (frontend::Lane::beside; the
-// second lane when frontend::beside_lanes gives two).
+// second lane when frontend::beside_steps gives two).
 // The prefetch copy stream is a chain of dependencies on the H2D link (its copies share the
 // link's bandwidth with demand copies and in-place reads).
 enum class Resource : std::uint8_t { compute, h2d, d2h, beside, beside_second };
@@ -24,7 +24,7 @@ const char* resource_name(Resource r);
 constexpr bool is_beside(Resource r) {
   return r == Resource::beside || r == Resource::beside_second;
 }
-// Lane k of the steps beside (frontend::beside_lanes).
+// Lane k of the steps beside (frontend::beside_steps).
 constexpr Resource beside_lane(int k) {
   return k == 0 ? Resource::beside : Resource::beside_second;
 }

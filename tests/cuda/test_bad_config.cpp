@@ -66,6 +66,11 @@ TEST(BadConfig, BesideLanesOutsideTheEngines) {
   const CompactParams none{};
   DeviceArray<PageId> q(4);
   EXPECT_THROW(two.residency_beside_async(0, none, q.get(), 0, nullptr, {}, 2), std::out_of_range);
+  // a step beside takes kBesideBlocks or kBesideBlocksWide blocks, nothing else
+  for (int blocks : {0, 1, 5, 16, -4})
+    EXPECT_THROW(two.residency_beside_async(0, none, q.get(), 0, nullptr, {}, 1, blocks),
+                 std::invalid_argument)
+        << blocks;
   MirrorConfig core = small_config(8, EnsureForm::core_thread);
   core.beside_lanes = 2;
   MirrorEngine thread_form(core);

@@ -123,9 +123,9 @@ struct Side {
     physical = DeviceArray<SlotId>(std::max<std::size_t>(s.tables.size(), 1));
     KVT_CUDA_CHECK(cudaMemcpy(step.get(), &s.step, sizeof s.step, cudaMemcpyHostToDevice));
   }
-  // beside: residency_beside_async (no translate) on `beside_lane`
+  // beside: residency_beside_async (no translate) on `beside_lane`, on `beside_blocks` blocks
   void launch(const StepInput& s, int layer, int ratio, cudaStream_t st, bool beside = false,
-              int beside_lane = 0) {
+              int beside_lane = 0, int beside_blocks = MirrorEngine::kBesideBlocks) {
     lane = beside ? beside_lane : 0;
     Counts* c = counts.get();
     const CompactParams cp{blocks.get(),
@@ -146,7 +146,7 @@ struct Side {
     const int n = s.writes + s.rows * s.width;
     if (beside) {
       engine.residency_beside_async(layer, cp, query.get(), n, st, {step.get(), totals.get()},
-                                    beside_lane);
+                                    beside_lane, beside_blocks);
     } else {
       engine.residency_step_async(layer, cp, query.get(), n, t, st, {step.get(), totals.get()});
     }
@@ -256,7 +256,9 @@ TEST(ResidencyStep, OneLaunchEqualsSeparateLaunches) {
           // them on one engine also checks that their leader elections stay apart
           const bool beside = rng() % 3 == 0;
           const int lane = static_cast<int>(rng() % setup.one_launch.beside_lanes);
-          a.launch(s, layer, setup.ratio, nullptr, beside, lane);
+          const int blocks =
+              rng() % 2 ? MirrorEngine::kBesideBlocks : MirrorEngine::kBesideBlocksWide;
+          a.launch(s, layer, setup.ratio, nullptr, beside, lane, blocks);
           b.launch(s, layer, setup.ratio, nullptr, beside);
           const std::string d = difference(a, b, s, layer, !beside);
           RC_LOG() << "step " << i << ": " << d << "\n";
@@ -312,9 +314,9 @@ TEST(ResidencyStep, DecodeRowsSteadyState) {
 }
 
 // Two layers' steps beside at once, each on its own lane and stream (the trace replay's two
-// lanes, frontend::beside_lanes), against the same steps one after another through the core's
-// ensure: every layer's state, every pool byte, the queries, the compaction counts and the
-// running totals (the two steps add to them at once) are equal.
+// lanes, frontend::beside_steps) on either block count, against the same steps one after another
+// through the core's ensure: every layer's state, every pool byte, the queries, the compaction
+// counts and the running totals (the two steps add to them at once) are equal.
 TEST(ResidencyStep, TwoLanesAtOnceEqualOneAfterAnother) {
   KVT_REQUIRE_GPU();
   EXPECT_TRUE(rc::check("two lanes beside == one step after another", [](std::uint64_t seed) {
@@ -332,6 +334,9 @@ TEST(ResidencyStep, TwoLanesAtOnceEqualOneAfterAnother) {
     for (auto& x : st)
       KVT_CUDA_CHECK(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
     const int steps = uni(1, 5);
+    auto blocks = [](std::mt19937_64& r) {
+      return r() % 2 ? MirrorEngine::kBesideBlocks : MirrorEngine::kBesideBlocksWide;
+    };
     for (int i = 0; i < steps; ++i) {
       const StepInput s0 = make_step(rng, L, pages, 4, i + 1),
                       s1 = make_step(rng, L, pages, 4, i + 1);
@@ -340,8 +345,10 @@ TEST(ResidencyStep, TwoLanesAtOnceEqualOneAfterAnother) {
       b0.upload(s0);
       b1.upload(s1);
       KVT_CUDA_CHECK(cudaDeviceSynchronize());
-      a0.launch(s0, 0, 4, st[0], true, 0);
-      a1.launch(s1, 1, 4, st[1], true, 1);
+      // each lane's steps on 4 or 8 blocks, the form changing between steps as it may between
+      // forwards (each form has its own leader election)
+      a0.launch(s0, 0, 4, st[0], true, 0, blocks(rng));
+      a1.launch(s1, 1, 4, st[1], true, 1, blocks(rng));
       b0.launch(s0, 0, 4, nullptr, true);
       b1.launch(s1, 1, 4, nullptr, true);
       KVT_CUDA_CHECK(cudaDeviceSynchronize());

@@ -250,7 +250,7 @@ TEST(ReplayTimeline, TraceReplayMirrorStepsBesideRunOneAfterAnother) {
 }
 
 // The same forward on a card whose attend leaves the SMs of two steps beside
-// (frontend::beside_lanes: one CTA a row and KV head here, 132 SMs): layer 1's step takes the
+// (frontend::beside_steps: one CTA a row and KV head here, 132 SMs): layer 1's step takes the
 // second lane, so it starts once its store is done (100 .. 117), beside layer 0's step and copy,
 // not after that copy (291); it costs what it cost on the one lane (10 ns). The link still ends
 // this forward (its copies and in-place reads queue there, as on one lane: 485 ns).
