@@ -4,6 +4,7 @@
 //   compare    per-forward error of `kvtier sim --forward trace-replay --per-forward --json`
 //              against `kvtier run --trace --json` (median, p95, max, total; decode and
 //              prefill apart; counters)
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
@@ -172,11 +173,13 @@ void print_fit(const fit::FitReport& r) {
     for (const auto& n : s.notes)
       std::printf("%s: %s\n", s.term.c_str(), n.c_str());
   }
-  if (!r.kept.empty()) {
-    std::string kept;
-    for (const auto& k : r.kept)
-      kept += (kept.empty() ? "" : ", ") + k;
-    std::printf("no series (base values kept): %s\n", kept.c_str());
+  for (const auto& [what, terms] :
+       {std::pair{"no series", &r.kept}, std::pair{"left out by --exclude", &r.excluded}}) {
+    if (terms->empty()) continue;
+    std::string list;
+    for (const auto& k : *terms)
+      list += (list.empty() ? "" : ", ") + k;
+    std::printf("%s (base values kept): %s\n", what, list.c_str());
   }
 }
 
@@ -187,13 +190,32 @@ int run_fit(const std::vector<std::string>& args) {
       "the GPU micro-benchmarks' points file (docs/validation.md)")(
       "base", po::value<std::string>()->default_value("h200-pcie5"),
       "profile whose values stand for terms without a series (name or .json)")(
-      "out", po::value<std::string>(), "write the fitted profile here");
+      "out", po::value<std::string>(), "write the fitted profile here")(
+      "exclude", po::value<std::string>(),
+      "calibration terms to leave out of the fit, comma separated (e.g. staging): their fields "
+      "keep the base's values, as for terms without a series; each must have a series in the "
+      "points");
   po::variables_map vm;
-  if (!parse_options(args, desc, vm, "kvtier validate fit --points P.json [--base NAME] [--out F]"))
+  if (!parse_options(
+          args, desc, vm,
+          "kvtier validate fit --points P.json [--base NAME] [--out F] [--exclude T,...]"))
     return 0;
+  std::vector<std::string> exclude;
+  if (vm.count("exclude")) {
+    const std::string& text = vm["exclude"].as<std::string>();
+    std::size_t from = 0;
+    while (true) {
+      const std::size_t comma = std::min(text.find(',', from), text.size());
+      const std::string term = text.substr(from, comma - from);
+      if (term.empty()) throw ConfigError("--exclude: an empty term in '" + text + "'");
+      exclude.push_back(term);
+      if (comma == text.size()) break;
+      from = comma + 1;
+    }
+  }
   const fit::PointsFile points = fit::read_points(read_text_file(vm["points"].as<std::string>()));
   const fit::ProfileFit f =
-      fit::fit_profile(points, sim::load_profile(vm["base"].as<std::string>()));
+      fit::fit_profile(points, sim::load_profile(vm["base"].as<std::string>()), exclude);
   print_fit(f.report);
   if (vm.count("out")) {
     const std::string file = vm["out"].as<std::string>();

@@ -76,5 +76,40 @@ TEST(CliValidate, FitWritesAProfileThatPlanReads) {
   EXPECT_EQ(boost::json::parse(p.out).as_object().at("trust").as_string(), "not validated");
 }
 
+// A series that cannot be fitted stops the fit, naming it; --exclude leaves it out and fits the
+// rest, saying which it left out; a term that is not one, or has no series, or an empty item, is
+// refused.
+TEST(CliValidate, FitLeavesOutTheSeriesExcludeNames) {
+  const std::string points = ::testing::TempDir() + "/points-bad-staging.json";
+  const std::string profile = ::testing::TempDir() + "/fitted-without-staging.json";
+  {
+    std::ofstream out(points);
+    out << R"j({"card": "H200 (test)", "driver": "580.65", "date": "2026-12-04",
+      "command": "kvtier validate calibrate", "series": [
+      {"term": "topk", "inputs": ["row_blocks"], "unit": "us",
+       "points": [[1000, 2.0], [2000, 3.0], [3000, 4.0], [4000, 5.0], [5000, 6.0]]},
+      {"term": "staging", "inputs": ["bytes"], "unit": "us",
+       "points": [[1048576, 19.0], [4194304, 83.0], [16777216, 339.0], [67108864, 1363.0]]}]})j";
+  }
+  const auto bad = run_kvtier("validate fit --points " + points);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("'staging' gives staging_fixed_us"), std::string::npos) << bad.out;
+  const auto f =
+      run_kvtier("validate fit --points " + points + " --exclude staging --out " + profile);
+  ASSERT_EQ(f.exit_code, 0) << f.out;
+  EXPECT_NE(f.out.find("topk_ns_per_row_block"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("left out by --exclude (base values kept): staging"), std::string::npos)
+      << f.out;
+  const auto p = run_kvtier("sim --profile " + profile + " --placement device --json");
+  EXPECT_EQ(p.exit_code, 0) << p.out;
+  for (const auto& [arg, says] :
+       {std::pair{"staging,", "an empty term"}, std::pair{"stagin", "not a calibration term"},
+        std::pair{"topk_chain", "the points have no series of it"}}) {
+    const auto r = run_kvtier("validate fit --points " + points + " --exclude " + arg);
+    EXPECT_EQ(r.exit_code, 1) << arg;
+    EXPECT_NE(r.out.find(says), std::string::npos) << arg << ": " << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace kvtier

@@ -488,6 +488,46 @@ TEST(ProfileFit, AFitThatGivesANonPositiveRateIsRefused) {
   }
 }
 
+// A series the calibration got wrong can be left out: the others are fitted, its fields keep the
+// base's values and sources, and the report says which were left out. Only calibration terms the
+// points have a series of may be left out.
+TEST(ProfileFit, ASeriesLeftOutKeepsTheBaseAndTheOthersAreFitted) {
+  PointsFile p = synthetic(Truth{}, 0.0);
+  PointSeries& zc = p.series[1];
+  ASSERT_EQ(zc.term, "zero_copy_read");
+  for (std::size_t i = 0; i < zc.samples.y.size(); ++i)
+    zc.samples.y[i] = 100.0 - static_cast<double>(i);  // faster with more bytes: refused
+  const HardwareProfile base = sim::load_profile("h200-pcie5");
+  EXPECT_THROW(fit_profile(p, base), ConfigError);
+  const ProfileFit f = fit_profile(p, base, {"zero_copy_read"});
+  EXPECT_EQ(f.report.excluded, std::vector<std::string>{"zero_copy_read"});
+  EXPECT_EQ(f.profile.param("zero_copy_read_gbps"), base.param("zero_copy_read_gbps"));
+  EXPECT_EQ(f.profile.source("zero_copy_read_gbps"), base.source("zero_copy_read_gbps"));
+  for (const SeriesFit& s : f.report.series)
+    EXPECT_NE(s.term, "zero_copy_read");
+  // a left-out term is neither fitted nor listed as having no series
+  EXPECT_EQ(std::count(f.report.kept.begin(), f.report.kept.end(), "zero_copy_read"), 0);
+  // the rest as without it: the same values as a fit of the good points
+  const ProfileFit good = fit_profile(synthetic(Truth{}, 0.0), base);
+  for (const char* field : {"pcie_h2d_gbps", "hbm_gbps", "ensure_ns_per_miss"})
+    EXPECT_EQ(f.profile.param(field), good.profile.param(field)) << field;
+  EXPECT_NE(f.profile.source("pcie_h2d_gbps"), base.source("pcie_h2d_gbps"));
+  // the refusal's message says the series may be left out
+  try {
+    fit_profile(p, base);
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("fit without the series"), std::string::npos) << e.what();
+  }
+  // not a term; a term the points have no series of (a typo must not pass unnoticed)
+  EXPECT_THROW(fit_profile(p, base, {"zero_copy"}), ConfigError);
+  EXPECT_THROW(fit_profile(p, base, {"topk_chain"}), ConfigError);
+  try {
+    fit_profile(p, base, {"zero_copy"});
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a calibration term"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ProfileFit, EveryTermMapsToTheProfile) {
   // One exact series per term: each sets at least one field (or, hbm_read with attention and
   // zero_copy_write with store present, and the retired ensure_beside, none) and the result is

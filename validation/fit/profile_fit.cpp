@@ -1,6 +1,9 @@
 #include "validation/fit/profile_fit.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "model/calibration_terms.hpp"
 #include "model/config_error.hpp"
@@ -408,7 +411,9 @@ SeriesFit fit_series(const PointsFile& p, const PointSeries& ps, const TermMap& 
           : r.coef == Coef::knee    ? std::string("knee")
                                  : "coefficient of " + s.inputs[static_cast<std::size_t>(r.input)];
       throw ConfigError("fit: series '" + s.term + "' gives " + r.field + " from its " + what +
-                        " " + fmt("%g", b) + ", which is not positive: check the points");
+                        " " + fmt("%g", b) +
+                        ", which is not positive: check the points, or fit without the series "
+                        "(its fields then keep the base's values)");
     }
     s.fields.push_back({r.field, value, out.param(r.field), source});
     out.set(r.field, value, source);
@@ -474,8 +479,40 @@ SeriesFit fit_l2_reuse(const PointsFile& p, const PointSeries& ps, HardwareProfi
 
 }  // namespace
 
-ProfileFit fit_profile(const PointsFile& points, const HardwareProfile& base) {
-  ProfileFit r{base, {points.card, points.driver, points.date, points.command, {}, {}}};
+namespace {
+
+// `points` without the series of the terms in `exclude` (checked: calibration terms, each with a
+// series there).
+PointsFile without_series(const PointsFile& points, const std::vector<std::string>& exclude) {
+  for (const std::string& term : exclude) {
+    const auto& terms = calibration_terms();
+    if (std::none_of(terms.begin(), terms.end(),
+                     [&](const CalibrationTerm& t) { return t.term == term; })) {
+      std::string known;
+      for (const CalibrationTerm& t : terms)
+        known += (known.empty() ? "" : ", ") + std::string(t.term);
+      throw ConfigError("fit: cannot leave out '" + term + "': not a calibration term (" + known +
+                        ")");
+    }
+    if (points.find(term) == nullptr)
+      throw ConfigError("fit: cannot leave out '" + term + "': the points have no series of it");
+  }
+  PointsFile kept = points;
+  std::erase_if(kept.series, [&](const PointSeries& s) {
+    return std::find(exclude.begin(), exclude.end(), s.term) != exclude.end();
+  });
+  return kept;
+}
+
+}  // namespace
+
+ProfileFit fit_profile(const PointsFile& all_points, const HardwareProfile& base,
+                       const std::vector<std::string>& exclude) {
+  const PointsFile points = without_series(all_points, exclude);
+  ProfileFit r{base, {points.card, points.driver, points.date, points.command, {}, {}, {}}};
+  for (const PointSeries& ps : all_points.series) {
+    if (points.find(ps.term) == nullptr) r.report.excluded.push_back(ps.term);
+  }
   for (const PointSeries& ps : points.series) {
     const TermMap& m = map_of(ps.term);
     if (!m.after_others) r.report.series.push_back(fit_series(points, ps, m, r.profile));
@@ -499,7 +536,7 @@ ProfileFit fit_profile(const PointsFile& points, const HardwareProfile& base) {
   // (a retired term prices nothing: there is nothing of it to keep)
   for (const CalibrationTerm& t : calibration_terms()) {
     const TermMap& m = map_of(t.term);
-    if (points.find(t.term) == nullptr && (!m.rules.empty() || m.after_others))
+    if (all_points.find(t.term) == nullptr && (!m.rules.empty() || m.after_others))
       r.report.kept.emplace_back(t.term);
   }
   if (!points.series.empty()) {

@@ -45,6 +45,7 @@ struct FitReport {
   std::string card, driver, date, command;
   std::vector<SeriesFit> series;  // in points-file order, attention_warm last (it needs the rest)
   std::vector<std::string> kept;  // terms without a series: the base values stand
+  std::vector<std::string> excluded;  // series the caller left out: the base values stand
 };
 
 struct ProfileFit {
@@ -58,6 +59,11 @@ struct ProfileFit {
 // carries no validation (the base's, if any, was of other values) and is not "scaled from
 // datasheets" once any series was fitted. Throws FitError for series that cannot be fitted and
 // ConfigError for fits that give a non-positive value for a field (naming both).
-ProfileFit fit_profile(const PointsFile& points, const HardwareProfile& base);
+// `exclude`: terms whose series are left out of the fit (their fields keep the base's values and
+// sources, FitReport::excluded lists them), so that one series a calibration got wrong does not
+// stop the others' fit; each must be a calibration term that `points` has a series of, else
+// ConfigError.
+ProfileFit fit_profile(const PointsFile& points, const HardwareProfile& base,
+                       const std::vector<std::string>& exclude = {});
 
 }  // namespace kvtier::fit
