@@ -203,15 +203,9 @@ int run_fit(const std::vector<std::string>& args) {
   std::vector<std::string> exclude;
   if (vm.count("exclude")) {
     const std::string& text = vm["exclude"].as<std::string>();
-    std::size_t from = 0;
-    while (true) {
-      const std::size_t comma = std::min(text.find(',', from), text.size());
-      const std::string term = text.substr(from, comma - from);
-      if (term.empty()) throw ConfigError("--exclude: an empty term in '" + text + "'");
-      exclude.push_back(term);
-      if (comma == text.size()) break;
-      from = comma + 1;
-    }
+    exclude = comma_items(text);
+    if (exclude.empty() || std::find(exclude.begin(), exclude.end(), "") != exclude.end())
+      throw ConfigError("--exclude: an empty term in '" + text + "'");
   }
   const fit::PointsFile points = fit::read_points(read_text_file(vm["points"].as<std::string>()));
   const fit::ProfileFit f =

@@ -127,12 +127,19 @@ void add_device_kv_option(po::options_description& desc, const std::string& card
                          .c_str());
 }
 
+std::vector<std::string> comma_items(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    out.push_back(item);
+  return out;
+}
+
 std::vector<std::int64_t> parse_positive_list(const std::string& text, const std::string& option,
                                               const std::string& what) {
   std::vector<std::int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+  for (const std::string& item : comma_items(text)) {
     try {
       std::size_t used = 0;
       const long long v = std::stoll(item, &used);

@@ -17,6 +17,10 @@ bool parse_options(const std::vector<std::string>& args, const po::options_descr
                    po::variables_map& vm, const std::string& usage_line,
                    const po::positional_options_description* positional = nullptr);
 
+// The items of a comma-separated option, as std::getline splits them ("a,,b": a, "", b; "a,": a;
+// empty text: none).
+std::vector<std::string> comma_items(const std::string& text);
+
 // "4096,16384": positive integers separated by commas (empty text: none). Throws ConfigError
 // "OPTION: expected positive WHAT separated by commas, got 'ITEM'" at the first bad item.
 std::vector<std::int64_t> parse_positive_list(const std::string& text, const std::string& option,

@@ -57,16 +57,22 @@ TEST(CliValidate, CompareRefusesMismatchedRuns) {
   EXPECT_NE(one.out.find("--pair takes two files"), std::string::npos) << one.out;
 }
 
-TEST(CliValidate, FitWritesAProfileThatPlanReads) {
-  const std::string points = ::testing::TempDir() + "/points.json";
-  const std::string profile = ::testing::TempDir() + "/fitted.json";
-  {
-    std::ofstream out(points);
-    out << R"j({"card": "H200 (test)", "driver": "580.65", "date": "2026-12-02",
+// A points file in the test's temporary folder: a topk series, then `more_series` (JSON text of
+// further series, each led by a comma).
+std::string write_points(const std::string& name, const std::string& more_series = "") {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream out(path);
+  out << R"j({"card": "H200 (test)", "driver": "580.65", "date": "2026-12-02",
       "command": "kvtier validate calibrate", "series": [
       {"term": "topk", "inputs": ["row_blocks"], "unit": "us",
-       "points": [[1000, 2.0], [2000, 3.0], [3000, 4.0], [4000, 5.0], [5000, 6.0]]}]})j";
-  }
+       "points": [[1000, 2.0], [2000, 3.0], [3000, 4.0], [4000, 5.0], [5000, 6.0]]})j"
+      << more_series << "]}";
+  return path;
+}
+
+TEST(CliValidate, FitWritesAProfileThatPlanReads) {
+  const std::string points = write_points("points.json");
+  const std::string profile = ::testing::TempDir() + "/fitted.json";
   const auto f = run_kvtier("validate fit --points " + points + " --out " + profile);
   ASSERT_EQ(f.exit_code, 0) << f.out;
   EXPECT_NE(f.out.find("topk_ns_per_row_block"), std::string::npos) << f.out;
@@ -77,20 +83,14 @@ TEST(CliValidate, FitWritesAProfileThatPlanReads) {
 }
 
 // A series that cannot be fitted stops the fit, naming it; --exclude leaves it out and fits the
-// rest, saying which it left out; a term that is not one, or has no series, or an empty item, is
-// refused.
+// rest, saying which it left out; a term that is not one, or has no series, or an empty item
+// between commas, is refused.
 TEST(CliValidate, FitLeavesOutTheSeriesExcludeNames) {
-  const std::string points = ::testing::TempDir() + "/points-bad-staging.json";
-  const std::string profile = ::testing::TempDir() + "/fitted-without-staging.json";
-  {
-    std::ofstream out(points);
-    out << R"j({"card": "H200 (test)", "driver": "580.65", "date": "2026-12-04",
-      "command": "kvtier validate calibrate", "series": [
-      {"term": "topk", "inputs": ["row_blocks"], "unit": "us",
-       "points": [[1000, 2.0], [2000, 3.0], [3000, 4.0], [4000, 5.0], [5000, 6.0]]},
+  // staging's line through these points has a negative fixed part
+  const std::string points = write_points("points-bad-staging.json", R"j(,
       {"term": "staging", "inputs": ["bytes"], "unit": "us",
-       "points": [[1048576, 19.0], [4194304, 83.0], [16777216, 339.0], [67108864, 1363.0]]}]})j";
-  }
+       "points": [[1048576, 19.0], [4194304, 83.0], [16777216, 339.0], [67108864, 1363.0]]})j");
+  const std::string profile = ::testing::TempDir() + "/fitted-without-staging.json";
   const auto bad = run_kvtier("validate fit --points " + points);
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.out.find("'staging' gives staging_fixed_us"), std::string::npos) << bad.out;
@@ -103,7 +103,7 @@ TEST(CliValidate, FitLeavesOutTheSeriesExcludeNames) {
   const auto p = run_kvtier("sim --profile " + profile + " --placement device --json");
   EXPECT_EQ(p.exit_code, 0) << p.out;
   for (const auto& [arg, says] :
-       {std::pair{"staging,", "an empty term"}, std::pair{"stagin", "not a calibration term"},
+       {std::pair{"staging,,topk", "an empty term"}, std::pair{"stagin", "not a calibration term"},
         std::pair{"topk_chain", "the points have no series of it"}}) {
     const auto r = run_kvtier("validate fit --points " + points + " --exclude " + arg);
     EXPECT_EQ(r.exit_code, 1) << arg;
