@@ -126,6 +126,10 @@ int run_plan(const std::vector<std::string>& args) {
       "within", po::value<double>()->default_value(5.0),
       "percent: the smallest mirror pool within this of the recommendation's figure")(
       "chosen", po::value<double>()->default_value(10.0), "a second percent to report")(
+      "micro-batches", po::value<int>()->default_value(1),
+      "price host and mirror in this many micro-batches, as `kvtier run --micro-batches K` runs "
+      "them: each mirror size is the groups' pools together; the MRC and Belady columns stay "
+      "one pool's of every request (docs/planner.md, \"Micro-batches\")")(
       "no-belady", "skip the Belady bound")("threads", po::value<int>()->default_value(0),
                                             "threads (0: every core)")(
       "html", po::value<std::string>(),
@@ -164,6 +168,7 @@ int run_plan(const std::vector<std::string>& args) {
   cfg.within = vm["within"].as<double>() / 100.0;
   cfg.chosen = vm["chosen"].as<double>() / 100.0;
   cfg.belady = vm.count("no-belady") == 0;
+  cfg.micro_batches = vm["micro-batches"].as<int>();
   cfg.threads = vm["threads"].as<int>();
   const DeviceBudget budget =
       device_kv_budget(vm, cost.profile().device_memory_gib, "profile " + cost.profile().name);
@@ -198,6 +203,13 @@ int run_plan(const std::vector<std::string>& args) {
               fmt_bytes(static_cast<double>(r.device_capacity_bytes)).c_str(),
               std::string(to_string(r.dtype)).c_str(), static_cast<long long>(r.min_slots));
   std::printf("profile %s: %s\n", r.profile.c_str(), r.trust.c_str());
+  if (r.micro_batches > 1)
+    std::printf(
+        "%s in %d micro-batches: a forward of decode rows runs the groups' forwards at once, any "
+        "other one group after another; %s in one batch\n",
+        r.host_micro_batches > 1 ? "host and mirror" : "mirror", r.micro_batches,
+        r.host_micro_batches > 1 ? "the device placement"
+                                 : "the device placement and host fp8 (its groups not priced)");
   std::printf("%s%s\n", describe(r.budget).c_str(),
               r.host_capacity_bytes > 0
                   ? (", host RAM " + fmt_bytes(static_cast<double>(r.host_capacity_bytes))).c_str()

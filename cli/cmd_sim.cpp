@@ -36,7 +36,12 @@ po::options_description sim_options() {
       "policy", po::value<std::string>()->default_value("lru"), "lru, hybrid or prefetch")(
       "slots", po::value<long long>(),
       "mirror pool slots (per layer with --unit layer); placement mirror needs it")(
-      "no-graphs", "price kernel launches as plain stream launches")(
+      "micro-batches", po::value<int>()->default_value(1),
+      "host or mirror, the model's forward: split the requests into this many groups, each "
+      "with its share of the pool's slots, as `kvtier run --micro-batches K` does; a forward of "
+      "decode rows runs the groups' forwards at once, any other one group after another "
+      "(docs/planner.md, \"Micro-batches\")")("no-graphs",
+                                              "price kernel launches as plain stream launches")(
       "forward", po::value<std::string>()->default_value("model"),
       "which forward is priced: model (kvtier run --weights: non-QSA layers, indexer, the QSA "
       "layers) or trace-replay (kvtier run --trace: the QSA layers' store .. attention, the span "
@@ -80,6 +85,7 @@ sim::SimConfig sim_config(const po::variables_map& vm) {
   c.forward =
       forward == "model" ? frontend::ForwardKind::model : frontend::ForwardKind::trace_replay;
   c.copy_first = vm.count("copy-first") != 0;
+  c.micro_batches = vm["micro-batches"].as<int>();
   c.record_forwards = vm.count("per-forward") != 0;
   return c;
 }
@@ -139,6 +145,7 @@ void print_sim_json(const SimReport& rep, const std::string& forward) {
       {"dtype", std::string(to_string(c.dtype))},
       {"policy", std::string(to_string(c.policy))},
       {"slots", c.pool_slots},
+      {"micro_batches", c.micro_batches},
       {"forwards", r.forwards},
       {"decode_tokens_per_s", s.decode_tps},
       {"prefill_tokens_per_s", s.prefill_tps},
@@ -244,10 +251,13 @@ void print_requests(const sim::SimResult& r) {
 
 void print_sim_table(const SimReport& rep) {
   const auto& [input, cost, c, r, s, d2h_util, t, rest, rest_us, qsa_us, trust, budget] = rep;
-  std::printf("%s on %s: %s, unit %s, %s, policy %s, %lld slots\n", input.name.c_str(),
+  std::printf("%s on %s: %s, unit %s, %s, policy %s, %lld slots%s\n", input.name.c_str(),
               cost.profile().name.c_str(), std::string(to_string(c.placement)).c_str(),
               std::string(to_string(c.unit)).c_str(), std::string(to_string(c.dtype)).c_str(),
-              std::string(to_string(c.policy)).c_str(), static_cast<long long>(c.pool_slots));
+              std::string(to_string(c.policy)).c_str(), static_cast<long long>(c.pool_slots),
+              c.micro_batches > 1
+                  ? (", " + std::to_string(c.micro_batches) + " micro-batches").c_str()
+                  : "");
   std::printf("profile %s: %s\n", cost.profile().name.c_str(), trust.c_str());
   std::printf("%s\n\n", describe(budget).c_str());
   Table sum({"figure", "value"});

@@ -327,6 +327,23 @@ model() {
     run "model-$name" 300 "${k[@]}"
     run "rec-$name" 300 "${k[@]}" --record "$v/$name.ktr"
     cp "$logs/model-$name.log" "$logs/rec-$name.log" "$v/" 2>/dev/null
+    # MODEL_MICRO="2 4": host and mirror decode cases also in that many micro-batches (the
+    # figures the simulator's --micro-batches prices from the one-batch recording)
+    if [[ -n ${MODEL_MICRO:-} && $placement != device && $depth -gt 0 ]]; then
+      local m i km
+      for m in $MODEL_MICRO; do
+        km=()
+        for ((i = 0; i < ${#k[@]}; i++)); do
+          if [[ ${k[i]} == --micro-batches ]]; then
+            km+=(--micro-batches "$m") && ((i += 1))
+          else
+            km+=("${k[i]}")
+          fi
+        done
+        run "model-$name-k$m" 300 "${km[@]}"
+        cp "$logs/model-$name-k$m.log" "$v/" 2>/dev/null
+      done
+    fi
   done
   tar czf "$out/model.tgz" -C "$v" .
   # priced there too: the decode recordings (~50 MB compressed) outgrow what a call brings back

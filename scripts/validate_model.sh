@@ -26,6 +26,24 @@ if r["placement"] == "mirror": print("--slots"); print(max(r["pool_pages"]))
 if r.get("device_kv_budget_bytes"): print("--device-kv-gib"); print(r["device_kv_budget_bytes"] / 2**30)' "$rec")
   "$K" sim --trace "$dir/$name.ktr" --profile "$profile" "${args[@]}" --non-qsa-forward-us 0 \
     --non-qsa-token-us 0 --per-forward --json >"$out/sim-$name.json"
+  # the same run in K micro-batches (gpu.sh's MODEL_MICRO): the one-batch recording priced in K
+  # groups, a mirror's pools together as the K runners had them
+  for micro in "$dir/model-$name"-k*.log; do
+    [[ -f $micro ]] || continue
+    case=$(basename "$micro" .log) case=${case#model-}
+    mapfile -t margs < <(python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+print("--micro-batches"); print(r["micro_batches"])
+if r["placement"] == "mirror": print("--slots"); print(sum(r["pool_pages"]))' "$micro")
+    # the recording's own arguments less its pool (the K runs' pools are given above)
+    args2=()
+    for ((i = 0; i < ${#args[@]}; i++)); do
+      if [[ ${args[i]} == --slots ]]; then ((i += 1)); else args2+=("${args[i]}"); fi
+    done
+    "$K" sim --trace "$dir/$name.ktr" --profile "$profile" "${args2[@]}" "${margs[@]}" \
+      --non-qsa-forward-us 0 --non-qsa-token-us 0 --per-forward --json >"$out/sim-$case.json" ||
+      { echo "not priced: $case (above)" >&2 && rm -f "$out/sim-$case.json"; }
+  done
 done
 python3 - "$dir" "$out" <<'PY'
 import glob, json, os, statistics, sys

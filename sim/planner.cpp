@@ -8,6 +8,7 @@
 
 #include "model/config_error.hpp"
 #include "model/profile_trust.hpp"
+#include "sim/micro_batch_groups.hpp"
 #include "sim/plan_jobs.hpp"
 
 namespace kvtier::sim {
@@ -240,6 +241,13 @@ std::vector<std::vector<std::size_t>> sweep_passes(const std::vector<SweepJob>& 
   return passes;
 }
 
+// The device placement (the ideal) runs one batch, and so does host fp8, whose groups the
+// simulator does not price (sim/replay.hpp).
+int micro_batches_of(const PlanConfig& cfg, Placement p) {
+  if (p == Placement::device || (p == Placement::host && cfg.dtype == KvDtype::fp8)) return 1;
+  return cfg.micro_batches;
+}
+
 bool asks_for(const PlanConfig& cfg, Placement p) {
   return std::find(cfg.placements.begin(), cfg.placements.end(), p) != cfg.placements.end();
 }
@@ -287,6 +295,12 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
                       " automatic sizes (each one a simulation of the whole trace), got " +
                       std::to_string(cfg.points));
   }
+  if (cfg.micro_batches < 1 || cfg.micro_batches > kMaxSimMicroBatches) {
+    throw ConfigError("--micro-batches: 1.." + std::to_string(kMaxSimMicroBatches) +
+                      " groups, got " + std::to_string(cfg.micro_batches));
+  }
+  res.micro_batches = cfg.micro_batches;
+  res.host_micro_batches = micro_batches_of(cfg, Placement::host);
   if (cfg.threads < 0 || cfg.threads > kMaxPlanThreads) {
     throw ConfigError("--threads: 0 (every core) .. " + std::to_string(kMaxPlanThreads) + ", got " +
                       std::to_string(cfg.threads));
@@ -314,6 +328,7 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
     c.dtype = cfg.dtype;
     c.check_memory = false;    // the sweep reports sizes beyond the card too, marked
     c.record_forwards = true;  // each forward's span: the decode tokens' wait (TPOT)
+    c.micro_batches = micro_batches_of(cfg, job.placement);
     if (job.placement == Placement::mirror) {
       const UnitSweep& us = res.units[static_cast<std::size_t>(job.unit)];
       c.unit = us.unit;
@@ -374,6 +389,14 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
   res.min_slots = std::int64_t{st.max_rows} + st.max_write_pages;
   for (const auto& m : mrc)
     res.min_slots = std::max(res.min_slots, m.max_pool_step_pages);
+  if (const int k = cfg.micro_batches; k > 1) {
+    // Each group's pool holds its share of the widest step (the groups' shares of the rows and
+    // written pages, rounded up): the pools together at least K such shares.
+    auto up = [k](std::int64_t v) { return (v + k - 1) / k; };
+    const std::int64_t group_min =
+        std::max(up(st.max_rows) + up(st.max_write_pages), up(res.min_slots));
+    res.min_slots = std::max(res.min_slots, group_min * k);
+  }
 
   // The mirror sweep: (unit, size) simulations in passes (sweep_passes), then the Belady
   // counts as threads come free.
@@ -476,6 +499,8 @@ std::string plan_to_json(const PlanResult& r) {
       {"peak_pages", r.stats.peak_pages},       {"max_rows", r.stats.max_rows},
       {"max_context", r.stats.max_context}};
   o["min_slots"] = r.min_slots;
+  o["micro_batches"] = r.micro_batches;
+  o["host_micro_batches"] = r.host_micro_batches;
   o["device_capacity_bytes"] = r.device_capacity_bytes;
   o["device_kv_budget_bytes"] = r.budget.kv_bytes;
   o["device_kv_budget_is_card"] = r.budget.kv_is_card;

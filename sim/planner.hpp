@@ -34,6 +34,10 @@ struct PlanConfig {
   // The KV tier's device budget B (--device-kv-gib); 0: the profile's device memory.
   std::int64_t device_kv_bytes = 0;
   std::int64_t host_capacity_bytes = 0;  // the host RAM for pinned banks; 0: not checked
+  // Host and mirror in this many micro-batches (SimConfig::micro_batches; each mirror size is
+  // the groups' pools together); the device placement, the ideal, in one batch, and host fp8
+  // too (its groups are not priced).
+  int micro_batches = 1;
   bool belady = true;
   // Belady needs the whole query log in memory (8 B per entry); past this many entries per
   // unit it is skipped and said so.
@@ -105,6 +109,8 @@ struct PlanResult {
   double within = 0.05, chosen = 0.10;
   frontend::TraceBounds stats;
   std::int64_t min_slots = 0;              // smallest pool that holds one batch's selection
+  int micro_batches = 1;                   // PlanConfig::micro_batches: mirror's
+  int host_micro_batches = 1;              // host's (one batch for fp8)
   std::int64_t device_capacity_bytes = 0;  // the profile's device memory (the card)
   DeviceBudget budget;                     // B against the card
   std::int64_t host_capacity_bytes = 0;    // 0: not checked

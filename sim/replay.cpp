@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -20,20 +21,37 @@
 #include "model/step_stamp.hpp"
 #include "model/translate.hpp"
 #include "model/victims_fifo.hpp"
+#include "sim/micro_batch_groups.hpp"
+#include "sim/replay_config.hpp"
 
 namespace kvtier::sim {
 
+LayerStats& LayerStats::operator+=(const LayerStats& o) {
+  lookups += o.lookups;
+  hits += o.hits;
+  misses += o.misses;
+  bypassed += o.bypassed;
+  evictions += o.evictions;
+  drops += o.drops;
+  prefetched += o.prefetched;
+  return *this;
+}
+
+LayerStats& LayerStats::operator-=(const LayerStats& o) {
+  lookups -= o.lookups;
+  hits -= o.hits;
+  misses -= o.misses;
+  bypassed -= o.bypassed;
+  evictions -= o.evictions;
+  drops -= o.drops;
+  prefetched -= o.prefetched;
+  return *this;
+}
+
 LayerStats SimResult::total() const {
   LayerStats t;
-  for (const auto& l : layers) {
-    t.lookups += l.lookups;
-    t.hits += l.hits;
-    t.misses += l.misses;
-    t.bypassed += l.bypassed;
-    t.evictions += l.evictions;
-    t.drops += l.drops;
-    t.prefetched += l.prefetched;
-  }
+  for (const auto& l : layers)
+    t += l;
   return t;
 }
 
@@ -78,44 +96,6 @@ struct Scratch {
   }
 };
 
-void check_config(const SimConfig& cfg) {
-  const bool mirror = cfg.placement == Placement::mirror;
-  if (cfg.policy != MirrorPolicy::lru && !mirror) {
-    throw ConfigError("policy " + std::string(to_string(cfg.policy)) +
-                      " needs placement mirror (it decides what the GPU pool holds)");
-  }
-  if (mirror && cfg.pool_slots <= 0) {
-    throw ConfigError(cfg.pool_slots == 0
-                          ? "placement mirror needs a pool size (--slots N)"
-                          : "pool size must be positive, got " + std::to_string(cfg.pool_slots));
-  }
-  if (cfg.hybrid_window <= 0) throw ConfigError("hybrid window must be positive");
-}
-
-// The start-up budget is always priced (the planner reports whether each configuration fits
-// the card); with check_memory a configuration that does not fit is an error.
-MemoryBudget price_memory(const Geometry& g, const frontend::TraceBounds& stats,
-                          const CostModel& cost, const SimConfig& cfg) {
-  BudgetRequest br;
-  br.geometry = g;
-  br.dtype = cfg.dtype;
-  br.placement = cfg.placement;
-  br.unit = cfg.unit;
-  br.host_pages = stats.peak_pages;
-  br.pool_slots = cfg.pool_slots;
-  br.batch_rows = std::max(1, stats.max_rows);
-  br.batch_tokens = stats.max_tokens;
-  br.write_pages = stats.max_write_pages;
-  br.context_tokens = std::max<std::int64_t>(1, stats.max_context);
-  br.staging_window_tokens = cfg.staging_window_tokens;
-  if (cfg.check_memory) {
-    br.device_capacity_bytes = cfg.device_kv_bytes > 0
-                                   ? cfg.device_kv_bytes
-                                   : gib_to_bytes(cost.profile().device_memory_gib);
-  }
-  return memory_budget(br);
-}
-
 // One replay of a trace through the core, priced on a timeline. A forward is, per QSA layer:
 // the non-QSA layers before it, store + index + top-k, the mirror store (mirror, host), then
 // the placement's reads and the attention; after the last QSA layer the remaining non-QSA
@@ -136,13 +116,14 @@ class Simulation {
         page_bytes_(g_.kv_bytes_per_page(cfg.dtype)),
         mirror_(cfg.placement == Placement::mirror),
         all_layers_(cfg.unit == ResidencyUnit::all_layers_page),
-        slots_(static_cast<SlotId>(cfg.pool_slots)),
         window_stamps_(cfg.hybrid_window * kStampsPerLayerStep * L_),
-        own_fe_(shared_fe != nullptr ? std::nullopt
-                                     : std::make_optional<frontend::FrontEnd>(
-                                           g_, num_pages_, cfg.staging_window_tokens)),
-        fe_(shared_fe != nullptr ? *shared_fe : *own_fe_),
-        cache_(cache),
+        // micro-batches prepare their groups' rows apart: a front end of their own
+        own_fe_(shared_fe != nullptr && cfg.micro_batches == 1
+                    ? std::nullopt
+                    : std::make_optional<frontend::FrontEnd>(g_, num_pages_,
+                                                             cfg.staging_window_tokens)),
+        fe_(own_fe_ ? *own_fe_ : *shared_fe),
+        cache_(own_fe_ ? nullptr : cache),
         tl_(cfg.record_timeline),
         lat_(num_pages_) {
     shape_.placement = cfg.placement;
@@ -156,12 +137,19 @@ class Simulation {
     const MemoryBudget mb = price_memory(g_, stats, cost, cfg);
     res_.device_bytes = mb.device_bytes;
     res_.host_bytes = mb.host_bytes;
-    if (mirror_) {
+    const int k = cfg.micro_batches;
+    groups_.resize(static_cast<std::size_t>(k));
+    for (int i = 0; i < k; ++i) {
+      Group& grp = groups_[static_cast<std::size_t>(i)];
+      grp.slots = static_cast<SlotId>(group_share(cfg.pool_slots, k, i));
+      if (!mirror_) continue;
       const int n = all_layers_ ? 1 : L_;
-      pools_.reserve(n);
-      for (int i = 0; i < n; ++i)
-        pools_.emplace_back(num_pages_, slots_, cfg.policy == MirrorPolicy::hybrid);
+      grp.pools.reserve(static_cast<std::size_t>(n));
+      for (int j = 0; j < n; ++j)
+        grp.pools.emplace_back(num_pages_, grp.slots, cfg.policy == MirrorPolicy::hybrid);
     }
+    cur_ = &groups_[0];
+    if (k > 1) batches_.emplace(k);
     // The non-QSA layers before each QSA layer, and after the last one.
     gap_layers_.assign(L_ + 1, 0);
     for (int l = 0; l < L_; ++l)
@@ -178,43 +166,49 @@ class Simulation {
     traces::Record rec;
     while (stream->next(rec)) {
       if (const auto* b = std::get_if<traces::RequestBegin>(&rec)) {
-        fe_.begin(*b);
         begin(*b);
       } else if (const auto* e = std::get_if<traces::RequestEnd>(&rec)) {
-        release(fe_.end(*e));
+        end(*e, {});
       } else {
-        const auto& f = std::get<traces::Forward>(rec);
-        fe_.prepare(f);
-        step(f);
+        step(std::get<traces::Forward>(rec));
       }
     }
     return finish();
   }
 
-  // A request the front end has begun: its latency is timed from now.
+  // Whether the caller's front end (simulate_together's, shared) serves this replay; if not,
+  // begin, end and step keep its own.
+  bool shares_front_end() const { return !own_fe_; }
+
+  // A request begins (a shared front end has begun it): it joins its micro-batch, and its
+  // latency is timed from now.
   void begin(const traces::RequestBegin& b) {
+    if (own_fe_) own_fe_->begin(b);
+    if (batches_) batches_->begin(b.id);
     const auto shared =
         b.shared_pages > 0 ? fe_.table(b.shared_with).first(b.shared_pages) : Pages{};
     lat_.begin(b, tl_.now(), shared);
   }
 
-  // One forward, which the front end has prepared.
-  void step(const traces::Forward& f) {
-    forward(f);
-    ++fi_;
-    if (cfg_.on_forward) cfg_.on_forward(fi_);
+  // A request ends: the pages it held leave its group's pools. `shared_freed`: what a shared
+  // front end freed (unused with a front end of its own).
+  void end(const traces::RequestEnd& e, std::span<const PageId> shared_freed) {
+    std::vector<PageId> own;
+    if (own_fe_) own = own_fe_->end(e);
+    const int k = batches_ ? batches_->end(e.id) : 0;
+    release(k, own_fe_ ? std::span<const PageId>(own) : shared_freed);
   }
 
-  // The pages a request that ended held leave every pool.
-  void release(const std::vector<PageId>& freed) {
-    for (std::size_t si = 0; si < pools_.size(); ++si) {
-      PoolState& p = pools_[si];
-      for (PageId page : freed) {
-        if (cfg_.on_release) cfg_.on_release(static_cast<int>(si), page);
-        release_page(p.state.view(), page, p.victims);
-        if (!p.last_seen.empty()) p.last_seen[page] = AdmitOnReuse::kNeverSeen;
-      }
+  // One forward (a shared front end has prepared it).
+  void step(const traces::Forward& f) {
+    if (batches_) {
+      forward_groups(f);
+    } else {
+      if (own_fe_) own_fe_->prepare(f);
+      forward(f);
     }
+    ++fi_;
+    if (cfg_.on_forward) cfg_.on_forward(fi_);
   }
 
   SimResult finish() {
@@ -230,6 +224,41 @@ class Simulation {
  private:
   // What an op waits for besides its resource: the stream's previous op and a join.
   using Deps = std::array<OpId, 2>;
+
+  // A micro-batch (SimConfig::micro_batches; one batch is group 0 with every request): its
+  // pools (one per QSA layer, or one for all layers), their slots, and its forward before.
+  struct Group {
+    std::vector<PoolState> pools;
+    SlotId slots = 0;
+    frontend::LastForward last;  // for decode_reads_in_place
+  };
+
+  // A forward's ops as added to the timeline, before it runs them.
+  struct ForwardOps {
+    OpId last = kNoOp;
+    int rows = 0;
+    std::int64_t tokens = 0, decode_tokens = 0;
+    LayerStats counts;  // its residency counts
+  };
+
+  // The state index of the current group's pool `si` (decision logs, on_query, on_release):
+  // the groups' pools one after another.
+  int state_index(int si) const {
+    return static_cast<int>(cur_ - groups_.data()) * static_cast<int>(cur_->pools.size()) + si;
+  }
+
+  void release(int group, std::span<const PageId> freed) {
+    cur_ = &groups_[static_cast<std::size_t>(group)];
+    for (std::size_t si = 0; si < cur_->pools.size(); ++si) {
+      PoolState& p = cur_->pools[si];
+      for (PageId page : freed) {
+        if (cfg_.on_release) cfg_.on_release(state_index(static_cast<int>(si)), page);
+        release_page(p.state.view(), page, p.victims);
+        if (!p.last_seen.empty()) p.last_seen[page] = AdmitOnReuse::kNeverSeen;
+      }
+    }
+    cur_ = &groups_[0];
+  }
 
   // The layer-step being priced: its query, and (mirror) what its ensure decided.
   struct LayerStep {
@@ -251,10 +280,83 @@ class Simulation {
       lat_.own_table(static_cast<int>(r), fe_.table(f.rows[r].request));
   }
 
+  // One forward of the current group, which the front end has prepared: its ops, then the
+  // timeline runs until it ends.
   void forward(const traces::Forward& f) {
+    const TimeNs fstart = tl_.now();
+    const ForwardOps ops = add_forward(f);
+    const TimeNs end = tl_.run_until(ops.last);
+    charge_span(fstart, end, ops.tokens, ops.decode_tokens);
+    end_forward(f, fstart, end);
+    record_forward(ops, fstart, end);
+  }
+
+  // Micro-batches: `f`'s rows by group. A forward whose rows all decode launches every group's
+  // forward and ends when the last one does, as the runner's decode steps; any other runs its
+  // groups one after another, as the runner prefills its micro-batches.
+  void forward_groups(const traces::Forward& f) {
+    batches_->split(f, subs_);
+    const bool decode = std::all_of(f.rows.begin(), f.rows.end(),
+                                    [](const traces::ForwardRow& r) { return r.count == 1; });
+    const TimeNs fstart = tl_.now();
+    ForwardOps all;
+    std::vector<OpId> lasts;
+    for (std::size_t k = 0; k < subs_.size(); ++k) {
+      const traces::Forward& sub = subs_[k];
+      if (sub.rows.empty()) continue;
+      cur_ = &groups_[k];
+      own_fe_->prepare(sub);
+      if (!decode) {
+        forward(sub);
+        continue;
+      }
+      const ForwardOps ops = add_forward(sub);
+      lasts.push_back(ops.last);
+      all.rows += ops.rows;
+      all.tokens += ops.tokens;
+      all.decode_tokens += ops.decode_tokens;
+      all.counts += ops.counts;
+    }
+    if (decode && !lasts.empty()) {
+      const OpId joined = tl_.add(Resource::compute, 0, lasts, "micro-batches joined", -1);
+      const TimeNs end = tl_.run_until(joined);
+      charge_span(fstart, end, all.tokens, all.decode_tokens);
+      for (const traces::Forward& sub : subs_)
+        if (!sub.rows.empty()) end_forward(sub, fstart, end);
+      record_forward(all, fstart, end);
+    }
+    cur_ = &groups_[0];
+  }
+
+  // A forward's span, split between its decode and prefill tokens by token count.
+  void charge_span(TimeNs start, TimeNs end, std::int64_t tokens, std::int64_t decode_tokens) {
+    const double dt = static_cast<double>(end - start);
+    if (tokens > 0) {
+      res_.decode_time_ns += dt * static_cast<double>(decode_tokens) / static_cast<double>(tokens);
+      res_.prefill_time_ns +=
+          dt * static_cast<double>(tokens - decode_tokens) / static_cast<double>(tokens);
+    }
+    res_.compute_end_ns = end;
+  }
+
+  // The forward's rows got their tokens at `end`.
+  void end_forward(const traces::Forward& f, TimeNs start, TimeNs end) {
+    lat_.start_forward(f.rows);  // another group's forward may have been added since
+    lat_.end_forward(f.rows, fi_, start, end);
+  }
+
+  void record_forward(const ForwardOps& ops, TimeNs start, TimeNs end) {
+    if (!cfg_.record_forwards) return;
+    res_.forwards_detail.push_back({fi_, ops.rows, ops.tokens, ops.decode_tokens, start, end,
+                                    end - start, ops.counts.hits, ops.counts.misses,
+                                    ops.counts.evictions, ops.counts.drops});
+  }
+
+  // The forward's ops on the timeline, from now; the core's decisions are taken here.
+  ForwardOps add_forward(const traces::Forward& f) {
     own_new_pages(f);
     const int rows = static_cast<int>(f.rows.size());
-    width_ = fe_.plan_rows(mirror_ ? cfg_.pool_slots : 0);
+    width_ = fe_.plan_rows(mirror_ ? cur_->slots : 0);
     res_.select_width_min =
         res_.select_width_min == 0 ? width_ : std::min(res_.select_width_min, width_);
     tokens_ = fe_.tokens();
@@ -269,7 +371,8 @@ class Simulation {
     // for which frontend::decode_reads_in_place says so of the forward before.
     const bool decode = tokens_ == rows;
     const bool model_forward = shape_.kind == frontend::ForwardKind::model;
-    shape_.mirror_in_place = may_read_in_place_ && decode && frontend::decode_reads_in_place(last_);
+    shape_.mirror_in_place =
+        may_read_in_place_ && decode && frontend::decode_reads_in_place(cur_->last);
     // The lanes of the steps beside, as the trace replay takes them for this forward.
     lanes_ =
         frontend::beside_steps(shape_, f, g_, static_cast<int>(cost_.profile().sm_count)).lanes;
@@ -278,7 +381,6 @@ class Simulation {
     std::int64_t sel_bytes = 0;  // this forward's selections over its layers
 
     tl_.set_forward(fi_);
-    const TimeNs fstart = tl_.now();
     const auto ops = frontend::layer_schedule(shape_);
     const frontend::BesideJoin join = frontend::beside_join(shape_);
     std::vector<OpId>& beside_done = beside_done_;  // [layers] each step beside, once done
@@ -339,25 +441,14 @@ class Simulation {
       ends[static_cast<std::size_t>(i)] = beside_done[l];
     const OpId last = tl_.add(Resource::compute, model_forward ? gap_ns(L_) : 0, ends,
                               op_name(frontend::LayerOp::non_qsa), -1);
-    const TimeNs end = tl_.run_until(last);
-    const double dt = static_cast<double>(end - fstart);
-    if (tokens_ > 0) {
-      res_.decode_time_ns += dt * static_cast<double>(decode_tokens) / static_cast<double>(tokens_);
-      res_.prefill_time_ns +=
-          dt * static_cast<double>(tokens_ - decode_tokens) / static_cast<double>(tokens_);
-    }
-    res_.compute_end_ns = end;
     const LayerStats after = res_.total();
-    last_ = frontend::LastForward{decode, after.misses - before.misses, std::int64_t{rows} * L_};
+    cur_->last =
+        frontend::LastForward{decode, after.misses - before.misses, std::int64_t{rows} * L_};
     last_one_row_ = one_row;
     last_sel_bytes_ = sel_bytes;
-    lat_.end_forward(f.rows, fi_, fstart, end);
-    if (cfg_.record_forwards) {
-      res_.forwards_detail.push_back({fi_, rows, tokens_, decode_tokens, fstart, end, end - fstart,
-                                      after.hits - before.hits, after.misses - before.misses,
-                                      after.evictions - before.evictions,
-                                      after.drops - before.drops});
-    }
+    ForwardOps out{last, rows, tokens_, decode_tokens, after};
+    out.counts -= before;
+    return out;
   }
 
   // The timeline keeps the pointer: the schedule's names are string literals.
@@ -404,7 +495,7 @@ class Simulation {
   std::int64_t mirror_pool_store(const LayerStep& ls) const {
     const auto writes = fe_.writes();
     if (!shape_.mirror_in_place || writes.empty()) return tokens_ * token_bytes_;
-    const ResidencyState& state = pools_[all_layers_ ? 0 : ls.layer].state;
+    const ResidencyState& state = cur_->pools[all_layers_ ? 0 : ls.layer].state;
     const auto resident = std::count_if(writes.begin(), writes.end(),
                                         [&](PageId p) { return state.slot_of(p) != kNoSlot; });
     return tokens_ * token_bytes_ * resident / static_cast<std::int64_t>(writes.size());
@@ -464,6 +555,7 @@ class Simulation {
                         ? tl_.add(Resource::h2d, cost_.in_place_read_ns(ls.in_place_bytes), ready,
                                   "in-place read", ls.layer)
                         : kNoOp;
+
     return tl_.add(Resource::compute, cost_.kernel_launch_ns(2) + attend_cost(q, ls.pool_sel_bytes),
                    {deps[0], deps[1], ls.copied, rd}, name, ls.layer);
   }
@@ -538,25 +630,26 @@ class Simulation {
     const int l = ls.layer;
     LayerStats& st = res_.layers[l];
     const int si = all_layers_ ? 0 : l;
-    PoolState& pool = pools_[si];
+    PoolState& pool = cur_->pools[static_cast<std::size_t>(si)];
     const int n = static_cast<int>(q.pages.size());
     sc_.fit(q.pages.size());
     const std::int64_t ls_index = layer_step(fi_, L_, l);
     const std::int64_t step = demand_stamp(ls_index);
-    if (cfg_.on_query) cfg_.on_query(si, step, q.pages);
+    if (cfg_.on_query) cfg_.on_query(state_index(si), step, q.pages);
     const EnsureResult r = ensure(pool, q, step);
     if (r.status != EnsureStatus::ok) {
       throw CapacityError("forward " + std::to_string(fi_) + " layer " + std::to_string(l) +
-                          ": the pool of " + std::to_string(cfg_.pool_slots) +
-                          " slots cannot take " + std::to_string(r.misses) + " new pages (" +
-                          std::to_string(r.evictable) + " evictable)");
+                          ": the pool of " + std::to_string(cur_->slots) + " slots cannot take " +
+                          std::to_string(r.misses) + " new pages (" + std::to_string(r.evictable) +
+                          " evictable)");
     }
     const int missing = translate_pages(q.pages.data(), n, pool.state.slot_of_page().data(),
-                                        num_pages_, dummy_slot(slots_), sc_.physical.data());
+                                        num_pages_, dummy_slot(cur_->slots), sc_.physical.data());
     if (r.bypassed == 0 && missing != 0) {
       throw std::logic_error("simulator: a page is not resident after ensure");
     }
-    frontend::log_installs(cfg_.decisions, fi_, si, step, frontend::InstallKind::demand,
+    frontend::log_installs(cfg_.decisions, fi_, state_index(si), step,
+                           frontend::InstallKind::demand,
                            {sc_.copies.data(), static_cast<std::size_t>(r.misses)});
     st.lookups += r.hits + r.misses + r.bypassed;
     st.hits += r.hits;
@@ -589,8 +682,8 @@ class Simulation {
     const std::array<OpId, 3> after{deps[0], deps[1], previous_step};
     // Beside, the step runs on a few blocks without the translate (its own terms).
     const std::int64_t step_ns =
-        beside ? cost_.step_beside_ns(std::ssize(q.rows), q.page_entries, cfg_.pool_slots, r.misses)
-               : cost_.ensure_ns(n, cfg_.pool_slots, r.misses);
+        beside ? cost_.step_beside_ns(std::ssize(q.rows), q.page_entries, cur_->slots, r.misses)
+               : cost_.ensure_ns(n, cur_->slots, r.misses);
     const OpId ens = tl_.add(lane, cost_.kernel_launch_ns(1) + step_ns, after, name, l);
     // Beside, the step's own few blocks copy its misses; otherwise the copy kernel's full grid.
     const std::int64_t copy_ns =
@@ -642,7 +735,7 @@ class Simulation {
   // installs nothing).
   OpId prefetch_op(const frontend::LayerQuery& q, OpId after, int l, std::int64_t ls_index,
                    const char* name) {
-    PoolState& next = pools_[l + 1];
+    PoolState& next = cur_->pools[static_cast<std::size_t>(l) + 1];
     const int n = static_cast<int>(q.pages.size());
     sc_.fit(q.pages.size());
     const EnsureScratch es{sc_.miss.data(), sc_.victims.data(), sc_.bypass.data()};
@@ -651,11 +744,11 @@ class Simulation {
     const int copied = pr.status == EnsureStatus::ok ? pr.misses : 0;
     const OpId ens =
         tl_.add(Resource::beside,
-                cost_.kernel_launch_ns(1) + cost_.step_beside_ns(std::ssize(q.rows), q.page_entries,
-                                                                 cfg_.pool_slots, copied),
+                cost_.kernel_launch_ns(1) +
+                    cost_.step_beside_ns(std::ssize(q.rows), q.page_entries, cur_->slots, copied),
                 {after}, name, l + 1);
     if (copied == 0) return ens;
-    frontend::log_installs(cfg_.decisions, fi_, l + 1, prefetch_stamp(ls_index),
+    frontend::log_installs(cfg_.decisions, fi_, state_index(l + 1), prefetch_stamp(ls_index),
                            frontend::InstallKind::prefetch,
                            {sc_.copies.data(), static_cast<std::size_t>(copied)});
     res_.layers[l + 1].prefetched += copied;
@@ -675,14 +768,16 @@ class Simulation {
   const PageId num_pages_;
   const std::int64_t token_bytes_, page_bytes_;
   const bool mirror_, all_layers_;
-  const SlotId slots_;
   const std::int64_t window_stamps_;          // hybrid: the reuse window in stamps
   std::optional<frontend::FrontEnd> own_fe_;  // unless a shared one is given
   frontend::FrontEnd& fe_;
   frontend::LayerQueryCache* cache_;
   Timeline tl_;
   RequestLatency lat_;
-  std::vector<PoolState> pools_;
+  std::vector<Group> groups_;                // [micro-batches]
+  Group* cur_ = nullptr;                     // the group whose forward is being added
+  std::optional<MicroBatchGroups> batches_;  // micro-batches > 1
+  std::vector<traces::Forward> subs_;        // [groups] a forward's rows of each, reused
   std::vector<int> gap_layers_;
   int non_qsa_layers_ = 1;
   Scratch sc_;
@@ -694,7 +789,6 @@ class Simulation {
   TimeNs non_qsa_ns_ = 0;
   OpId prefetch_done_ = kNoOp;      // the prefetch into the coming layer's pool, done
   bool may_read_in_place_ = false;  // mirror, bf16, lru, per-layer pools, not --copy-first
-  frontend::LastForward last_;      // the forward before, for decode_reads_in_place
   // The forward before, for reuses_l2: its one decode row's request (kNoReuse: it had another
   // shape) and its selections' bytes over its layers; this forward's saving per attend.
   static constexpr RequestId kNoReuse = ~RequestId{0};
@@ -743,7 +837,7 @@ std::vector<SimResult> simulate_together(const traces::TraceInput& input,
     } else if (const auto* e = std::get_if<traces::RequestEnd>(&rec)) {
       const std::vector<PageId> freed = fe.end(*e);
       for (auto& s : sims)
-        s->release(freed);
+        s->end(*e, freed);
     } else {
       const auto& f = std::get<traces::Forward>(rec);
       fe.prepare(f);

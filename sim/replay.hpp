@@ -34,6 +34,13 @@ struct SimConfig {
   // Mirror: the residency step first and the attention reading every page from the pool, as
   // the backend runs fp8 and --copy-first (bf16 otherwise reads the misses in place beside).
   bool copy_first = false;
+  // Micro-batches (`kvtier run --micro-batches K`), host and mirror placements, the model's
+  // forward: the requests split into K groups (sim/micro_batch_groups.hpp), each with its own
+  // pools; the mirror's pool_slots are the groups' together, split as evenly as they go. A
+  // forward whose rows all decode launches every group's forward at once and ends when the last
+  // does (one group's reads over the link beside the others' work); any other forward runs its
+  // groups one after another, as the runner prefills its micro-batches. 1: one batch.
+  int micro_batches = 1;
   bool record_timeline = false;
   bool record_forwards = false;       // SimResult::forwards
   bool check_memory = true;           // price the configuration with memory_budget
@@ -55,6 +62,9 @@ struct LayerStats {
   std::int64_t evictions = 0;
   std::int64_t drops = 0;       // pages past the select width
   std::int64_t prefetched = 0;  // pages copied ahead for this layer
+
+  LayerStats& operator+=(const LayerStats& o);
+  LayerStats& operator-=(const LayerStats& o);
 };
 
 // One forward as priced: its span from its first op to its last (for the trace replay's

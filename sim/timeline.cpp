@@ -50,7 +50,9 @@ void Timeline::ready(OpId id) {
 }
 
 void Timeline::start_next(int r) {
-  if (queue_[r].empty()) return;
+  // An op that ends readies its successors before its resource takes the next op: one of them
+  // on the same resource has started it already.
+  if (running_[r] || queue_[r].empty()) return;
   const OpId id = queue_[r].front();
   queue_[r].pop_front();
   running_[r] = true;

@@ -229,6 +229,44 @@ TEST(CliBadInput, MicroBatchesAreAutoOrACount) {
   EXPECT_FALSE(has(r.out, "--micro-batches")) << r.out;
 }
 
+// sim and plan price micro-batches where the runner has them and the simulator can price them;
+// elsewhere a refusal that says why.
+TEST(CliBadInput, SimAndPlanMicroBatchesWhereTheyArePriced) {
+  const TinyInputs& in = testing::tiny_inputs();
+  const std::string t = in.trace;
+  expect_refused({"sim", "--trace", t, "--placement", "host", "--micro-batches", "0"},
+                 {"--micro-batches: 1..64, got 0"});
+  expect_refused({"sim", "--trace", t, "--placement", "device", "--micro-batches", "2"},
+                 {"--micro-batches: placement host or mirror"});
+  expect_refused({"sim", "--trace", t, "--placement", "host", "--forward", "trace-replay",
+                  "--micro-batches", "2"},
+                 {"--micro-batches: the model's forward only"});
+  expect_refused(
+      {"sim", "--trace", t, "--placement", "host", "--dtype", "fp8", "--micro-batches", "2"},
+      {"--micro-batches: not priced for host fp8"});
+  expect_refused({"plan", "--trace", t, "--micro-batches", "65"}, {"--micro-batches: 1..64"});
+
+  const CliRun sim =
+      run_kvtier_argv({"sim", "--trace", t, "--placement", "host", "--micro-batches", "2"}, 30);
+  ASSERT_EQ(sim.exit_code, 0) << sim.out;
+  EXPECT_TRUE(has(sim.out, "2 micro-batches")) << sim.out;
+  const testing::CliSplit js =
+      testing::run_kvtier_split("sim --trace " + t + " --placement host --micro-batches 2 --json");
+  ASSERT_EQ(js.exit_code, 0) << js.err;
+  EXPECT_EQ(boost::json::parse(js.out).at("micro_batches").as_int64(), 2);
+  const CliRun plan = run_kvtier_argv(
+      {"plan", "--trace", t, "--micro-batches", "2", "--dtype", "fp8", "--no-belady"}, 60);
+  ASSERT_EQ(plan.exit_code, 0) << plan.out;
+  EXPECT_TRUE(has(plan.out, "mirror in 2 micro-batches")) << plan.out;
+  EXPECT_TRUE(has(plan.out, "host fp8 (its groups not priced)")) << plan.out;
+  const testing::CliSplit pj =
+      testing::run_kvtier_split("plan --trace " + t + " --micro-batches 2 --no-belady --json");
+  ASSERT_EQ(pj.exit_code, 0) << pj.err;
+  const boost::json::object o = boost::json::parse(pj.out).as_object();
+  EXPECT_EQ(o.at("micro_batches").as_int64(), 2);
+  EXPECT_EQ(o.at("host_micro_batches").as_int64(), 2);
+}
+
 TEST(CliBadInput, TraceInfoSaysNaWhereThereIsNoFigure) {
   const TinyInputs& in = testing::tiny_inputs();
   // 12 decode steps: no 64- or 512-step window is whole

@@ -120,6 +120,8 @@ TEST(CliSweep, SimPlanBudgetDemoBench) {
       {{"plan", "--trace", t, "--placement", "host"}, "--host-gib"},
       {{"plan", "--trace", t, "--placement", "device"}, "--tpot-ms"},
       {{"budget"}, "--device-kv-gib"},
+      {{"sim", "--trace", t, "--placement", "host"}, "--micro-batches"},
+      {{"plan", "--trace", t, "--placement", "host"}, "--micro-batches"},
   };
   // plan --concurrency: each option over a small generated workload that leaves it out.
   const std::map<std::string, std::string> level = {
@@ -131,7 +133,7 @@ TEST(CliSweep, SimPlanBudgetDemoBench) {
       if (k != opt) args.insert(args.end(), {k, v});
     cases.push_back({args, opt});
   }
-  EXPECT_EQ(sweep(cases, in.out), 30 * 7);
+  EXPECT_EQ(sweep(cases, in.out), 32 * 7);
 }
 
 TEST(CliSweep, Trace) {

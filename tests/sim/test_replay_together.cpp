@@ -126,6 +126,11 @@ TEST(SimulateTogether, EachConfigurationAsAlone) {
   add(Placement::mirror, ResidencyUnit::layer_page, 500, MirrorPolicy::hybrid, KvDtype::bf16);
   add(Placement::mirror, ResidencyUnit::layer_page, 500, MirrorPolicy::prefetch, KvDtype::bf16);
   add(Placement::mirror, ResidencyUnit::layer_page, 500, MirrorPolicy::lru, KvDtype::fp8);
+  // Micro-batches keep a front end of their own beside the shared one.
+  add(Placement::host, ResidencyUnit::layer_page, 0, MirrorPolicy::lru, KvDtype::bf16);
+  cfgs.back().micro_batches = 2;
+  add(Placement::mirror, ResidencyUnit::layer_page, 3000, MirrorPolicy::lru, KvDtype::bf16);
+  cfgs.back().micro_batches = 3;
   // Wide prefill rows bypass the smaller pools, not the largest.
   EXPECT_GT(forwards_bypassing(input, bounds, 379), 0);
   EXPECT_EQ(forwards_bypassing(input, bounds, 3000), 0);

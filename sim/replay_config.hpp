@@ -1,0 +1,26 @@
+#pragma once
+// What a simulation's configuration asks for before the replay: its checks, the groups' shares
+// of the pool (micro-batches), and its start-up memory (model/memory_budget, per group).
+#include <cstdint>
+
+#include "frontend/front_end.hpp"
+#include "model/cost_model.hpp"
+#include "model/memory_budget.hpp"
+#include "sim/replay.hpp"
+
+namespace kvtier::sim {
+
+// Throws ConfigError for a configuration the simulator does not run (the reason and the option
+// that sets it).
+void check_config(const SimConfig& cfg);
+
+// Group k's share of `total` when `groups` groups split it as evenly as it goes (the larger
+// shares last).
+std::int64_t group_share(std::int64_t total, int groups, int k);
+
+// The start-up budget, always priced (the planner reports whether each configuration fits the
+// card); with check_memory a configuration that does not fit is an error (CapacityError).
+MemoryBudget price_memory(const Geometry& g, const frontend::TraceBounds& stats,
+                          const CostModel& cost, const SimConfig& cfg);
+
+}  // namespace kvtier::sim
