@@ -203,13 +203,7 @@ int run_plan(const std::vector<std::string>& args) {
               fmt_bytes(static_cast<double>(r.device_capacity_bytes)).c_str(),
               std::string(to_string(r.dtype)).c_str(), static_cast<long long>(r.min_slots));
   std::printf("profile %s: %s\n", r.profile.c_str(), r.trust.c_str());
-  if (r.micro_batches > 1)
-    std::printf(
-        "%s in %d micro-batches: a forward of decode rows runs the groups' forwards at once, any "
-        "other one group after another; %s in one batch\n",
-        r.host_micro_batches > 1 ? "host and mirror" : "mirror", r.micro_batches,
-        r.host_micro_batches > 1 ? "the device placement"
-                                 : "the device placement and host fp8 (its groups not priced)");
+  if (r.micro_batches > 1) std::printf("%s\n", sim::micro_batches_note(r).c_str());
   std::printf("%s%s\n", describe(r.budget).c_str(),
               r.host_capacity_bytes > 0
                   ? (", host RAM " + fmt_bytes(static_cast<double>(r.host_capacity_bytes))).c_str()

@@ -54,6 +54,7 @@ void print_table(const sim::ConcurrencyResult& r) {
   std::printf("profile %s (%s device memory): %s\n", r.profile.c_str(),
               fmt_bytes(static_cast<double>(first.device_capacity_bytes)).c_str(),
               first.trust.c_str());
+  if (first.micro_batches > 1) std::printf("%s\n", sim::micro_batches_note(first).c_str());
   std::printf(
       "decode tok/s: decode tokens over their forwards' time (mixed forwards split by tokens); "
       "TTFT: arrival to first token; TPOT: each decode token's wait since its request's previous "

@@ -127,6 +127,10 @@ struct PlanResult {
   std::string trust;           // the profile's validation status (model/profile_trust.hpp)
 };
 
+// With micro-batches, the sentence saying which placements run in how many groups and how far
+// their overlap is to be trusted; empty for one batch.
+std::string micro_batches_note(const PlanResult& r);
+
 // Throws ConfigError for bad options: an explicit size below the minimum says the minimum, one
 // above every page the trace holds at once says that size; points and threads outside
 // 1..kMaxPlanPoints and 0..kMaxPlanThreads; a device budget above the card's memory; a TPOT
