@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,25 @@ TEST(Timeline, LaterOpsStartAtTheTimeTheyAreAdded) {
   const OpId c = t.add(Resource::compute, 7, {}, "c");
   EXPECT_EQ(t.run_until(c), 17);
   EXPECT_EQ(t.run_until(b), 115);
+}
+
+// Two chains on one resource (micro-batches' groups): when an op ends and readies its successor
+// on the same resource while another op waits there, the resource still runs one op at a time
+// (it once started both, the waiting op and the successor, at the same instant).
+TEST(Timeline, AResourceRunsOneOpWhenASuccessorAndAWaitingOpAreReady) {
+  Timeline t(true);
+  const OpId a = t.add(Resource::compute, 10, {}, "a");
+  const OpId c = t.add(Resource::compute, 5, {}, "c");   // another chain, waiting behind a
+  const OpId b = t.add(Resource::compute, 5, {a}, "b");  // a's successor
+  EXPECT_EQ(t.drain(), 20);
+  EXPECT_EQ(t.end_of(c), 15);  // ready first, first in line
+  EXPECT_EQ(t.end_of(b), 20);
+  EXPECT_EQ(t.busy_ns(Resource::compute), 20);
+  std::vector<OpRecord> r = t.records();
+  std::sort(r.begin(), r.end(),
+            [](const OpRecord& x, const OpRecord& y) { return x.start < y.start; });
+  for (std::size_t i = 1; i < r.size(); ++i)
+    EXPECT_GE(r[i].start, r[i - 1].end) << r[i].name;
 }
 
 }  // namespace
