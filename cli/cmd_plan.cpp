@@ -13,6 +13,7 @@
 #include "cli/table.hpp"
 #include "io/output_file.hpp"
 #include "model/config_error.hpp"
+#include "sim/micro_batch_groups.hpp"
 #include "sim/planner.hpp"
 #include "sim/profiles.hpp"
 
@@ -61,6 +62,8 @@ void print_points(const sim::PlanResult& r) {
                                    "drops",
                                    "device memory"};
   if (tpot) head.insert(head.begin() + 7, "step ms");
+  const bool groups = r.micro_batches_auto || r.micro_batches > 1;
+  if (groups) head.insert(head.begin() + 3, "groups");
   Table t(head);
   const sim::ConfigFigures& pick = r.decision.chosen;
   auto add = [&](Placement p, const std::string& u, std::int64_t slots, const sim::PointSummary& x,
@@ -84,6 +87,7 @@ void print_points(const sim::PlanResult& r) {
         fmt_int(x.drops),
         fmt_bytes(static_cast<double>(x.device_bytes)) + (x.fits_device ? "" : " (over budget)")};
     if (tpot) row.insert(row.begin() + 7, fmt_fixed(sim::tpot_ms(x), 2));
+    if (groups) row.insert(row.begin() + 3, fmt_int(x.micro_batches));
     t.add(row);
   };
   add(Placement::device, r.has_device ? "-" : "(ideal)", 0, r.ideal, "-", "-");
@@ -126,12 +130,13 @@ int run_plan(const std::vector<std::string>& args) {
       "within", po::value<double>()->default_value(5.0),
       "percent: the smallest mirror pool within this of the recommendation's figure")(
       "chosen", po::value<double>()->default_value(10.0), "a second percent to report")(
-      "micro-batches", po::value<int>()->default_value(1),
+      "micro-batches", po::value<std::string>()->default_value("auto"),
       "price host and mirror in this many micro-batches, as `kvtier run --micro-batches K` runs "
-      "them: each mirror size is the groups' pools together; the MRC and Belady columns stay "
-      "one pool's of every request (docs/planner.md, \"Micro-batches\")")(
-      "no-belady", "skip the Belady bound")("threads", po::value<int>()->default_value(0),
-                                            "threads (0: every core)")(
+      "them (each mirror size the groups' pools together; the MRC and Belady columns stay one "
+      "pool's of every request), or auto: per configuration, the count `kvtier run "
+      "--micro-batches auto` would take for the trace's widest forward (docs/planner.md, "
+      "\"Micro-batches\")")("no-belady", "skip the Belady bound")(
+      "threads", po::value<int>()->default_value(0), "threads (0: every core)")(
       "html", po::value<std::string>(),
       "write the HTML report to this file (charts by GiB of device memory, the decision marked)")(
       "json", "print every figure as JSON");
@@ -168,7 +173,15 @@ int run_plan(const std::vector<std::string>& args) {
   cfg.within = vm["within"].as<double>() / 100.0;
   cfg.chosen = vm["chosen"].as<double>() / 100.0;
   cfg.belady = vm.count("no-belady") == 0;
-  cfg.micro_batches = vm["micro-batches"].as<int>();
+  const std::string micro = vm["micro-batches"].as<std::string>();
+  cfg.micro_batches_auto = micro == "auto";
+  if (!cfg.micro_batches_auto) {
+    const auto k = parse_positive_list(micro, "--micro-batches", "micro-batches (or auto)");
+    if (k.size() != 1 || k[0] > sim::kMaxSimMicroBatches)
+      throw ConfigError("--micro-batches: auto or one count 1.." +
+                        std::to_string(sim::kMaxSimMicroBatches) + ", got '" + micro + "'");
+    cfg.micro_batches = static_cast<int>(k[0]);
+  }
   cfg.threads = vm["threads"].as<int>();
   const DeviceBudget budget =
       device_kv_budget(vm, cost.profile().device_memory_gib, "profile " + cost.profile().name);
@@ -203,7 +216,8 @@ int run_plan(const std::vector<std::string>& args) {
               fmt_bytes(static_cast<double>(r.device_capacity_bytes)).c_str(),
               std::string(to_string(r.dtype)).c_str(), static_cast<long long>(r.min_slots));
   std::printf("profile %s: %s\n", r.profile.c_str(), r.trust.c_str());
-  if (r.micro_batches > 1) std::printf("%s\n", sim::micro_batches_note(r).c_str());
+  if (const std::string note = sim::micro_batches_note(r); !note.empty())
+    std::printf("%s\n", note.c_str());
   std::printf("%s%s\n", describe(r.budget).c_str(),
               r.host_capacity_bytes > 0
                   ? (", host RAM " + fmt_bytes(static_cast<double>(r.host_capacity_bytes))).c_str()

@@ -54,20 +54,22 @@ void print_table(const sim::ConcurrencyResult& r) {
   std::printf("profile %s (%s device memory): %s\n", r.profile.c_str(),
               fmt_bytes(static_cast<double>(first.device_capacity_bytes)).c_str(),
               first.trust.c_str());
-  if (first.micro_batches > 1) std::printf("%s\n", sim::micro_batches_note(first).c_str());
+  // each level's groups are in its rows; the note's rule (and its trust) once
+  if (first.micro_batches_auto || first.micro_batches > 1)
+    std::printf("%s\n", sim::micro_batches_note(first, false).c_str());
   std::printf(
       "decode tok/s: decode tokens over their forwards' time (mixed forwards split by tokens); "
       "TTFT: arrival to first token; TPOT: each decode token's wait since its request's previous "
       "token\n\n");
-  Table t({"in flight", "placement", "unit", "slots", "size rule", "device memory", "decode tok/s",
-           "TTFT p50 ms", "TTFT p95 ms", "TPOT p50 ms", "TPOT p95 ms"});
+  Table t({"in flight", "placement", "unit", "slots", "size rule", "groups", "device memory",
+           "decode tok/s", "TTFT p50 ms", "TTFT p95 ms", "TPOT p50 ms", "TPOT p95 ms"});
   for (const sim::ConcurrencyLevel& l : r.levels) {
     for (const sim::LevelPoint& p : l.points) {
       const bool mirror = p.placement == Placement::mirror;
       const sim::PointSummary& x = p.point;
       t.add({fmt_int(l.concurrency), std::string(to_string(p.placement)),
              mirror ? std::string(to_string(p.unit)) : "-", mirror ? fmt_int(p.slots) : "-",
-             mirror ? p.size_rule : "-",
+             mirror ? p.size_rule : "-", fmt_int(x.micro_batches),
              fmt_bytes(static_cast<double>(x.device_bytes)) +
                  (x.fits_device ? "" : " (does not fit)"),
              fmt_fixed(x.decode_tps, 1), ms(x.ttft_p50_us), ms(x.ttft_p95_us), ms(x.tpot_p50_us),

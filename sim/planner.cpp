@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "model/config_error.hpp"
+#include "model/micro_batch_choice.hpp"
 #include "model/profile_trust.hpp"
 #include "sim/micro_batch_groups.hpp"
 #include "sim/plan_jobs.hpp"
@@ -248,6 +249,40 @@ int micro_batches_of(const PlanConfig& cfg, Placement p) {
   return cfg.micro_batches;
 }
 
+// --micro-batches auto: the count `kvtier run --micro-batches auto` takes for the trace's widest
+// forward (its rows as requests) at its longest context, on the plan's profile: host by its
+// link and work, a mirror pool of `slots` by the groups' shares of it (a count whose groups'
+// pools cannot hold their share of the widest step is not a candidate). One batch where the
+// run would not split (fewer than two rows, the device placement, host fp8).
+int auto_micro_batches(const PlanConfig& cfg, const PlanResult& res, const CostModel& cost,
+                       const Geometry& g, Placement p, std::int64_t slots) {
+  const frontend::TraceBounds& st = res.stats;
+  const int rows = st.max_rows;
+  if (rows < 2 || p == Placement::device || (p == Placement::host && cfg.dtype == KvDtype::fp8))
+    return 1;
+  const std::int64_t context = std::max<std::int64_t>(1, st.max_context);
+  if (p == Placement::host)
+    return choose_micro_batches(cost, g, cfg.dtype, rows, context).micro_batches;
+  std::vector<std::vector<MirrorGroup>> candidates;
+  for (const int k : {1, 2, 4}) {
+    if (k > rows) break;
+    std::vector<MirrorGroup> groups;
+    bool fits = true;
+    for (int i = 0; i < k; ++i) {
+      const auto share = [&](std::int64_t total) {
+        return (std::int64_t{i} + 1) * total / k - std::int64_t{i} * total / k;
+      };
+      const std::int64_t pool = share(slots);
+      const int group_rows = static_cast<int>(share(rows));
+      fits = fits && pool >= group_rows + (st.max_write_pages + k - 1) / k;
+      groups.push_back({group_rows, pool});
+    }
+    if (k > 1 && !fits) continue;
+    candidates.push_back(std::move(groups));
+  }
+  return choose_mirror_micro_batches(cost, g, cfg.dtype, context, candidates).micro_batches;
+}
+
 bool asks_for(const PlanConfig& cfg, Placement p) {
   return std::find(cfg.placements.begin(), cfg.placements.end(), p) != cfg.placements.end();
 }
@@ -300,6 +335,7 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
                       " groups, got " + std::to_string(cfg.micro_batches));
   }
   res.micro_batches = cfg.micro_batches;
+  res.micro_batches_auto = cfg.micro_batches_auto;
   res.host_micro_batches = micro_batches_of(cfg, Placement::host);
   if (cfg.threads < 0 || cfg.threads > kMaxPlanThreads) {
     throw ConfigError("--threads: 0 (every core) .. " + std::to_string(kMaxPlanThreads) + ", got " +
@@ -335,6 +371,10 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
       c.policy = cfg.policy;
       c.pool_slots = us.sizes[job.size];
     }
+    if (cfg.micro_batches_auto) {
+      c.micro_batches =
+          auto_micro_batches(cfg, res, cost, input.header.geometry, job.placement, c.pool_slots);
+    }
     return c;
   };
   auto summary_of = [&](const SweepJob& job) -> PointSummary& {
@@ -351,8 +391,11 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
       cfgs.push_back(sim_config(jobs[j]));
     const std::vector<SimResult> r =
         simulate_together(input, st, cost, cfgs, [&](std::int64_t) { ++work.done; });
-    for (std::size_t k = 0; k < pass.size(); ++k)
-      summary_of(jobs[pass[k]]) = summarize(r[k], device_capacity);
+    for (std::size_t k = 0; k < pass.size(); ++k) {
+      PointSummary& point = summary_of(jobs[pass[k]]);
+      point = summarize(r[k], device_capacity);
+      point.micro_batches = cfgs[k].micro_batches;
+    }
   };
 
   // One-pass curves first (one per unit, in parallel): they also give the smallest pool. The
@@ -389,7 +432,10 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
   res.min_slots = std::int64_t{st.max_rows} + st.max_write_pages;
   for (const auto& m : mrc)
     res.min_slots = std::max(res.min_slots, m.max_pool_step_pages);
-  if (const int k = cfg.micro_batches; k > 1) {
+  if (cfg.micro_batches_auto) {
+    res.host_micro_batches =
+        auto_micro_batches(cfg, res, cost, input.header.geometry, Placement::host, 0);
+  } else if (const int k = cfg.micro_batches; k > 1) {
     // Each group's pool holds its share of the widest step (the groups' shares of the rows and
     // written pages, rounded up): the pools together at least K such shares.
     auto up = [k](std::int64_t v) { return (v + k - 1) / k; };
@@ -480,12 +526,37 @@ json::object point_json(const PointSummary& p) {
           {"tpot_p50_us", p.tpot_p50_us},
           {"tpot_p95_us", p.tpot_p95_us},
           {"tpot_p99_us", p.tpot_p99_us},
+          {"micro_batches", p.micro_batches},
           {"layer_hit_rate", std::move(layers)}};
 }
 
 }  // namespace
 
-std::string micro_batches_note(const PlanResult& r) {
+std::string micro_batches_note(const PlanResult& r, bool which) {
+  const std::string trust =
+      " The groups' overlap is priced as the link and the SMs allow: against the H200's host "
+      "steps in 2 and 4 groups the simulator was 1 - 7 % fast, and its gain over one batch larger "
+      "than measured (32 x 128k in 2 groups: 6.6 % against 2.5 %; "
+      "validation/results/sim-micro-batches-2026-12-04.md)";
+  if (r.micro_batches_auto) {
+    std::string taken;
+    if (r.has_host && r.host.micro_batches > 1)
+      taken = "host in " + std::to_string(r.host.micro_batches);
+    int mirror = 0;
+    for (const UnitSweep& us : r.units)
+      for (const PointSummary& p : us.points)
+        mirror += p.micro_batches > 1 ? 1 : 0;
+    if (mirror > 0)
+      taken += (taken.empty() ? "" : ", ") + std::to_string(mirror) + " mirror size" +
+               (mirror == 1 ? "" : "s") + " in groups";
+    const std::string rule =
+        "micro-batches auto: each host and mirror configuration in the groups `kvtier run "
+        "--micro-batches auto` would take for this trace's widest forward (the \"groups\" "
+        "column)";
+    if (!which) return rule + "." + trust;
+    if (taken.empty()) return rule + "; every one in one batch here";
+    return rule + ": " + taken + "." + trust;
+  }
   if (r.micro_batches <= 1) return "";
   const bool host = r.host_micro_batches > 1;
   return std::string(host ? "host and mirror" : "mirror") + " in " +
@@ -494,11 +565,7 @@ std::string micro_batches_note(const PlanResult& r) {
          "one group after another; " +
          (host ? "the device placement"
                : "the device placement and host fp8 (its groups not priced)") +
-         " in one batch. The groups' overlap is priced as the link and the SMs allow: against the "
-         "H200's host steps in 2 and 4 groups the simulator was 1 - 7 % fast, and its gain over "
-         "one "
-         "batch larger than measured (32 x 128k in 2 groups: 6.6 % against 2.5 %; "
-         "validation/results/sim-micro-batches-2026-12-04.md)";
+         " in one batch." + trust;
 }
 
 std::string plan_to_json(const PlanResult& r) {
@@ -516,6 +583,7 @@ std::string plan_to_json(const PlanResult& r) {
       {"max_context", r.stats.max_context}};
   o["min_slots"] = r.min_slots;
   o["micro_batches"] = r.micro_batches;
+  o["micro_batches_auto"] = r.micro_batches_auto;
   o["host_micro_batches"] = r.host_micro_batches;
   o["device_capacity_bytes"] = r.device_capacity_bytes;
   o["device_kv_budget_bytes"] = r.budget.kv_bytes;

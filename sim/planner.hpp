@@ -36,8 +36,11 @@ struct PlanConfig {
   std::int64_t host_capacity_bytes = 0;  // the host RAM for pinned banks; 0: not checked
   // Host and mirror in this many micro-batches (SimConfig::micro_batches; each mirror size is
   // the groups' pools together); the device placement, the ideal, in one batch, and host fp8
-  // too (its groups are not priced).
+  // too (its groups are not priced). micro_batches_auto: per configuration, the count
+  // `kvtier run --micro-batches auto` would take (model/micro_batch_choice.hpp on this plan's
+  // profile, for the trace's widest forward at its longest context) instead.
   int micro_batches = 1;
+  bool micro_batches_auto = false;
   bool belady = true;
   // Belady needs the whole query log in memory (8 B per entry); past this many entries per
   // unit it is skipped and said so.
@@ -78,6 +81,7 @@ struct PointSummary {
   // the trace has none.
   double ttft_p50_us = 0, ttft_p95_us = 0;
   double tpot_p50_us = 0, tpot_p95_us = 0, tpot_p99_us = 0;
+  int micro_batches = 1;  // the groups it was simulated in (PlanConfig::micro_batches)
 };
 // `device_capacity_bytes` <= 0: not checked (fits_device stays true).
 PointSummary summarize(const SimResult& r, std::int64_t device_capacity_bytes = 0);
@@ -110,6 +114,7 @@ struct PlanResult {
   frontend::TraceBounds stats;
   std::int64_t min_slots = 0;              // smallest pool that holds one batch's selection
   int micro_batches = 1;                   // PlanConfig::micro_batches: mirror's
+  bool micro_batches_auto = false;         // PlanConfig::micro_batches_auto (then per point)
   int host_micro_batches = 1;              // host's (one batch for fp8)
   std::int64_t device_capacity_bytes = 0;  // the profile's device memory (the card)
   DeviceBudget budget;                     // B against the card
@@ -128,8 +133,9 @@ struct PlanResult {
 };
 
 // With micro-batches, the sentence saying which placements run in how many groups and how far
-// their overlap is to be trusted; empty for one batch.
-std::string micro_batches_note(const PlanResult& r);
+// their overlap is to be trusted; empty for one batch. With auto, `which` says which
+// configurations took groups (a concurrency sweep's levels each have their own: false).
+std::string micro_batches_note(const PlanResult& r, bool which = true);
 
 // Throws ConfigError for bad options: an explicit size below the minimum says the minimum, one
 // above every page the trace holds at once says that size; points and threads outside

@@ -244,7 +244,10 @@ TEST(CliBadInput, SimAndPlanMicroBatchesWhereTheyArePriced) {
   expect_refused(
       {"sim", "--trace", t, "--placement", "host", "--dtype", "fp8", "--micro-batches", "2"},
       {"--micro-batches: not priced for host fp8"});
-  expect_refused({"plan", "--trace", t, "--micro-batches", "65"}, {"--micro-batches: 1..64"});
+  for (const char* bad : {"65", "0", "two", "2,4"})
+    expect_refused({"plan", "--trace", t, "--micro-batches", bad}, {"--micro-batches"});
+  expect_refused({"plan", "--trace", t, "--micro-batches", "65"},
+                 {"--micro-batches: auto or one count 1..64, got '65'"});
 
   const CliRun sim =
       run_kvtier_argv({"sim", "--trace", t, "--placement", "host", "--micro-batches", "2"}, 30);
@@ -265,6 +268,13 @@ TEST(CliBadInput, SimAndPlanMicroBatchesWhereTheyArePriced) {
   const boost::json::object o = boost::json::parse(pj.out).as_object();
   EXPECT_EQ(o.at("micro_batches").as_int64(), 2);
   EXPECT_EQ(o.at("host_micro_batches").as_int64(), 2);
+  EXPECT_FALSE(o.at("micro_batches_auto").as_bool());
+  EXPECT_EQ(o.at("host").at("micro_batches").as_int64(), 2);
+  // the default: the groups `kvtier run --micro-batches auto` would take, in a column
+  const testing::CliSplit pa = testing::run_kvtier_split("plan --trace " + t + " --no-belady");
+  ASSERT_EQ(pa.exit_code, 0) << pa.err;
+  EXPECT_TRUE(has(pa.out, "micro-batches auto:")) << pa.out;
+  EXPECT_TRUE(has(pa.out, "groups")) << pa.out;
 }
 
 TEST(CliBadInput, TraceInfoSaysNaWhereThereIsNoFigure) {

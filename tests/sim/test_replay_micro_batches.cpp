@@ -14,6 +14,7 @@
 
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
+#include "model/micro_batch_choice.hpp"
 #include "sim/micro_batch_groups.hpp"
 #include "sim/planner.hpp"
 #include "sim/profiles.hpp"
@@ -392,6 +393,50 @@ TEST(PlanMicroBatches, HostAndMirrorPointsAreTheirGroupsSimulations) {
   EXPECT_THROW(plan(trace, cost, cfg), ConfigError);
   cfg.micro_batches = kMaxSimMicroBatches + 1;
   EXPECT_THROW(plan(trace, cost, cfg), ConfigError);
+}
+
+// plan() with micro-batches auto: each host and mirror point in the count `kvtier run
+// --micro-batches auto` takes (model/micro_batch_choice.hpp for the trace's widest forward at
+// its longest context), simulated at that count; the ideal in one batch.
+TEST(PlanMicroBatches, AutoTakesTheRunnersCountPerConfiguration) {
+  const Geometry g = testing::tiny_geometry();
+  const traces::TraceInput trace = input_of(g, batch_records(12, g, 8, 12).records);
+  const frontend::TraceBounds st = frontend::scan_trace(trace);
+  // on a shipped profile the tiny geometry's work outweighs its reads: one batch; on a link a
+  // thousand times slower, groups
+  HardwareProfile slow = testing::unit_profile();
+  slow.zero_copy_read_gbps = slow.pcie_h2d_gbps = 1e-3;
+  int grouped = 0;
+  for (const HardwareProfile& hp : {load_profile("h200-pcie5"), slow}) {
+    const CostModel cost(hp);
+    const std::string profile = hp.name;
+    PlanConfig cfg;
+    cfg.points = 3;
+    cfg.threads = 2;
+    cfg.belady = false;
+    cfg.micro_batches_auto = true;
+    const PlanResult r = plan(trace, cost, cfg);
+    EXPECT_TRUE(r.micro_batches_auto);
+    const int host_k =
+        choose_micro_batches(cost, g, KvDtype::bf16, st.max_rows, st.max_context).micro_batches;
+    EXPECT_EQ(r.host.micro_batches, host_k) << profile;
+    EXPECT_EQ(r.host_micro_batches, host_k) << profile;
+    EXPECT_DOUBLE_EQ(r.host.decode_tps,
+                     run(trace, cost, config(Placement::host, host_k)).decode_tokens_per_s());
+    EXPECT_EQ(r.ideal.micro_batches, 1);
+    for (const UnitSweep& us : r.units) {
+      for (std::size_t i = 0; i < us.sizes.size(); ++i) {
+        const PointSummary& p = us.points[i];
+        EXPECT_TRUE(p.micro_batches == 1 || p.micro_batches == 2 || p.micro_batches == 4);
+        const SimResult m =
+            run(trace, cost, config(Placement::mirror, p.micro_batches, us.sizes[i], us.unit));
+        EXPECT_DOUBLE_EQ(p.decode_tps, m.decode_tokens_per_s()) << us.sizes[i];
+        grouped += p.micro_batches > 1 ? 1 : 0;
+      }
+    }
+    grouped += r.host.micro_batches > 1 ? 1 : 0;
+  }
+  EXPECT_GT(grouped, 0);
 }
 
 }  // namespace
