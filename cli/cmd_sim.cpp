@@ -16,9 +16,11 @@
 #include "model/config_error.hpp"
 #include "model/page_space.hpp"
 #include "model/profile_trust.hpp"
+#include "sim/micro_batch_groups.hpp"
 #include "sim/planner.hpp"
 #include "sim/profiles.hpp"
 #include "sim/replay.hpp"
+#include "sim/replay_config.hpp"
 
 namespace kvtier::cli {
 namespace {
@@ -36,12 +38,13 @@ po::options_description sim_options() {
       "policy", po::value<std::string>()->default_value("lru"), "lru, hybrid or prefetch")(
       "slots", po::value<long long>(),
       "mirror pool slots (per layer with --unit layer); placement mirror needs it")(
-      "micro-batches", po::value<int>()->default_value(1),
+      "micro-batches", po::value<std::string>()->default_value("1"),
       "host or mirror, the model's forward: split the requests into this many groups, each "
       "with its share of the pool's slots, as `kvtier run --micro-batches K` does; a forward of "
-      "decode rows runs the groups' forwards at once, any other one group after another "
-      "(docs/planner.md, \"Micro-batches\")")("no-graphs",
-                                              "price kernel launches as plain stream launches")(
+      "decode rows runs the groups' forwards at once, any other one group after another; or "
+      "auto: the count `kvtier run --micro-batches auto` would take for the trace's widest "
+      "forward (docs/planner.md, \"Micro-batches\")")(
+      "no-graphs", "price kernel launches as plain stream launches")(
       "forward", po::value<std::string>()->default_value("model"),
       "which forward is priced: model (kvtier run --weights: non-QSA layers, indexer, the QSA "
       "layers) or trace-replay (kvtier run --trace: the QSA layers' store .. attention, the span "
@@ -85,7 +88,14 @@ sim::SimConfig sim_config(const po::variables_map& vm) {
   c.forward =
       forward == "model" ? frontend::ForwardKind::model : frontend::ForwardKind::trace_replay;
   c.copy_first = vm.count("copy-first") != 0;
-  c.micro_batches = vm["micro-batches"].as<int>();
+  const std::string micro = vm["micro-batches"].as<std::string>();
+  if (micro != "auto") {
+    const auto k = parse_positive_list(micro, "--micro-batches", "micro-batches (or auto)");
+    if (k.size() != 1 || k[0] > sim::kMaxSimMicroBatches)
+      throw ConfigError("--micro-batches: auto or one count 1.." +
+                        std::to_string(sim::kMaxSimMicroBatches) + ", got '" + micro + "'");
+    c.micro_batches = static_cast<int>(k[0]);
+  }
   c.record_forwards = vm.count("per-forward") != 0;
   return c;
 }
@@ -123,7 +133,7 @@ struct SimReport {
   }
 };
 
-void print_sim_json(const SimReport& rep, const std::string& forward) {
+void print_sim_json(const SimReport& rep, const std::string& forward, bool micro_auto) {
   const auto& [input, cost, c, r, s, d2h_util, t, rest, rest_us, qsa_us, trust, budget] = rep;
   boost::json::array layers;
   for (std::size_t l = 0; l < r.layers.size(); ++l) {
@@ -146,6 +156,7 @@ void print_sim_json(const SimReport& rep, const std::string& forward) {
       {"policy", std::string(to_string(c.policy))},
       {"slots", c.pool_slots},
       {"micro_batches", c.micro_batches},
+      {"micro_batches_auto", micro_auto},
       {"forwards", r.forwards},
       {"decode_tokens_per_s", s.decode_tps},
       {"prefill_tokens_per_s", s.prefill_tps},
@@ -249,13 +260,14 @@ void print_requests(const sim::SimResult& r) {
   t.print();
 }
 
-void print_sim_table(const SimReport& rep) {
+void print_sim_table(const SimReport& rep, bool micro_auto) {
   const auto& [input, cost, c, r, s, d2h_util, t, rest, rest_us, qsa_us, trust, budget] = rep;
   std::printf("%s on %s: %s, unit %s, %s, policy %s, %lld slots%s\n", input.name.c_str(),
               cost.profile().name.c_str(), std::string(to_string(c.placement)).c_str(),
               std::string(to_string(c.unit)).c_str(), std::string(to_string(c.dtype)).c_str(),
               std::string(to_string(c.policy)).c_str(), static_cast<long long>(c.pool_slots),
-              c.micro_batches > 1
+              micro_auto ? (", micro-batches auto: " + std::to_string(c.micro_batches)).c_str()
+              : c.micro_batches > 1
                   ? (", " + std::to_string(c.micro_batches) + " micro-batches").c_str()
                   : "");
   std::printf("profile %s: %s\n", cost.profile().name.c_str(), trust.c_str());
@@ -318,6 +330,10 @@ int run_sim(const std::vector<std::string>& args) {
     c.decisions = &decisions->stream();
   }
   const frontend::TraceBounds st = frontend::scan_trace(input);
+  const bool micro_auto = vm["micro-batches"].as<std::string>() == "auto";
+  if (micro_auto && c.forward == frontend::ForwardKind::model)
+    c.micro_batches = sim::auto_micro_batches(cost, input.header.geometry, st, c.placement, c.dtype,
+                                              c.pool_slots);
   Progress progress("kvtier sim", static_cast<std::uint64_t>(st.forwards), "forwards");
   c.on_forward = [&](std::int64_t done) { progress.update(static_cast<std::uint64_t>(done)); };
   // Priced before the replay: a configuration over the budget is refused before any work.
@@ -338,9 +354,9 @@ int run_sim(const std::vector<std::string>& args) {
   }
   const SimReport report(input, cost, c, r, budget);
   if (vm.count("json")) {
-    print_sim_json(report, vm["forward"].as<std::string>());
+    print_sim_json(report, vm["forward"].as<std::string>(), micro_auto);
   } else {
-    print_sim_table(report);
+    print_sim_table(report, micro_auto);
   }
   return 0;
 }

@@ -7,10 +7,10 @@
 #include <thread>
 
 #include "model/config_error.hpp"
-#include "model/micro_batch_choice.hpp"
 #include "model/profile_trust.hpp"
 #include "sim/micro_batch_groups.hpp"
 #include "sim/plan_jobs.hpp"
+#include "sim/replay_config.hpp"
 
 namespace kvtier::sim {
 
@@ -249,40 +249,6 @@ int micro_batches_of(const PlanConfig& cfg, Placement p) {
   return cfg.micro_batches;
 }
 
-// --micro-batches auto: the count `kvtier run --micro-batches auto` takes for the trace's widest
-// forward (its rows as requests) at its longest context, on the plan's profile: host by its
-// link and work, a mirror pool of `slots` by the groups' shares of it (a count whose groups'
-// pools cannot hold their share of the widest step is not a candidate). One batch where the
-// run would not split (fewer than two rows, the device placement, host fp8).
-int auto_micro_batches(const PlanConfig& cfg, const PlanResult& res, const CostModel& cost,
-                       const Geometry& g, Placement p, std::int64_t slots) {
-  const frontend::TraceBounds& st = res.stats;
-  const int rows = st.max_rows;
-  if (rows < 2 || p == Placement::device || (p == Placement::host && cfg.dtype == KvDtype::fp8))
-    return 1;
-  const std::int64_t context = std::max<std::int64_t>(1, st.max_context);
-  if (p == Placement::host)
-    return choose_micro_batches(cost, g, cfg.dtype, rows, context).micro_batches;
-  std::vector<std::vector<MirrorGroup>> candidates;
-  for (const int k : {1, 2, 4}) {
-    if (k > rows) break;
-    std::vector<MirrorGroup> groups;
-    bool fits = true;
-    for (int i = 0; i < k; ++i) {
-      const auto share = [&](std::int64_t total) {
-        return (std::int64_t{i} + 1) * total / k - std::int64_t{i} * total / k;
-      };
-      const std::int64_t pool = share(slots);
-      const int group_rows = static_cast<int>(share(rows));
-      fits = fits && pool >= group_rows + (st.max_write_pages + k - 1) / k;
-      groups.push_back({group_rows, pool});
-    }
-    if (k > 1 && !fits) continue;
-    candidates.push_back(std::move(groups));
-  }
-  return choose_mirror_micro_batches(cost, g, cfg.dtype, context, candidates).micro_batches;
-}
-
 bool asks_for(const PlanConfig& cfg, Placement p) {
   return std::find(cfg.placements.begin(), cfg.placements.end(), p) != cfg.placements.end();
 }
@@ -372,8 +338,8 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
       c.pool_slots = us.sizes[job.size];
     }
     if (cfg.micro_batches_auto) {
-      c.micro_batches =
-          auto_micro_batches(cfg, res, cost, input.header.geometry, job.placement, c.pool_slots);
+      c.micro_batches = auto_micro_batches(cost, input.header.geometry, res.stats, job.placement,
+                                           cfg.dtype, c.pool_slots);
     }
     return c;
   };
@@ -434,7 +400,7 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
     res.min_slots = std::max(res.min_slots, m.max_pool_step_pages);
   if (cfg.micro_batches_auto) {
     res.host_micro_batches =
-        auto_micro_batches(cfg, res, cost, input.header.geometry, Placement::host, 0);
+        auto_micro_batches(cost, input.header.geometry, res.stats, Placement::host, cfg.dtype, 0);
   } else if (const int k = cfg.micro_batches; k > 1) {
     // Each group's pool holds its share of the widest step (the groups' shares of the rows and
     // written pages, rounded up): the pools together at least K such shares.

@@ -4,10 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
 #include "model/device_budget.hpp"
+#include "model/micro_batch_choice.hpp"
 #include "sim/micro_batch_groups.hpp"
 
 namespace kvtier::sim {
@@ -109,6 +111,31 @@ MemoryBudget price_memory(const Geometry& g, const frontend::TraceBounds& stats,
         " available; the smallest device budget that fits it is " + gib(sum.device_bytes, 1));
   }
   return sum;
+}
+
+int auto_micro_batches(const CostModel& cost, const Geometry& g, const frontend::TraceBounds& st,
+                       Placement p, KvDtype dtype, std::int64_t pool_slots) {
+  const int rows = st.max_rows;
+  if (rows < 2 || p == Placement::device || (p == Placement::host && dtype == KvDtype::fp8))
+    return 1;
+  const std::int64_t context = std::max<std::int64_t>(1, st.max_context);
+  if (p == Placement::host)
+    return choose_micro_batches(cost, g, dtype, rows, context).micro_batches;
+  std::vector<std::vector<MirrorGroup>> candidates;
+  for (const int k : {1, 2, 4}) {
+    if (k > rows) break;
+    std::vector<MirrorGroup> groups;
+    bool fits = true;
+    for (int i = 0; i < k; ++i) {
+      const std::int64_t pool = group_share(pool_slots, k, i);
+      const int group_rows = static_cast<int>(group_share(rows, k, i));
+      fits = fits && pool >= group_rows + ceil_share(st.max_write_pages, k);
+      groups.push_back({group_rows, pool});
+    }
+    if (k > 1 && !fits) continue;
+    candidates.push_back(std::move(groups));
+  }
+  return choose_mirror_micro_batches(cost, g, dtype, context, candidates).micro_batches;
 }
 
 }  // namespace kvtier::sim

@@ -18,6 +18,15 @@ void check_config(const SimConfig& cfg);
 // shares last).
 std::int64_t group_share(std::int64_t total, int groups, int k);
 
+// --micro-batches auto: the count `kvtier run --micro-batches auto` takes for a trace's widest
+// forward (its rows as requests) at its longest context, on `cost`'s profile
+// (model/micro_batch_choice.hpp): host by its link and work, a mirror pool of `pool_slots` by
+// the groups' shares of it (a count whose groups' pools cannot hold their share of the widest
+// step is no candidate). One batch where the run would not split: fewer than two rows, the
+// device placement, host fp8 (whose groups the simulator does not price).
+int auto_micro_batches(const CostModel& cost, const Geometry& g, const frontend::TraceBounds& st,
+                       Placement p, KvDtype dtype, std::int64_t pool_slots);
+
 // The start-up budget, always priced (the planner reports whether each configuration fits the
 // card); with check_memory a configuration that does not fit is an error (CapacityError).
 MemoryBudget price_memory(const Geometry& g, const frontend::TraceBounds& stats,

@@ -235,7 +235,9 @@ TEST(CliBadInput, SimAndPlanMicroBatchesWhereTheyArePriced) {
   const TinyInputs& in = testing::tiny_inputs();
   const std::string t = in.trace;
   expect_refused({"sim", "--trace", t, "--placement", "host", "--micro-batches", "0"},
-                 {"--micro-batches: 1..64, got 0"});
+                 {"--micro-batches"});
+  expect_refused({"sim", "--trace", t, "--placement", "host", "--micro-batches", "65"},
+                 {"--micro-batches: auto or one count 1..64, got '65'"});
   expect_refused({"sim", "--trace", t, "--placement", "device", "--micro-batches", "2"},
                  {"--micro-batches: placement host or mirror"});
   expect_refused({"sim", "--trace", t, "--placement", "host", "--forward", "trace-replay",
@@ -257,6 +259,22 @@ TEST(CliBadInput, SimAndPlanMicroBatchesWhereTheyArePriced) {
       testing::run_kvtier_split("sim --trace " + t + " --placement host --micro-batches 2 --json");
   ASSERT_EQ(js.exit_code, 0) << js.err;
   EXPECT_EQ(boost::json::parse(js.out).at("micro_batches").as_int64(), 2);
+  // auto: the count the plan takes for the same configuration, said so
+  const testing::CliSplit sa = testing::run_kvtier_split(
+      "sim --trace " + t + " --placement host --micro-batches auto --json");
+  ASSERT_EQ(sa.exit_code, 0) << sa.err;
+  const boost::json::object so = boost::json::parse(sa.out).as_object();
+  EXPECT_TRUE(so.at("micro_batches_auto").as_bool());
+  const testing::CliSplit pa0 =
+      testing::run_kvtier_split("plan --trace " + t + " --placement host --no-belady --json");
+  ASSERT_EQ(pa0.exit_code, 0) << pa0.err;
+  EXPECT_EQ(so.at("micro_batches").as_int64(),
+            boost::json::parse(pa0.out).at("host").at("micro_batches").as_int64());
+  const CliRun st =
+      run_kvtier_argv({"sim", "--trace", t, "--placement", "host", "--micro-batches", "auto"}, 30);
+  EXPECT_TRUE(has(st.out, "micro-batches auto: ")) << st.out;
+  expect_refused({"sim", "--trace", t, "--placement", "host", "--micro-batches", "2,4"},
+                 {"--micro-batches: auto or one count"});
   const CliRun plan = run_kvtier_argv(
       {"plan", "--trace", t, "--micro-batches", "2", "--dtype", "fp8", "--no-belady"}, 60);
   ASSERT_EQ(plan.exit_code, 0) << plan.out;
