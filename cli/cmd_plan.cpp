@@ -173,15 +173,10 @@ int run_plan(const std::vector<std::string>& args) {
   cfg.within = vm["within"].as<double>() / 100.0;
   cfg.chosen = vm["chosen"].as<double>() / 100.0;
   cfg.belady = vm.count("no-belady") == 0;
-  const std::string micro = vm["micro-batches"].as<std::string>();
-  cfg.micro_batches_auto = micro == "auto";
-  if (!cfg.micro_batches_auto) {
-    const auto k = parse_positive_list(micro, "--micro-batches", "micro-batches (or auto)");
-    if (k.size() != 1 || k[0] > sim::kMaxSimMicroBatches)
-      throw ConfigError("--micro-batches: auto or one count 1.." +
-                        std::to_string(sim::kMaxSimMicroBatches) + ", got '" + micro + "'");
-    cfg.micro_batches = static_cast<int>(k[0]);
-  }
+  const std::optional<int> micro = parse_count_or_auto(vm["micro-batches"].as<std::string>(),
+                                                       "--micro-batches", sim::kMaxSimMicroBatches);
+  cfg.micro_batches_auto = !micro;
+  if (micro) cfg.micro_batches = *micro;
   cfg.threads = vm["threads"].as<int>();
   const DeviceBudget budget =
       device_kv_budget(vm, cost.profile().device_memory_gib, "profile " + cost.profile().name);

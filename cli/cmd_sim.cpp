@@ -88,14 +88,10 @@ sim::SimConfig sim_config(const po::variables_map& vm) {
   c.forward =
       forward == "model" ? frontend::ForwardKind::model : frontend::ForwardKind::trace_replay;
   c.copy_first = vm.count("copy-first") != 0;
-  const std::string micro = vm["micro-batches"].as<std::string>();
-  if (micro != "auto") {
-    const auto k = parse_positive_list(micro, "--micro-batches", "micro-batches (or auto)");
-    if (k.size() != 1 || k[0] > sim::kMaxSimMicroBatches)
-      throw ConfigError("--micro-batches: auto or one count 1.." +
-                        std::to_string(sim::kMaxSimMicroBatches) + ", got '" + micro + "'");
-    c.micro_batches = static_cast<int>(k[0]);
-  }
+  // auto: taken once the trace's bounds are known (run_sim)
+  c.micro_batches = parse_count_or_auto(vm["micro-batches"].as<std::string>(), "--micro-batches",
+                                        sim::kMaxSimMicroBatches)
+                        .value_or(1);
   c.record_forwards = vm.count("per-forward") != 0;
   return c;
 }

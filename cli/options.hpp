@@ -1,6 +1,7 @@
 #pragma once
 #include <boost/program_options.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,11 @@ std::vector<std::string> comma_items(const std::string& text);
 // "OPTION: expected positive WHAT separated by commas, got 'ITEM'" at the first bad item.
 std::vector<std::int64_t> parse_positive_list(const std::string& text, const std::string& option,
                                               const std::string& what);
+
+// A micro-batch option (--micro-batches of run, sim and plan): "auto" (nullopt) or one count
+// 1..max. ConfigError "OPTION: auto or one count 1..MAX, got 'TEXT'" otherwise.
+std::optional<int> parse_count_or_auto(const std::string& text, const std::string& option,
+                                       std::int64_t max);
 
 // A memory size option in GiB (--host-gib, budget's --device-gib) in bytes: a finite number
 // from 0 (not checked) to kMaxDeviceGiB; ConfigError naming the option otherwise.

@@ -197,15 +197,10 @@ ModelArgs check_args(const po::variables_map& vm) {
   rc.dtype = parse_kv_dtype(vm["kv-dtype"].as<std::string>(), "--kv-dtype");
   o.chunk = vm["chunk"].as<int>();
   if (o.chunk < 1) throw ConfigError("--chunk: must be positive");
-  const std::string micro = vm["micro-batches"].as<std::string>();
-  a.micro_batches_auto = micro == "auto";
-  if (!a.micro_batches_auto) {
-    const auto k = parse_positive_list(micro, "--micro-batches", "micro-batches (or auto)");
-    if (k.size() != 1 || k[0] > runner::kMaxSessionRequests)
-      throw ConfigError("--micro-batches: auto or one count 1.." +
-                        std::to_string(runner::kMaxSessionRequests) + ", got '" + micro + "'");
-    o.micro_batches = static_cast<int>(k[0]);
-  }
+  const std::optional<int> micro = parse_count_or_auto(
+      vm["micro-batches"].as<std::string>(), "--micro-batches", runner::kMaxSessionRequests);
+  a.micro_batches_auto = !micro;
+  if (micro) o.micro_batches = *micro;
   if (o.micro_batches > 1 && (needle || vm.count("record") || vm.count("profile-phases")))
     throw ConfigError("--micro-batches: not with --needle-at, --record or --profile-phases");
   rc.decode_splits = vm["decode-splits"].as<int>();

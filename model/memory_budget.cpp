@@ -164,10 +164,7 @@ MemoryBudget memory_budget(const BudgetRequest& req) {
   }
 
   if (req.device_capacity_bytes > 0 && b.device_bytes > req.device_capacity_bytes) {
-    std::string msg = "device memory: the configuration needs " + gib(b.device_bytes) + ", " +
-                      gib(req.device_capacity_bytes) +
-                      " available; the smallest device budget that fits it is " +
-                      gib_up(b.device_bytes);
+    std::string msg = device_memory_shortfall(b.device_bytes, req.device_capacity_bytes);
     if (req.placement == Placement::mirror) {
       const std::int64_t fit = largest_pool_slots(req, req.device_capacity_bytes);
       msg += "; the largest pool that fits is " + std::to_string(fit) + " slots";
@@ -181,6 +178,11 @@ MemoryBudget memory_budget(const BudgetRequest& req) {
         std::to_string(req.host_capacity_bytes / (layers * page_bytes) - 1) + " pages");
   }
   return b;
+}
+
+std::string device_memory_shortfall(std::int64_t need_bytes, std::int64_t available_bytes) {
+  return "device memory: the configuration needs " + gib(need_bytes) + ", " + gib(available_bytes) +
+         " available; the smallest device budget that fits it is " + gib_up(need_bytes);
 }
 
 SelectWidth mirror_select_width(const BudgetRequest& req, std::int64_t slots) {

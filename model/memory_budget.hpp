@@ -57,6 +57,10 @@ struct MemoryBudget {
 // smallest device budget that fits, and for mirror the largest pool that would fit).
 MemoryBudget memory_budget(const BudgetRequest& req);
 
+// "device memory: the configuration needs X GiB, Y GiB available; the smallest device budget
+// that fits it is Z GiB" (Z: X rounded up to 0.01 GiB), the refusal memory_budget throws.
+std::string device_memory_shortfall(std::int64_t need_bytes, std::int64_t available_bytes);
+
 // Placement mirror: the select width of `req`'s batch at `slots` pool slots (its rows, the pages
 // its widest forward writes, the pages a row can touch at its longest context), with its
 // smallest pool and the smallest that drops nothing; the one rule memory_budget,

@@ -243,10 +243,9 @@ std::vector<std::vector<std::size_t>> sweep_passes(const std::vector<SweepJob>& 
 }
 
 // The device placement (the ideal) runs one batch, and so does host fp8, whose groups the
-// simulator does not price (sim/replay.hpp).
+// simulator does not price (prices_micro_batches).
 int micro_batches_of(const PlanConfig& cfg, Placement p) {
-  if (p == Placement::device || (p == Placement::host && cfg.dtype == KvDtype::fp8)) return 1;
-  return cfg.micro_batches;
+  return prices_micro_batches(p, cfg.dtype) ? cfg.micro_batches : 1;
 }
 
 bool asks_for(const PlanConfig& cfg, Placement p) {
@@ -402,12 +401,8 @@ PlanResult plan(const traces::TraceInput& input, const CostModel& cost, const Pl
     res.host_micro_batches =
         auto_micro_batches(cost, input.header.geometry, res.stats, Placement::host, cfg.dtype, 0);
   } else if (const int k = cfg.micro_batches; k > 1) {
-    // Each group's pool holds its share of the widest step (the groups' shares of the rows and
-    // written pages, rounded up): the pools together at least K such shares.
-    auto up = [k](std::int64_t v) { return (v + k - 1) / k; };
-    const std::int64_t group_min =
-        std::max(up(st.max_rows) + up(st.max_write_pages), up(res.min_slots));
-    res.min_slots = std::max(res.min_slots, group_min * k);
+    // Each group's pool holds its share of the widest step: the pools together K such shares.
+    res.min_slots = std::max(res.min_slots, group_min_pool(st, k) * k);
   }
 
   // The mirror sweep: (unit, size) simulations in passes (sweep_passes), then the Belady

@@ -192,7 +192,7 @@ void Simulation::forward(const traces::Forward& f) {
   const ForwardOps ops = add_forward(f);
   const TimeNs end = tl_.run_until(ops.last);
   charge_span(fstart, end, ops.tokens, ops.decode_tokens);
-  end_forward(f, fstart, end);
+  lat_.end_forward(f.rows, fi_, fstart, end);
   record_forward(ops, fstart, end);
 }
 
@@ -223,8 +223,11 @@ void Simulation::forward_groups(const traces::Forward& f) {
     const OpId joined = tl_.add(Resource::compute, 0, lasts, "micro-batches joined", -1);
     const TimeNs end = tl_.run_until(joined);
     charge_span(fstart, end, all.tokens, all.decode_tokens);
-    for (const traces::Forward& sub : subs_)
-      if (!sub.rows.empty()) end_forward(sub, fstart, end);
+    for (const traces::Forward& sub : subs_) {
+      if (sub.rows.empty()) continue;
+      lat_.start_forward(sub.rows);  // the latency holds the rows of the group added last
+      lat_.end_forward(sub.rows, fi_, fstart, end);
+    }
     record_forward(all, fstart, end);
   }
   cur_ = &groups_[0];
@@ -239,11 +242,6 @@ void Simulation::charge_span(TimeNs start, TimeNs end, std::int64_t tokens,
         dt * static_cast<double>(tokens - decode_tokens) / static_cast<double>(tokens);
   }
   res_.compute_end_ns = end;
-}
-
-void Simulation::end_forward(const traces::Forward& f, TimeNs start, TimeNs end) {
-  lat_.start_forward(f.rows);  // another group's forward may have been added since
-  lat_.end_forward(f.rows, fi_, start, end);
 }
 
 void Simulation::record_forward(const ForwardOps& ops, TimeNs start, TimeNs end) {

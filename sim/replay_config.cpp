@@ -1,8 +1,6 @@
 #include "sim/replay_config.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -83,56 +81,54 @@ MemoryBudget price_memory(const Geometry& g, const frontend::TraceBounds& stats,
     return memory_budget(br);
   }
   // Micro-batches: each group allocates for its share of the widest forward and its pool (as
-  // each micro-batch's runner does); the host bank is the requests', once.
-  MemoryBudget sum = memory_budget(br);
-  sum.device.clear();
-  sum.device_bytes = 0;
+  // each micro-batch's runner does); the host bank is the requests', once (each group's budget
+  // prices the same one).
   br.batch_rows = static_cast<int>(ceil_share(br.batch_rows, k));
   br.batch_tokens = ceil_share(br.batch_tokens, k);
   br.write_pages = static_cast<int>(ceil_share(br.write_pages, k));
+  MemoryBudget sum;
   for (int g_i = 0; g_i < k; ++g_i) {
     br.pool_slots = group_share(cfg.pool_slots, k, g_i);
     const MemoryBudget group = memory_budget(br);
     for (const MemoryItem& item : group.device)
       sum.device.push_back({"micro-batch " + std::to_string(g_i) + ": " + item.name, item.bytes});
     sum.device_bytes += group.device_bytes;
-    if (g_i == 0) sum.select_width_pages = group.select_width_pages;
+    if (g_i == 0) {
+      sum.host = group.host;
+      sum.host_bytes = group.host_bytes;
+      sum.select_width_pages = group.select_width_pages;
+      sum.no_drop_slots = group.no_drop_slots;
+    }
   }
   if (cfg.check_memory && sum.device_bytes > capacity) {
-    auto gib = [](std::int64_t bytes, double round) {
-      char buf[48];
-      const double v = static_cast<double>(bytes) / double(1 << 30);
-      std::snprintf(buf, sizeof buf, "%.2f GiB", round > 0 ? std::ceil(v * 100) / 100 : v);
-      return std::string(buf);
-    };
-    throw CapacityError(
-        "device memory: the configuration's " + std::to_string(k) + " micro-batches need " +
-        gib(sum.device_bytes, 0) + ", " + gib(capacity, 0) +
-        " available; the smallest device budget that fits it is " + gib(sum.device_bytes, 1));
+    throw CapacityError(device_memory_shortfall(sum.device_bytes, capacity) + " (" +
+                        std::to_string(k) + " micro-batches, each with its share)");
   }
   return sum;
+}
+
+bool prices_micro_batches(Placement p, KvDtype dtype) {
+  return p != Placement::device && !(p == Placement::host && dtype == KvDtype::fp8);
+}
+
+std::int64_t group_min_pool(const frontend::TraceBounds& st, int groups) {
+  return ceil_share(std::max(1, st.max_rows), groups) + ceil_share(st.max_write_pages, groups);
 }
 
 int auto_micro_batches(const CostModel& cost, const Geometry& g, const frontend::TraceBounds& st,
                        Placement p, KvDtype dtype, std::int64_t pool_slots) {
   const int rows = st.max_rows;
-  if (rows < 2 || p == Placement::device || (p == Placement::host && dtype == KvDtype::fp8))
-    return 1;
+  if (rows < 2 || !prices_micro_batches(p, dtype)) return 1;
   const std::int64_t context = std::max<std::int64_t>(1, st.max_context);
   if (p == Placement::host)
     return choose_micro_batches(cost, g, dtype, rows, context).micro_batches;
   std::vector<std::vector<MirrorGroup>> candidates;
   for (const int k : {1, 2, 4}) {
     if (k > rows) break;
+    if (k > 1 && pool_slots / k < group_min_pool(st, k)) continue;  // the smallest share
     std::vector<MirrorGroup> groups;
-    bool fits = true;
-    for (int i = 0; i < k; ++i) {
-      const std::int64_t pool = group_share(pool_slots, k, i);
-      const int group_rows = static_cast<int>(group_share(rows, k, i));
-      fits = fits && pool >= group_rows + ceil_share(st.max_write_pages, k);
-      groups.push_back({group_rows, pool});
-    }
-    if (k > 1 && !fits) continue;
+    for (int i = 0; i < k; ++i)
+      groups.push_back({static_cast<int>(group_share(rows, k, i)), group_share(pool_slots, k, i)});
     candidates.push_back(std::move(groups));
   }
   return choose_mirror_micro_batches(cost, g, dtype, context, candidates).micro_batches;

@@ -18,6 +18,15 @@ void check_config(const SimConfig& cfg);
 // shares last).
 std::int64_t group_share(std::int64_t total, int groups, int k);
 
+// Whether the simulator prices micro-batches of a placement and dtype: host and mirror, not
+// the device placement (it runs one batch) nor host fp8 (its attend reading in place is one
+// compute-bound kernel here, so its groups would run one after another).
+bool prices_micro_batches(Placement p, KvDtype dtype);
+
+// The smallest pool of one of `groups` groups: its share of the widest forward's rows and of the
+// pages it writes, each rounded up.
+std::int64_t group_min_pool(const frontend::TraceBounds& st, int groups);
+
 // --micro-batches auto: the count `kvtier run --micro-batches auto` takes for a trace's widest
 // forward (its rows as requests) at its longest context, on `cost`'s profile
 // (model/micro_batch_choice.hpp): host by its link and work, a mirror pool of `pool_slots` by

@@ -134,9 +134,6 @@ class Simulation {
   // A forward's span, split between its decode and prefill tokens by token count.
   void charge_span(TimeNs start, TimeNs end, std::int64_t tokens, std::int64_t decode_tokens);
 
-  // The forward's rows got their tokens at `end`.
-  void end_forward(const traces::Forward& f, TimeNs start, TimeNs end);
-
   void record_forward(const ForwardOps& ops, TimeNs start, TimeNs end);
 
   // The forward's ops on the timeline, from now; the core's decisions are taken here.
