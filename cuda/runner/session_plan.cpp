@@ -146,6 +146,30 @@ std::vector<std::vector<MirrorGroup>> mirror_micro_batch_candidates(const Sessio
   return out;
 }
 
+std::optional<MicroBatchChoice> choose_session_micro_batches(SessionOptions& o, const Geometry& g,
+                                                             const CostModel& cost) {
+  o.micro_batches = 1;
+  const int requests = static_cast<int>(o.prompts.size());
+  const Placement p = o.runner.placement;
+  if ((p != Placement::host && p != Placement::mirror) || o.decode < 2 || requests < 2 ||
+      o.needle_at >= 0 || !o.record_path.empty() || o.runner.profile_phases)
+    return std::nullopt;
+  std::size_t longest = 0;
+  for (const auto& pr : o.prompts)
+    longest = std::max(longest, pr.size());
+  const std::int64_t context = o.fill_depth + static_cast<std::int64_t>(longest);
+  MicroBatchChoice c;
+  if (p == Placement::host) {
+    c = choose_micro_batches(cost, g, o.runner.dtype, requests, context);
+  } else {
+    const auto candidates = mirror_micro_batch_candidates(o, g);
+    if (candidates.empty()) return std::nullopt;  // one batch refused: plan_session says why
+    c = choose_mirror_micro_batches(cost, g, o.runner.dtype, context, candidates);
+  }
+  o.micro_batches = c.micro_batches;
+  return c;
+}
+
 std::vector<int> prefill_forward_rows(const std::vector<std::int64_t>& prompt_lengths, int chunk) {
   // Forward k takes min(chunk, len - k chunk) tokens of every request with len > k chunk, so its
   // rows change only at the forward where some request ends, (len - 1) / chunk; between two

@@ -3,10 +3,12 @@
 // requests each micro-batch holds, the configuration of its runner, and what memory_budget
 // prices for it.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "cuda/runner/qsa_runner.hpp"
 #include "cuda/runner/session.hpp"
+#include "model/cost_model.hpp"
 #include "model/geometry.hpp"
 #include "model/memory_budget.hpp"
 #include "model/micro_batch_choice.hpp"
@@ -51,6 +53,16 @@ int half_sm_decode_splits(int sms, int requests, int kv_heads);
 // a pool given by count (not `--pool-pages max`) only K = 1: each group would take that pool.
 std::vector<std::vector<MirrorGroup>> mirror_micro_batch_candidates(const SessionOptions& o,
                                                                     const Geometry& g);
+
+// `--micro-batches auto`: sets o.micro_batches to the count choose_micro_batches (host) or
+// choose_mirror_micro_batches (mirror, over mirror_micro_batch_candidates) picks on `cost`
+// for the session's requests at their longest context, and returns that choice with its
+// estimates. Where groups cannot run -- a placement other than host and mirror, fewer than
+// two requests or decode steps (the first decode forward is a shape's capture), the needle
+// protocol, a recorded trace, profiled phases, or a mirror whose one batch plan_session
+// refuses -- it sets one batch and returns nullopt. Requires o.prompts.
+std::optional<MicroBatchChoice> choose_session_micro_batches(SessionOptions& o, const Geometry& g,
+                                                             const CostModel& cost);
 
 // The blocks of a mirror micro-batch's residency step before the attention when none were
 // asked (RunnerConfig::step_blocks): enough to keep the link busy with the miss copy (each

@@ -12,6 +12,7 @@
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
 #include "model/memory_budget.hpp"
+#include "sim/profiles.hpp"
 #include "tests/error_of.hpp"
 
 namespace kvtier::runner_test {
@@ -217,6 +218,69 @@ TEST(SessionPlan, MirrorCandidatesAreTheGroupsTheSessionBuilds) {
   ASSERT_EQ(given.size(), 1u);
   EXPECT_EQ(given[0][0].rows, 4);
   EXPECT_EQ(given[0][0].pool_slots, 5000);
+}
+
+// --micro-batches auto (runner::choose_session_micro_batches): the model's count where the
+// groups can run, one batch (and no estimates) everywhere else, whatever count was set.
+TEST(SessionPlan, AutoMicroBatchesAreTheModelsCountWhereGroupsCanRun) {
+  const CostModel cost(sim::load_profile("h200-pcie5"));
+  const Geometry g;
+  SessionOptions host = options_of(std::vector<std::int64_t>(32, 1));
+  host.runner.placement = Placement::host;
+  host.fill_depth = 131071;
+  const auto c = runner::choose_session_micro_batches(host, g, cost);
+  ASSERT_TRUE(c.has_value());
+  const MicroBatchChoice want = choose_micro_batches(cost, g, KvDtype::bf16, 32, 131072);
+  EXPECT_EQ(c->micro_batches, want.micro_batches);
+  EXPECT_EQ(host.micro_batches, want.micro_batches);
+  EXPECT_EQ(host.micro_batches, 4);  // as the H200 measured it (micro-batches-h200-2026-12-03)
+  ASSERT_EQ(c->estimates.size(), want.estimates.size());
+  for (std::size_t k = 0; k < want.estimates.size(); ++k)
+    EXPECT_DOUBLE_EQ(c->estimates[k].step_ms, want.estimates[k].step_ms);
+
+  SessionOptions mirror = options_of({1, 1, 1, 1, 1, 1, 1, 1});
+  mirror.runner.placement = Placement::mirror;
+  mirror.runner.dtype = KvDtype::fp8;
+  mirror.runner.yarn = true;
+  mirror.fill_depth = 1048544;
+  mirror.pool_fits_budget = true;
+  mirror.device_kv_bytes = std::int64_t{24} << 30;
+  const auto m = runner::choose_session_micro_batches(mirror, g, cost);
+  ASSERT_TRUE(m.has_value());
+  const MicroBatchChoice mwant = choose_mirror_micro_batches(
+      cost, g, KvDtype::fp8, 1048545, runner::mirror_micro_batch_candidates(mirror, g));
+  EXPECT_EQ(m->micro_batches, mwant.micro_batches);
+  EXPECT_EQ(mirror.micro_batches, mwant.micro_batches);
+  // a budget whose one batch plan_session refuses: no estimate, one batch
+  mirror.device_kv_bytes = std::int64_t{1} << 30;
+  EXPECT_FALSE(runner::choose_session_micro_batches(mirror, g, cost).has_value());
+  EXPECT_EQ(mirror.micro_batches, 1);
+
+  // where groups cannot run, whatever count was set before
+  const auto one_batch = [&](SessionOptions o) {
+    o.micro_batches = 3;
+    const bool chose = runner::choose_session_micro_batches(o, g, cost).has_value();
+    return !chose && o.micro_batches == 1;
+  };
+  SessionOptions o = host;
+  o.runner.placement = Placement::device;
+  EXPECT_TRUE(one_batch(o));
+  o = host;
+  o.decode = 1;
+  EXPECT_TRUE(one_batch(o));
+  o = host;
+  o.prompts.resize(1);
+  EXPECT_TRUE(one_batch(o));
+  o = host;
+  o.needle_at = 0;
+  EXPECT_TRUE(one_batch(o));
+  o = host;
+  o.record_path = "t.ktr";
+  EXPECT_TRUE(one_batch(o));
+  o = host;
+  o.runner.profile_phases = true;
+  EXPECT_TRUE(one_batch(o));
+  EXPECT_FALSE(one_batch(host));
 }
 
 TEST(SessionPlan, RefusesWhatTheSessionCannotRun) {
