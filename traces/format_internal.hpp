@@ -2,6 +2,7 @@
 // Shared between the binary and JSON-lines forms; not part of the public interface.
 #include <boost/json.hpp>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -52,6 +53,12 @@ struct RepairReport {
 // TraceError when `in`'s header cannot be read (nothing to keep) or `out` cannot be written.
 RepairReport repair_trace(const std::string& in, const std::string& out,
                           const WriterOptions& options);
+
+// A C file closed when its owner goes: the binary form reads and writes through stdio.
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
 inline void put_u32(std::string& out, std::uint32_t v) {
   for (int i = 0; i < 4; ++i)
