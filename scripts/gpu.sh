@@ -32,7 +32,14 @@
 #             `scripts/validate_model.sh` on them there (MODEL_PROFILE, default h200-pcie5):
 #             OUT/model-table.txt and OUT/model.json; OUT/model.tgz (the traces and runs' JSON,
 #             ~50 MB) for pricing them again here
-#   all       all of these but validate, scale and prefill1m, in this order
+#   targets   issue 17's targets, each run as its write-up measured it, judged last by
+#             scripts/targets.py (OUT/targets.txt): a fresh machine's 100 GiB bank (first), the
+#             all-hit step, the bundled trace's mirror / device, the SCALE_CASES in device,
+#             host (B = 24 GiB) and mirror (--pool-pages max, B = 16 and 24 GiB), the 8 x 16k
+#             mirror against --copy-first, the 1M prefill on host. All of it outlasts one device
+#             call: TARGETS_ONLY="bank step trace 8x1m copy-first" and "32x128k 64x32k prefill"
+#             split it in two
+#   all       all of these but validate, scale, prefill1m and targets, in this order
 # OUT (default $OUT, else /tmp/kvtier-gpu) receives summary.txt (the table printed last: name,
 # rc, seconds; trace runs add digest and median GPU us per decode forward), all.log (every
 # run's output) and logs-MODE.tgz (a file per run, trace runs' JSON included). Without a GPU
@@ -69,9 +76,10 @@ build() {
 mode=${1:-}
 case $mode in
   build) build; exit ;;
-  tests | sanitize | trace | figures | bench | validate | scale | prefill1m | model | all) ;;
+  tests | sanitize | trace | figures | bench | validate | scale | prefill1m | model | targets | all) ;;
   *) echo "usage: scripts/gpu.sh build, then: bash gpu-carry/gpu.sh MODE [OUT]" \
-       "(MODE: tests, sanitize, trace, figures, bench, validate, scale, prefill1m, model or all)" >&2
+       "(MODE: tests, sanitize, trace, figures, bench, validate, scale, prefill1m, model," \
+       "targets or all)" >&2
      exit 2 ;;
 esac
 
@@ -350,6 +358,48 @@ model() {
   KVTIER=$K bash "$root/scripts/validate_model.sh" "$v" "${MODEL_PROFILE:-h200-pcie5}" \
     /tmp/kvtier-model-sim >"$out/model-table.txt" 2>&1
   cp /tmp/kvtier-model-sim/model.json "$out/" 2>/dev/null
+}
+
+# Issue 17's targets (scripts/targets.py judges the t-*.log files these runs leave).
+targets() {
+  local spec name n depth dtype yarn ones b t eight=(--prompt-tokens 1,1,1,1,1,1,1,1)
+  want() { [[ -z ${TARGETS_ONLY:-} || " $TARGETS_ONLY " == *" $1 "* ]]; }
+  # first: the target is a fresh machine's bank, before any run has touched its memory
+  want bank && run t-bank 120 "$K" bench host-bank --gib 100 --json
+  want step && run t-step 300 "$K" bench residency --repeats 5 --json
+  if want trace; then
+    # the pool `kvtier plan` qualifies for this trace (gpu.sh trace plans it again)
+    t=$KVTIER_SAMPLES_DIR/concurrent8-16k-128k.ktr
+    run t-trace-device 120 "$K" run --trace "$t" --placement device --json
+    run t-trace-mirror 120 "$K" run --trace "$t" --placement mirror --pool-pages 5590 --json
+  fi
+  for spec in "${SCALE_CASES[@]}"; do
+    IFS=: read -r name n depth dtype yarn <<<"$spec"
+    want "$name" || continue
+    weights
+    ones=$(printf '1%.0s,' $(seq "$n")) ones=${ones%,}
+    local k=("$K" run --weights "$W" --json --prompt-tokens "$ones" --fill-depth "$depth"
+      --decode 16 --kv-dtype "$dtype" $yarn)
+    run "t-$name-device" 300 "${k[@]}" --placement device
+    run "t-$name-host-b24" 300 "${k[@]}" --placement host --device-kv-gib 24
+    for b in 16 24; do
+      run "t-$name-mirror-b$b" 300 "${k[@]}" --placement mirror --pool-pages max \
+        --device-kv-gib "$b"
+    done
+  done
+  if want copy-first; then
+    weights
+    local m=("$K" run --weights "$W" --json "${eight[@]}" --fill-depth 16383 --decode 64
+      --placement mirror --pool-pages 2400)
+    run t-copy-first-default 120 "${m[@]}"
+    run t-copy-first 120 "${m[@]}" --copy-first
+  fi
+  if want prefill; then
+    weights
+    run t-prefill-1m 300 "$K" run --weights "$W" --json --yarn --prompt-tokens 1048576 \
+      --decode 1 --chunk 16384 --window 262144 --placement host --device-kv-gib 24
+  fi
+  python3 "$root/scripts/targets.py" "$logs" | tee "$out/targets.txt"
 }
 
 bench() {
