@@ -106,12 +106,9 @@ void print_points(const sim::PlanResult& r) {
 
 int run_plan(const std::vector<std::string>& args) {
   po::options_description desc("options");
-  desc.add_options()("help,h", "show this help")("trace", po::value<std::string>(),
-                                                 "trace file (default: the bundled sample)")(
-      "profile", po::value<std::string>()->default_value("h200-pcie5"),
-      "hardware profile: a built-in name, or a .json file, complete or giving only what it "
-      "changes over a \"base\" (docs/planner.md, \"Writing a profile\")")(
-      "placement", po::value<std::string>()->default_value("all"), "device, mirror, host or all")(
+  add_trace_profile_options(desc);
+  desc.add_options()("placement", po::value<std::string>()->default_value("all"),
+                     "device, mirror, host or all")(
       "unit", po::value<std::string>()->default_value("both"), "layer, all-layers or both")(
       "dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp8")(
       "policy", po::value<std::string>()->default_value("lru"),

@@ -27,12 +27,9 @@ namespace {
 
 po::options_description sim_options() {
   po::options_description desc("options");
-  desc.add_options()("help,h", "show this help")("trace", po::value<std::string>(),
-                                                 "trace file (default: the bundled sample)")(
-      "profile", po::value<std::string>()->default_value("h200-pcie5"),
-      "hardware profile: a built-in name, or a .json file, complete or giving only what it "
-      "changes over a \"base\" (docs/planner.md, \"Writing a profile\")")(
-      "placement", po::value<std::string>()->default_value("mirror"), "device, mirror or host")(
+  add_trace_profile_options(desc);
+  desc.add_options()("placement", po::value<std::string>()->default_value("mirror"),
+                     "device, mirror or host")(
       "unit", po::value<std::string>()->default_value("layer"), "layer or all-layers")(
       "dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp8")(
       "policy", po::value<std::string>()->default_value("lru"), "lru, hybrid or prefetch")(

@@ -119,6 +119,14 @@ DeviceBudget device_kv_budget(const po::variables_map& vm, double card_gib,
   return device_budget(card_gib, kv, card);
 }
 
+void add_trace_profile_options(po::options_description& desc) {
+  desc.add_options()("help,h", "show this help")("trace", po::value<std::string>(),
+                                                 "trace file (default: the bundled sample)")(
+      "profile", po::value<std::string>()->default_value("h200-pcie5"),
+      "hardware profile: a built-in name, or a .json file, complete or giving only what it "
+      "changes over a \"base\" (docs/planner.md, \"Writing a profile\")");
+}
+
 void add_device_kv_option(po::options_description& desc, const std::string& card) {
   desc.add_options()("device-kv-gib", po::value<double>(),
                      ("device memory the KV tier may use, in GiB: pages, pool, staging window, "

@@ -41,6 +41,9 @@ std::int64_t gib_option(const po::variables_map& vm, const std::string& name);
 // h200-pcie5", "--device-gib"). ConfigError naming --device-kv-gib for a bad value.
 DeviceBudget device_kv_budget(const po::variables_map& vm, double card_gib,
                               const std::string& card);
+// --help, --trace (default: the bundled sample) and --profile (default h200-pcie5), as the
+// simulator's commands (sim, plan) open their options.
+void add_trace_profile_options(po::options_description& desc);
 // The --device-kv-gib option with its help text (`card`: where the default comes from).
 void add_device_kv_option(po::options_description& desc, const std::string& card);
 

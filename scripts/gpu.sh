@@ -259,16 +259,23 @@ validate() {
 # sampled at three depths (SCALE_CASES picks cases by name, default all).
 SCALE_CASES=(32x128k:32:131071:bf16: 8x1m:8:1048544:fp8:--yarn 64x32k:64:32767:bf16:)
 
+# scale_case SPEC: the case's name into `name` and into the array `k` its `kvtier run`, every
+# request decoding 16 steps together at the case's depth (one prompt token each).
+scale_case() {
+  local n depth dtype yarn ones
+  IFS=: read -r name n depth dtype yarn <<<"$1"
+  ones=$(printf '1%.0s,' $(seq "$n")) ones=${ones%,}
+  k=("$K" run --weights "$W" --json --prompt-tokens "$ones" --fill-depth "$depth" --decode 16
+    --kv-dtype "$dtype" $yarn)
+}
+
 scale() {
-  local w=$W spec name n depth dtype yarn ones b
+  local spec name b k
   weights
   run bench-host-bank-100g 120 "$K" bench host-bank --gib 100
   for spec in "${SCALE_CASES[@]}"; do
-    IFS=: read -r name n depth dtype yarn <<<"$spec"
+    scale_case "$spec"
     [[ -n ${SCALE_ONLY:-} && " $SCALE_ONLY " != *" $name "* ]] && continue
-    ones=$(printf '1%.0s,' $(seq "$n")) ones=${ones%,}
-    local k=("$K" run --weights "$w" --json --prompt-tokens "$ones" --fill-depth "$depth"
-      --decode 16 --kv-dtype "$dtype" $yarn)
     run "scale-$name-device" 300 "${k[@]}" --placement device
     run "scale-$name-host-b16" 300 "${k[@]}" --placement host --device-kv-gib 16
     for b in 16 24; do
@@ -362,7 +369,7 @@ model() {
 
 # Issue 17's targets (scripts/targets.py judges the t-*.log files these runs leave).
 targets() {
-  local spec name n depth dtype yarn ones b t eight=(--prompt-tokens 1,1,1,1,1,1,1,1)
+  local spec name b t k eight=(--prompt-tokens 1,1,1,1,1,1,1,1)
   want() { [[ -z ${TARGETS_ONLY:-} || " $TARGETS_ONLY " == *" $1 "* ]]; }
   # first: the target is a fresh machine's bank, before any run has touched its memory
   want bank && run t-bank 120 "$K" bench host-bank --gib 100 --json
@@ -374,12 +381,9 @@ targets() {
     run t-trace-mirror 120 "$K" run --trace "$t" --placement mirror --pool-pages 5590 --json
   fi
   for spec in "${SCALE_CASES[@]}"; do
-    IFS=: read -r name n depth dtype yarn <<<"$spec"
+    scale_case "$spec"
     want "$name" || continue
     weights
-    ones=$(printf '1%.0s,' $(seq "$n")) ones=${ones%,}
-    local k=("$K" run --weights "$W" --json --prompt-tokens "$ones" --fill-depth "$depth"
-      --decode 16 --kv-dtype "$dtype" $yarn)
     run "t-$name-device" 300 "${k[@]}" --placement device
     run "t-$name-host-b24" 300 "${k[@]}" --placement host --device-kv-gib 24
     for b in 16 24; do
