@@ -2,13 +2,26 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <utility>
 
 #include "model/attend_grid.hpp"
+#include "model/config_error.hpp"
 
 namespace kvtier {
 namespace {
+// A priced duration in whole ns. Past 2^62 ns (146 years: a rate near zero or a fixed cost no
+// GPU has, in a profile that passed its checks) it is refused: rounded, it would wrap.
 std::int64_t ns(double x) {
+  constexpr double kMaxPricedNs = 4.611686018427388e18;  // 2^62
+  if (!(x < kMaxPricedNs)) {
+    char v[32];
+    std::snprintf(v, sizeof v, "%.3g", x);
+    throw ConfigError(std::string("cost model: an op priced at ") + v +
+                      " ns is past what the simulator times (2^62 ns); the profile's rates and "
+                      "fixed costs are far from any GPU's");
+  }
   return static_cast<std::int64_t>(std::llround(x));
 }
 double d(std::int64_t x) {

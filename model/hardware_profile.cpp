@@ -3,6 +3,9 @@
 #include <boost/json.hpp>
 #include <charconv>
 #include <cmath>
+#include <limits>
+#include <optional>
+#include <string_view>
 #include <utility>
 
 #include "model/config_error.hpp"
@@ -255,6 +258,32 @@ std::string HardwareProfile::source(std::string_view field) const {
   return {};
 }
 
+namespace {
+
+// The range a figure of this kind may take (by the name's unit) so that every op it prices stays
+// within what the simulator times: a rate of 1e-12 GB/s or a fixed cost of a year is no GPU's.
+// Rates have no ceiling (a rate of 1e9 GB/s makes a term free, as tests and what-if profiles
+// do). Nothing for a field of no such unit.
+struct Plausible {
+  double low, high;
+  const char* unit;
+};
+std::optional<Plausible> plausible_range(std::string_view field) {
+  const auto has = [field](std::string_view part) {
+    return field.find(part) != std::string_view::npos;
+  };
+  constexpr double kNoCeiling = std::numeric_limits<double>::max();
+  if (field.ends_with("_gbps")) return Plausible{1e-6, kNoCeiling, "GB/s"};  // 1 KB/s
+  if (field.ends_with("_tflops")) return Plausible{1e-6, kNoCeiling, "TFLOP/s"};
+  if (has("_ns_per_")) return Plausible{0, 1e9, "ns"};  // a second per unit
+  if (field.ends_with("_us") || has("_us_per_")) return Plausible{0, 1e6, "us"};    // a second
+  if (field.ends_with("_bytes")) return Plausible{0, 1125899906842624.0, "bytes"};  // 1 PiB
+  if (field == "device_memory_gib") return Plausible{0, 1048576, "GiB"};            // 1 PiB
+  return std::nullopt;
+}
+
+}  // namespace
+
 void HardwareProfile::validate() const {
   if (name.empty()) fail("name", "must not be empty");
   for (const Field& f : kFields) {
@@ -292,6 +321,15 @@ void HardwareProfile::validate() const {
       fail(name + "." + f.name,
            std::string(may_be_zero ? "must be 0 or more" : "must be positive") +
                " and finite, got " + number_text(v));
+    }
+    // A figure that may be 0 (a term not in use) is held to the range only when set.
+    if (const auto r = plausible_range(f.name);
+        r && !(may_be_zero && v == 0) && (v < r->low || v > r->high)) {
+      fail(name + "." + f.name, (r->high == std::numeric_limits<double>::max()
+                                     ? "must be at least " + number_text(r->low) + " " + r->unit
+                                     : "must be within " + number_text(r->low) + " .. " +
+                                           number_text(r->high) + " " + r->unit) +
+                                    " (no GPU is outside it), got " + number_text(v));
     }
   }
   if (attention_l2_reuse_us > 0 && !(attention_l2_reuse_none_bytes > attention_l2_reuse_full_bytes))

@@ -1,6 +1,9 @@
 #include "sim/timeline.hpp"
 
+#include <limits>
 #include <stdexcept>
+
+#include "model/config_error.hpp"
 
 namespace kvtier::sim {
 
@@ -58,6 +61,12 @@ void Timeline::start_next(int r) {
   running_[r] = true;
   Op& op = ops_[id];
   op.start = q_.now();
+  // Every op is priced below 2^62 ns (CostModel), but a trace of many such ops could still run
+  // the clock past what it holds: refused, not wrapped.
+  if (op.duration > std::numeric_limits<TimeNs>::max() - op.start)
+    throw ConfigError(
+        "simulator: the simulated time passes 2^63 ns (292 years); the profile's "
+        "rates and fixed costs are far from any GPU's");
   op.end = op.start + op.duration;
   busy_[r] += op.duration;
   q_.schedule(op.end, [this, id, r] {

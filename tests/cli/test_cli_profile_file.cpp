@@ -81,5 +81,16 @@ TEST(CliProfileFile, ABadFileExitsOneNamingTheFileAndTheField) {
   EXPECT_NE(u.out.find("base: unknown hardware profile 'h900'"), std::string::npos) << u.out;
 }
 
+// A figure no GPU has (here a read rate of 1e-12 GB/s, which priced a MiB at 33 years and
+// wrapped the simulator's clock) is refused before anything is simulated, naming it.
+TEST(CliProfileFile, AFigureNoGpuHasIsRefusedNamingIt) {
+  const std::string slow = write("slow.json", R"({"name": "x", "base": "h200-pcie5",
+      "params": {"zero_copy_read_gbps": {"value": 1e-12, "source": "a typo"}}})");
+  const auto r = run_kvtier(sim_args() + "--placement host --profile " + slow);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("zero_copy_read_gbps: must be at least 1e-06 GB/s"), std::string::npos)
+      << r.out;
+}
+
 }  // namespace
 }  // namespace kvtier

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <string>
+#include <string_view>
+
 #include "model/config_error.hpp"
 #include "model/cost_model.hpp"
 #include "model/geometry.hpp"
@@ -236,6 +239,59 @@ TEST(CostModel, TheL2ReuseFallsWithTheWorkingSet) {
   p.attention_l2_reuse_us = 1.5;
   p.attention_l2_reuse_none_bytes = 25e6;
   EXPECT_THROW(p.validate(), ConfigError);
+}
+
+// A profile whose figures would price ops past what the simulator times is refused naming the
+// figure: a rate below 1 KB/s, a fixed cost past a second, a knee past 1 PiB. A term not in use
+// may stay 0, and a rate may be as high as a what-if profile likes (a free term).
+TEST(Profiles, FiguresNoGpuHasAreRefusedNamingTheFigure) {
+  const HardwareProfile base = load_profile("h200-pcie5");
+  const auto refusal = [&base](std::string_view field, double v) {
+    HardwareProfile p = base;
+    p.set(field, v, "test");
+    try {
+      p.validate();
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(refusal("zero_copy_read_gbps", 1e-12).find("zero_copy_read_gbps: must be at least"),
+            std::string::npos);
+  EXPECT_NE(refusal("projection_wide_tflops", 1e-9).find("projection_wide_tflops"),
+            std::string::npos);
+  EXPECT_NE(refusal("pcie_latency_us", 1e12).find("pcie_latency_us: must be within 0 .. 1e+06"),
+            std::string::npos);
+  EXPECT_NE(refusal("ensure_ns_per_lookup", 1e10).find("ensure_ns_per_lookup"), std::string::npos);
+  EXPECT_NE(refusal("step_beside_us_per_row_doubling", 2e6).find("step_beside_us_per_row_doubling"),
+            std::string::npos);
+  EXPECT_NE(refusal("attention_l2_reuse_none_bytes", 1e300).find("attention_l2_reuse_none_bytes"),
+            std::string::npos);
+  EXPECT_NE(refusal("device_memory_gib", 1e12).find("device_memory_gib"), std::string::npos);
+  EXPECT_NE(refusal("non_qsa_forward_us", 1e7).find("non_qsa_forward_us"), std::string::npos);
+  // within: the edges, a free rate, a term not in use
+  EXPECT_EQ(refusal("zero_copy_read_gbps", 1e-6), "");
+  EXPECT_EQ(refusal("pcie_latency_us", 1e6), "");
+  EXPECT_EQ(refusal("projection_gbps", 1e9), "");
+  EXPECT_EQ(refusal("staging_gbps", 0), "");
+  EXPECT_EQ(refusal("non_qsa_token_us", 0), "");
+}
+
+// Past 2^62 ns an op is refused, not rounded into a wrapped (negative) duration: the backstop
+// behind the profile's ranges, for what a profile within them still cannot time (8 TiB at the
+// slowest rate a profile may give).
+TEST(CostModel, AnOpPastWhatTheSimulatorTimesIsRefused) {
+  HardwareProfile p = load_profile("h200-pcie5");
+  p.zero_copy_read_gbps = 1e-6;
+  const CostModel c(p);
+  EXPECT_EQ(c.in_place_read_ns(std::int64_t{1} << 30),
+            (std::int64_t{1} << 30) * 1000000);  // 12 days
+  try {
+    (void)c.in_place_read_ns(std::int64_t{1} << 43);
+    ADD_FAILURE() << "8 TiB at 1e-6 GB/s was priced";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("past what the simulator times"), std::string::npos);
+  }
 }
 
 // The store is one kernel priced by what it writes: into the pool, its fixed part and the

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "model/config_error.hpp"
 #include "sim/event_queue.hpp"
 #include "sim/timeline.hpp"
 
@@ -104,6 +105,20 @@ TEST(Timeline, AResourceRunsOneOpWhenASuccessorAndAWaitingOpAreReady) {
             [](const OpRecord& x, const OpRecord& y) { return x.start < y.start; });
   for (std::size_t i = 1; i < r.size(); ++i)
     EXPECT_GE(r[i].start, r[i - 1].end) << r[i].name;
+}
+
+// A clock past 2^63 ns is refused, not wrapped: each op below the cost model's 2^62 ns cap,
+// two of them one after another on a resource pass it.
+TEST(Timeline, ATimePastTheClocksRangeIsRefused) {
+  Timeline t(false);
+  constexpr TimeNs kHalf = std::int64_t{1} << 62;
+  t.add(Resource::compute, kHalf, {}, "a");
+  t.add(Resource::compute, kHalf, {}, "b");
+  EXPECT_THROW(t.drain(), ConfigError);
+  Timeline ok(false);
+  ok.add(Resource::compute, kHalf, {}, "a");
+  ok.add(Resource::h2d, kHalf, {}, "b");  // side by side: the clock reaches 2^62 only
+  EXPECT_EQ(ok.drain(), kHalf);
 }
 
 }  // namespace
