@@ -164,10 +164,15 @@ std::vector<std::int64_t> parse_positive_list(const std::string& text, const std
 std::optional<int> parse_count_or_auto(const std::string& text, const std::string& option,
                                        std::int64_t max) {
   if (text == "auto") return std::nullopt;
-  const auto k = parse_positive_list(text, option, "micro-batches (or auto)");
-  if (k.size() != 1 || k[0] > max)
-    throw ConfigError(option + ": auto or one count 1.." + std::to_string(max) + ", got '" + text +
-                      "'");
+  const ConfigError bad(option + ": auto or one count 1.." + std::to_string(max) + ", got '" +
+                        text + "'");
+  std::vector<std::int64_t> k;
+  try {
+    k = parse_positive_list(text, option, "counts");
+  } catch (const ConfigError&) {
+    throw bad;  // one message for every bad text: a list's would speak of commas
+  }
+  if (k.size() != 1 || k[0] > max) throw bad;
   return static_cast<int>(k[0]);
 }
 

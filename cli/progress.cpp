@@ -3,8 +3,25 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 namespace kvtier::cli {
+
+std::string eta_text(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e12) return "-";
+  char buf[32];
+  if (seconds < 100) {
+    std::snprintf(buf, sizeof buf, "%.0f s", seconds);
+  } else if (seconds < 6000) {
+    std::snprintf(buf, sizeof buf, "%.0f min", seconds / 60);
+  } else if (seconds < 48 * 3600) {
+    std::snprintf(buf, sizeof buf, "%.1f h", seconds / 3600);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f d", seconds / 86400);
+  }
+  return buf;
+}
 
 bool Progress::enabled_for_stderr() {
   return isatty(STDERR_FILENO) == 1;
@@ -85,10 +102,11 @@ void Progress::draw(std::uint64_t done, bool final) {
     const int bar = 30;
     const int filled = static_cast<int>(frac * bar);
     const double eta =
-        rate > 0 ? static_cast<double>(total_ - std::min(done, total_)) / per_unit_ / rate : 0.0;
-    std::fprintf(stderr, "\r%s [%s%s] %5.1f%% %.3g %s/s ETA %.0fs ", label.c_str(),
+        rate > 0 ? static_cast<double>(total_ - std::min(done, total_)) / per_unit_ / rate : -1.0;
+    // padded: a shorter ETA than the one before must not leave its tail on the line
+    std::fprintf(stderr, "\r%s [%s%s] %5.1f%% %.3g %s/s ETA %-8s", label.c_str(),
                  std::string(filled, '#').c_str(), std::string(bar - filled, '.').c_str(),
-                 frac * 100.0, rate, unit_.c_str(), eta);
+                 frac * 100.0, rate, unit_.c_str(), eta_text(eta).c_str());
   }
   if (final) std::fprintf(stderr, "\n");
   std::fflush(stderr);

@@ -6,6 +6,10 @@
 
 namespace kvtier::cli {
 
+// A remaining time as people read it: "45 s", "12 min", "6.5 h", "272 d" (a typo'd job of
+// months shows as such, not as "23508348s"); "-" for none that can be told.
+std::string eta_text(double seconds);
+
 // Progress on stderr. On a terminal: a bar with rate and ETA, redrawn at most ~10 times a
 // second (a work count without a known total shows the count alone). Not a terminal (pipes,
 // CI logs, tests): silent, or -- with lines_when_not_a_terminal -- one line per stage and one
