@@ -207,7 +207,16 @@ int run_fit(const std::vector<std::string>& args) {
     if (exclude.empty() || std::find(exclude.begin(), exclude.end(), "") != exclude.end())
       throw ConfigError("--exclude: an empty term in '" + text + "'");
   }
-  const fit::PointsFile points = fit::read_points(read_text_file(vm["points"].as<std::string>()));
+  const std::string points_path = vm["points"].as<std::string>();
+  const fit::PointsFile points = [&points_path] {
+    const std::string text = read_text_file(points_path);
+    try {
+      return fit::read_points(text);
+    } catch (const ConfigError& e) {
+      throw ConfigError("'" + points_path +
+                        "': " + e.what());  // which file, when several are at hand
+    }
+  }();
   const fit::ProfileFit f =
       fit::fit_profile(points, sim::load_profile(vm["base"].as<std::string>()), exclude);
   print_fit(f.report);

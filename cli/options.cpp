@@ -1,6 +1,7 @@
 #include "cli/options.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -84,6 +85,10 @@ bool parse_options(const std::vector<std::string>& args, const po::options_descr
 }
 
 std::string read_text_file(const std::string& path) {
+  // A directory opens as a stream of nothing: said as what it is, not as an empty file's error.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError("cannot read '" + path + "': it is a directory, not a file");
   std::ifstream in(path);
   if (!in) throw ConfigError("cannot open '" + path + "'");
   std::ostringstream ss;

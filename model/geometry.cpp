@@ -4,6 +4,7 @@
 #include <boost/json.hpp>
 
 #include "model/config_error.hpp"
+#include "model/json_read.hpp"
 
 namespace kvtier {
 namespace {
@@ -113,29 +114,9 @@ std::int64_t Geometry::max_pages_per_row(std::int64_t tokens) const {
 }
 
 Geometry geometry_from_json(const std::string& json_text) {
-  json::stream_parser parser;
-  json::error_code ec;
-  const std::size_t used = parser.write(json_text.data(), json_text.size(), ec);
-  if (!ec) parser.finish(ec);
-  if (ec) {
-    // Where it stopped, as an editor shows it: line and column, from 1.
-    const std::size_t at = std::min(used, json_text.size());
-    std::size_t line = 1, column = 1;
-    for (std::size_t i = 0; i < at; ++i) {
-      if (json_text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
-    throw ConfigError("geometry: not valid JSON at line " + std::to_string(line) + ", column " +
-                      std::to_string(column) + ": " + ec.message());
-  }
-  const json::value root = parser.release();
-  if (!root.is_object()) throw ConfigError("geometry: expected a JSON object");
+  const json::object root = parse_json_object(json_text, "geometry");
   Geometry g;
-  for (const auto& [key_sv, v] : root.as_object()) {
+  for (const auto& [key_sv, v] : root) {
     const std::string key(key_sv);
     if (key == "total_layers")
       g.total_layers = as_int32(v, key);

@@ -45,6 +45,10 @@ HardwareProfile load_file(const fs::path& path, std::vector<fs::path>& chain) {
     throw ConfigError("hardware profile '" + path.string() + "': more than " +
                       std::to_string(kMaxProfileBaseDepth) + " profile files over one another");
   }
+  std::error_code dir_ec;
+  if (std::filesystem::is_directory(path, dir_ec))
+    throw ConfigError("cannot read hardware profile '" + path.string() +
+                      "': it is a directory, not a file");
   std::ifstream in(path);
   if (!in) throw ConfigError("cannot read hardware profile '" + path.string() + "'");
   std::stringstream ss;

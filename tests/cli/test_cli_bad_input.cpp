@@ -191,6 +191,31 @@ TEST(CliBadInput, ABadGeometryFileSaysWhichFileFieldAndExpectation) {
   EXPECT_TRUE(testing::files_in(in.out).empty());
 }
 
+// A directory where a file is asked for is said to be one (it opens as an empty stream, which
+// read as "incomplete JSON"), and a malformed JSON input says where, as an editor counts, with
+// none of the parser's own source locations.
+TEST(CliBadInput, ADirectoryOrBrokenJsonWhereAFileIsAskedFor) {
+  const TinyInputs& in = testing::tiny_inputs();
+  const std::string dir_json = in.dir + "/a-directory.json";
+  fs::create_directories(dir_json);
+  expect_refused({"validate", "fit", "--points", in.dir},
+                 {"cannot read '" + in.dir + "': it is a directory, not a file"});
+  expect_refused({"plan", "--concurrency", "2", "--geometry", in.dir},
+                 {"it is a directory, not a file"});
+  expect_refused({"sim", "--trace", in.trace, "--placement", "device", "--profile", dir_json},
+                 {"hardware profile '" + dir_json + "': it is a directory, not a file"});
+  const std::string points = in.dir + "/broken-points.json";
+  std::ofstream(points) << "{\n  \"card\": H200}";
+  expect_refused({"validate", "fit", "--points", points},
+                 {"'" + points + "': points file: not valid JSON at line 2, column 11"});
+  const std::string profile = in.dir + "/broken-profile.json";
+  std::ofstream(profile) << "{\"name\": \"x\",\n \"base\": ,}";
+  expect_refused(
+      {"sim", "--trace", in.trace, "--placement", "device", "--profile", profile},
+      {"hardware profile file '" + profile + "'", "not valid JSON at line 2, column 10"});
+  EXPECT_TRUE(testing::files_in(in.out).empty());
+}
+
 TEST(CliBadInput, BareSimSaysWhatToPassAndItsHelpShowsNoFalseDefault) {
   const TinyInputs& in = testing::tiny_inputs();
   expect_refused({"sim", "--trace", in.trace}, {"placement mirror needs --slots N"});

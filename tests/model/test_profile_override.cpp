@@ -221,7 +221,10 @@ TEST(ProfileOverride, BadFilesNameTheFileAndTheField) {
        {"scaled_from_datasheets", "not allowed"}},
       {"no-name.json", R"({"base": "h200-pcie5", "params": {}})", {"name", "missing"}},
       {"no-params.json", R"({"name": "x", "base": "h200-pcie5"})", {"params", "missing"}},
-      {"not-json.json", R"({"name": "x", "base": )", {"not valid JSON"}},
+      {"not-json.json", R"({"name": "x", "base": )", {"not valid JSON at line 1, column 23"}},
+      {"bad-line-2.json",
+       "{\"name\": \"x\",\n \"base\": ,}",
+       {"not valid JSON at line 2, column 10"}},
   };
   for (const Bad& c : cases) {
     SCOPED_TRACE(c.file);
@@ -229,6 +232,7 @@ TEST(ProfileOverride, BadFilesNameTheFileAndTheField) {
     EXPECT_NE(msg.find(std::string("profile-override-") + c.file), std::string::npos) << msg;
     for (const std::string& s : c.says)
       EXPECT_NE(msg.find(s), std::string::npos) << "'" << s << "' not in: " << msg;
+    EXPECT_EQ(msg.find("boost"), std::string::npos) << "the parser's own source named: " << msg;
   }
   // A bad base file is named too, after the file that names it.
   write("bad-base.json", over("h200-pcie5", R"("hbm_gbps": {"value": 3000})"));

@@ -79,7 +79,8 @@ TEST(PointsFile, RefusesWhatTheDocDoesNotAllow) {
       "unknown field \"dtype\"");
   expect_refused(R"({"card": "H200", "driver": "", "date": "d", "command": "c", "series": []})",
                  "\"driver\" must be a non-empty string");
-  expect_refused("{", "not valid JSON");
+  expect_refused("{", "not valid JSON at line 1, column 2: incomplete JSON");
+  expect_refused("{\n  \"card\": H200}", "not valid JSON at line 2, column 11: syntax error");
 }
 
 }  // namespace
