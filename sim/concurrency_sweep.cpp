@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 
 #include "io/pending_output.hpp"
 #include "model/config_error.hpp"
@@ -108,16 +109,27 @@ std::vector<LevelPoint> level_points(const PlanResult& plan) {
   for (const UnitSweep& us : plan.units) {
     if (us.sizes.empty()) continue;
     std::int64_t slots = us.sizes.back();
-    std::string rule = "largest swept (none within " + pct(plan.chosen) + ")";
+    std::string rule = "largest swept (none fits)";
     if (us.within_slots != 0) {
       slots = us.within_slots;
       rule = "within " + pct(plan.within);
     } else if (us.chosen_slots != 0) {
       slots = us.chosen_slots;
       rule = "within " + pct(plan.chosen);
+    } else {
+      // None close to the recommendation: the unit's best that fits and drops nothing (the
+      // decision's alternative for it), so that the row shows what the budget allows, not a
+      // pool it cannot hold.
+      for (const ConfigFigures& a : plan.decision.alternatives) {
+        if (a.placement == Placement::mirror && a.unit == us.unit) {
+          slots = a.slots;
+          rule = "fastest that fits (none within " + pct(plan.chosen) + ")";
+        }
+      }
     }
     const auto i = static_cast<std::size_t>(std::find(us.sizes.begin(), us.sizes.end(), slots) -
                                             us.sizes.begin());
+    if (i == us.sizes.size()) throw std::logic_error("level_points: a size the sweep lacks");
     pts.push_back({Placement::mirror, us.unit, slots, rule, us.points[i]});
   }
   return pts;

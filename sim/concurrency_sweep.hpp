@@ -59,7 +59,8 @@ struct LevelPoint {
   ResidencyUnit unit = ResidencyUnit::layer_page;  // mirror only
   std::int64_t slots = 0;                          // mirror only
   // Mirror: why this size: "within 5 %" (the plan's within size), "within 10 %" (its chosen
-  // size), or "largest swept" when no size qualifies (fits the card and drops nothing).
+  // size), else "fastest that fits (none within 10 %)" (the unit's best that fits the budget
+  // and drops nothing), else "largest swept (none fits)".
   std::string size_rule;
   PointSummary point;
 };

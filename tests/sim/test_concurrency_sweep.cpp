@@ -105,6 +105,49 @@ TEST(ConcurrencySweep, ThroughputRisesWithConcurrency) {
   EXPECT_EQ(concurrency_to_json(r), concurrency_to_json(concurrency_sweep(cost, cc)));
 }
 
+// A level's mirror row is the plan's within size, else its chosen size, else -- a budget below
+// every size close to the recommendation -- the unit's fastest that fits (the decision's
+// alternative), and only when none fits the largest swept, said in the size rule.
+TEST(ConcurrencySweep, AMirrorRowShowsWhatTheBudgetAllows) {
+  PlanResult plan;
+  UnitSweep us;
+  us.unit = ResidencyUnit::layer_page;
+  us.sizes = {2000, 9934, 16392};
+  us.points.resize(3);
+  for (std::size_t i = 0; i < 3; ++i)
+    us.points[i].decode_tps = 100.0 * static_cast<double>(i + 1);
+  plan.units.push_back(us);
+  const auto mirror_row = [](const PlanResult& p) {
+    for (const LevelPoint& lp : level_points(p))
+      if (lp.placement == Placement::mirror) return lp;
+    ADD_FAILURE() << "no mirror row";
+    return LevelPoint{};
+  };
+  LevelPoint row = mirror_row(plan);
+  EXPECT_EQ(row.slots, 16392);
+  EXPECT_EQ(row.size_rule, "largest swept (none fits)");
+  ConfigFigures fits;
+  fits.placement = Placement::mirror;
+  fits.unit = ResidencyUnit::layer_page;
+  fits.slots = 9934;
+  ConfigFigures host;
+  host.placement = Placement::host;
+  plan.decision.alternatives = {host, fits};
+  row = mirror_row(plan);
+  EXPECT_EQ(row.slots, 9934);
+  EXPECT_EQ(row.size_rule, "fastest that fits (none within 10 %)");
+  EXPECT_DOUBLE_EQ(row.point.decode_tps, 200.0);  // the point of that size
+  plan.units[0].chosen_slots = 2000;
+  EXPECT_EQ(mirror_row(plan).slots, 2000);
+  EXPECT_EQ(mirror_row(plan).size_rule, "within 10 %");
+  plan.units[0].within_slots = 16392;
+  EXPECT_EQ(mirror_row(plan).size_rule, "within 5 %");
+  // another unit's alternative is not this unit's
+  plan.units[0].within_slots = plan.units[0].chosen_slots = 0;
+  plan.decision.alternatives[1].unit = ResidencyUnit::all_layers_page;
+  EXPECT_EQ(mirror_row(plan).size_rule, "largest swept (none fits)");
+}
+
 TEST(ConcurrencySweep, BadLevelsAreRefused) {
   const Geometry g = small_geometry();
   const traces::GenParams w = small_workload();
