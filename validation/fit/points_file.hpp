@@ -27,7 +27,9 @@ struct PointsFile {
 // term given twice, inputs other than the term's, a unit other than "us", a point of the
 // wrong length, a negative or non-finite number.
 PointsFile read_points(const std::string& json_text);
-// The same format; read_points(write_points(p)) gives p back.
+// The same format; read_points(write_points(p)) gives p back, each number to 15 significant
+// digits (Boost.JSON 1.81 parses numbers no closer than that: the last bit of a double may
+// differ, which no fit can see).
 std::string write_points(const PointsFile& p);
 
 }  // namespace kvtier::fit
