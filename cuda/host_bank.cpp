@@ -15,6 +15,7 @@
 #include "cuda/cuda_check.hpp"
 #include "model/capacity_error.hpp"
 #include "model/config_error.hpp"
+#include "model/memory_budget.hpp"
 
 namespace kvtier::cuda {
 namespace {
@@ -28,10 +29,7 @@ constexpr int kMaxThreads = 16;
 #endif
 
 std::string gib(std::int64_t bytes) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%lld bytes (%.2f GiB)", static_cast<long long>(bytes),
-                static_cast<double>(bytes) / double(1 << 30));
-  return buf;
+  return std::to_string(bytes) + " bytes (" + gib_text(bytes) + ")";
 }
 
 // Faults [p, p + bytes) in: the kernel's own population where it has it (the pages come

@@ -14,12 +14,6 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-std::string gib(std::int64_t bytes) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / kGiB);
-  return buf;
-}
-
 // Sizes priced in int64 bytes: a product or sum past 2^63 - 1 is refused, not wrapped.
 [[noreturn]] void beyond_int64(const std::string& what) {
   throw ConfigError("budget: " + what + " is beyond what 64-bit byte counts can price");
@@ -43,10 +37,7 @@ void add(std::vector<MemoryItem>& items, std::int64_t& total, std::string name,
 
 // Rounded up to the next 0.01 GiB: a budget of this figure fits what needs `bytes`.
 std::string gib_up(std::int64_t bytes) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f GiB",
-                std::ceil(static_cast<double>(bytes) / kGiB * 100) / 100);
-  return buf;
+  return gib_text(std::ceil(static_cast<double>(bytes) / kGiB * 100) / 100 * kGiB);
 }
 
 // Per pool slot and residency state: its page (4 B), its last use (8 B).
@@ -172,17 +163,29 @@ MemoryBudget memory_budget(const BudgetRequest& req) {
     throw CapacityError(msg);
   }
   if (req.host_capacity_bytes > 0 && b.host_bytes > req.host_capacity_bytes) {
-    throw CapacityError(
-        "host memory: the configuration needs " + gib(b.host_bytes) + ", " +
-        gib(req.host_capacity_bytes) + " available; the largest page space " + "that fits is " +
-        std::to_string(req.host_capacity_bytes / (layers * page_bytes) - 1) + " pages");
+    throw CapacityError("host memory: the configuration needs " + gib_text(b.host_bytes) + ", " +
+                        gib_text(req.host_capacity_bytes) + " available; the largest page space " +
+                        "that fits is " +
+                        std::to_string(req.host_capacity_bytes / (layers * page_bytes) - 1) +
+                        " pages");
   }
   return b;
 }
 
+std::string gib_text(double bytes, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f GiB", decimals, bytes / kGiB);
+  return buf;
+}
+
+std::string gib_text(std::int64_t bytes, int decimals) {
+  return gib_text(static_cast<double>(bytes), decimals);
+}
+
 std::string device_memory_shortfall(std::int64_t need_bytes, std::int64_t available_bytes) {
-  return "device memory: the configuration needs " + gib(need_bytes) + ", " + gib(available_bytes) +
-         " available; the smallest device budget that fits it is " + gib_up(need_bytes);
+  return "device memory: the configuration needs " + gib_text(need_bytes) + ", " +
+         gib_text(available_bytes) + " available; the smallest device budget that fits it is " +
+         gib_up(need_bytes);
 }
 
 SelectWidth mirror_select_width(const BudgetRequest& req, std::int64_t slots) {

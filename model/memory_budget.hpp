@@ -57,6 +57,11 @@ struct MemoryBudget {
 // smallest device budget that fits, and for mirror the largest pool that would fit).
 MemoryBudget memory_budget(const BudgetRequest& req);
 
+// `bytes` in GiB as every message and table prints memory: "15.60 GiB" (`decimals` 2) or
+// "15.6 GiB" (1).
+std::string gib_text(double bytes, int decimals = 2);
+std::string gib_text(std::int64_t bytes, int decimals = 2);
+
 // "device memory: the configuration needs X GiB, Y GiB available; the smallest device budget
 // that fits it is Z GiB" (Z: X rounded up to 0.01 GiB), the refusal memory_budget throws.
 std::string device_memory_shortfall(std::int64_t need_bytes, std::int64_t available_bytes);

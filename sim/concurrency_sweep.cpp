@@ -12,6 +12,7 @@
 
 #include "io/pending_output.hpp"
 #include "model/config_error.hpp"
+#include "model/memory_budget.hpp"
 #include "traces/trace_io.hpp"
 
 namespace kvtier::sim {
@@ -43,12 +44,10 @@ void check_levels(const std::vector<std::int64_t>& levels, const Geometry& g,
                           1;
     const double bytes = static_cast<double>(n) * g.qsa_layers() * blocks * 5;
     if (bytes > static_cast<double>(kMaxGeneratorStateBytes)) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
       throw ConfigError("--concurrency: level " + std::to_string(n) + " holds " +
                         std::to_string(n) + " requests of " +
                         std::to_string(base.prompt_max + base.decode_max) +
-                        " tokens in flight, whose generator state needs " + buf +
+                        " tokens in flight, whose generator state needs " + gib_text(bytes) +
                         " (at most 1 GiB): lower the level or the prompt");
     }
   }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "model/config_error.hpp"
+#include "model/memory_budget.hpp"
 #include "model/profile_trust.hpp"
 #include "sim/micro_batch_groups.hpp"
 #include "sim/plan_jobs.hpp"
@@ -55,10 +56,7 @@ PointSummary summarize(const SimResult& r, std::int64_t device_capacity_bytes) {
 namespace {
 
 std::string gib(std::int64_t bytes) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.1f GiB",
-                static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
-  return buf;
+  return gib_text(bytes, 1);
 }
 
 std::vector<std::int64_t> auto_sizes(std::int64_t lo, std::int64_t hi, int points) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "model/memory_budget.hpp"
 #include "sim/planner.hpp"
 
 namespace kvtier::sim {
@@ -28,8 +29,6 @@ double tpot_ms(const PointSummary& p) {
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
 std::string with_commas(long long v) {
   std::string d = std::to_string(v < 0 ? -v : v);
   for (int i = static_cast<int>(d.size()) - 3; i > 0; i -= 3)
@@ -38,9 +37,7 @@ std::string with_commas(long long v) {
 }
 
 std::string gib(std::int64_t bytes) {
-  char b[48];
-  std::snprintf(b, sizeof b, "%.1f GiB", static_cast<double>(bytes) / kGiB);
-  return b;
+  return gib_text(bytes, 1);
 }
 
 std::string tps(double v) {

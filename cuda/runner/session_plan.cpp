@@ -10,17 +10,7 @@
 #include "model/page_space.hpp"
 
 namespace kvtier::runner {
-namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-std::string gib_text(std::int64_t bytes) {
-  char b[48];
-  std::snprintf(b, sizeof b, "%.2f GiB", static_cast<double>(bytes) / kGiB);
-  return b;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::vector<MicroBatch> split_requests(int requests, int micro_batches) {
   if (micro_batches < 1 || micro_batches > requests)
