@@ -5,6 +5,7 @@
 //              against `kvtier run --trace --json` (median, p95, max, total; decode and
 //              prefill apart; counters)
 #include <algorithm>
+#include <boost/json.hpp>
 #include <fstream>
 #include <iostream>
 
@@ -18,6 +19,7 @@
 #include "validation/compare/compare_html.hpp"
 #include "validation/compare/compare_json.hpp"
 #include "validation/compare/forward_compare.hpp"
+#include "validation/fit/fit_report_json.hpp"
 #include "validation/fit/profile_fit.hpp"
 
 namespace kvtier::cli {
@@ -194,11 +196,14 @@ int run_fit(const std::vector<std::string>& args) {
       "exclude", po::value<std::string>(),
       "calibration terms to leave out of the fit, comma separated (e.g. staging): their fields "
       "keep the base's values, as for terms without a series; each must have a series in the "
-      "points");
+      "points")("json",
+                "print the fit's report and the fitted profile as one JSON object instead of the "
+                "table");
   po::variables_map vm;
   if (!parse_options(
           args, desc, vm,
-          "kvtier validate fit --points P.json [--base NAME] [--out F] [--exclude T,...]"))
+          "kvtier validate fit --points P.json [--base NAME] [--out F] [--exclude T,...] "
+          "[--json]"))
     return 0;
   std::vector<std::string> exclude;
   if (vm.count("exclude")) {
@@ -219,7 +224,13 @@ int run_fit(const std::vector<std::string>& args) {
   }();
   const fit::ProfileFit f =
       fit::fit_profile(points, sim::load_profile(vm["base"].as<std::string>()), exclude);
-  print_fit(f.report);
+  if (vm.count("json")) {
+    boost::json::object o{{"report", fit::fit_report_to_json(f.report)},
+                          {"profile", boost::json::parse(hardware_profile_to_json(f.profile))}};
+    std::cout << boost::json::serialize(o) << "\n";
+  } else {
+    print_fit(f.report);
+  }
   if (vm.count("out")) {
     const std::string file = vm["out"].as<std::string>();
     io::OutputFile out(file);

@@ -4,6 +4,7 @@
 #include <boost/json.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "tests/cli/cli_runner.hpp"
@@ -80,6 +81,42 @@ TEST(CliValidate, FitWritesAProfileThatPlanReads) {
   const auto p = run_kvtier("sim --profile " + profile + " --placement device --json");
   ASSERT_EQ(p.exit_code, 0) << p.out;
   EXPECT_EQ(boost::json::parse(p.out).as_object().at("trust").as_string(), "not validated");
+}
+
+// --json: the report (each series with its fit and the fields it set) and the fitted profile in
+// one object, the profile the one --out writes.
+TEST(CliValidate, FitJsonHoldsTheReportAndTheProfile) {
+  const std::string points = write_points("points-json.json");
+  const std::string profile = ::testing::TempDir() + "/fitted-json.json";
+  const auto f = run_kvtier("validate fit --points " + points + " --json --out " + profile);
+  ASSERT_EQ(f.exit_code, 0) << f.out;
+  const auto o = boost::json::parse(f.out).as_object();
+  const auto& report = o.at("report").as_object();
+  EXPECT_EQ(report.at("card").as_string(), "H200 (test)");
+  const auto& series = report.at("series").as_array();
+  ASSERT_EQ(series.size(), 1u);
+  const auto& topk = series[0].as_object();
+  EXPECT_EQ(topk.at("term").as_string(), "topk");
+  EXPECT_EQ(topk.at("points").as_int64(), 5);
+  // the points lie on y = 1 + 0.001 x: R² 1, the slope 1 ns a row block
+  EXPECT_NEAR(topk.at("linear").at("quality").at("r2").as_double(), 1.0, 1e-9);
+  EXPECT_NEAR(topk.at("linear").at("slopes_us").as_array()[0].as_double(), 0.001, 1e-9);
+  double fixed_us = -1, per_block_ns = -1;
+  for (const auto& fv : topk.at("fields").as_array()) {
+    const auto& field = fv.as_object();
+    if (field.at("field").as_string() == "topk_fixed_us") fixed_us = field.at("value").as_double();
+    if (field.at("field").as_string() == "topk_ns_per_row_block")
+      per_block_ns = field.at("value").as_double();
+  }
+  EXPECT_NEAR(fixed_us, 1.0, 1e-6);
+  EXPECT_NEAR(per_block_ns, 1.0, 1e-6);
+  bool kept_launch = false;
+  for (const auto& k : report.at("kept").as_array())
+    kept_launch = kept_launch || k.as_string() == "launch_eager";
+  EXPECT_TRUE(kept_launch);
+  std::ifstream in(profile);
+  const std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(o.at("profile"), boost::json::parse(written));
 }
 
 // A series that cannot be fitted stops the fit, naming it; --exclude leaves it out and fits the
