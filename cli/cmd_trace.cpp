@@ -182,13 +182,29 @@ int run_repair(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   add_in_out(desc, pos, "the cut or damaged trace",
              "the repaired trace (.ktr binary, .jsonl text)");
+  desc.add_options()("json", "print what was kept as JSON");
   po::variables_map vm;
-  if (!parse_options(args, desc, vm, "kvtier trace repair IN OUT [--zstd-level N]", &pos)) {
+  if (!parse_options(args, desc, vm, "kvtier trace repair IN OUT [--zstd-level N] [--json]",
+                     &pos)) {
     return 0;
   }
   const WriterOptions wo = writer_options(vm);
   const std::string in = vm["in"].as<std::string>(), out = vm["out"].as<std::string>();
   const detail::RepairReport r = detail::repair_trace(in, out, wo);
+  if (vm.count("json")) {
+    const boost::json::object o{
+        {"in", in},
+        {"out", out},
+        {"complete", r.complete},
+        {"records", r.records},
+        {"forwards", r.forwards},
+        {"bytes_kept", r.bytes_kept},
+        {"input_bytes", r.input_bytes},
+        {"open_requests", r.open_requests},
+        {"stopped", r.complete ? boost::json::value(nullptr) : boost::json::value(r.stopped)}};
+    std::cout << boost::json::serialize(o) << "\n";
+    return 0;
+  }
   if (r.complete) {
     std::printf("%s was complete: all %llu records (%llu forwards) copied to %s\n", in.c_str(),
                 static_cast<unsigned long long>(r.records),

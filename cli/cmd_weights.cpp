@@ -158,18 +158,29 @@ int run_check(const std::vector<std::string>& args) {
   desc.add_options()("help,h", "show this help")("weights", po::value<std::string>(),
                                                  "safetensors file")(
       "geometry", po::value<std::string>(), "geometry JSON (default: the file's metadata)")(
-      "vocab", po::value<std::int64_t>(), "vocabulary (default: the file's metadata)");
+      "vocab", po::value<std::int64_t>(), "vocabulary (default: the file's metadata)")(
+      "json", "print the result as JSON");
   po::positional_options_description pos;
   pos.add("weights", 1);
   po::variables_map vm;
   if (!parse_options(args, desc, vm,
-                     "kvtier weights check W.safetensors [--geometry FILE] [--vocab N]", &pos))
+                     "kvtier weights check W.safetensors [--geometry FILE] [--vocab N] [--json]",
+                     &pos))
     return 0;
   if (!vm.count("weights")) throw ConfigError("a weights file is required");
   SafetensorsFile f(vm["weights"].as<std::string>());
   const Geometry g = vm.count("geometry") ? geometry_option(vm) : file_geometry(f);
   const std::int64_t vocab = vm.count("vocab") ? vm["vocab"].as<std::int64_t>() : file_vocab(f);
-  check_qsa_weights(f, g, vocab);
+  check_qsa_weights(f, g, vocab);  // a missing or misshapen tensor is an error, exit 1
+  if (vm.count("json")) {
+    std::cout << boost::json::serialize(boost::json::object{{"weights", f.path()},
+                                                            {"ok", true},
+                                                            {"qsa_layers", g.qsa_layers()},
+                                                            {"hidden_size", g.hidden_size},
+                                                            {"vocab", vocab}})
+              << "\n";
+    return 0;
+  }
   std::printf("%s: ok, every tensor of %d QSA layers (hidden %d, vocab %lld) present\n",
               f.path().c_str(), g.qsa_layers(), g.hidden_size, static_cast<long long>(vocab));
   return 0;

@@ -216,6 +216,38 @@ TEST(CliBadInput, ADirectoryOrBrokenJsonWhereAFileIsAskedFor) {
   EXPECT_TRUE(testing::files_in(in.out).empty());
 }
 
+// --json where a command reported in prose only: trace repair's account of what it kept (a
+// trace cut before its end marker is not complete and says where it stopped), weights check's
+// result.
+TEST(CliBadInput, RepairAndWeightsCheckSpeakJson) {
+  const TinyInputs& in = testing::tiny_inputs();
+  const CliRun whole =
+      run_kvtier_argv({"trace", "repair", in.trace, in.dir + "/whole.ktr", "--json"}, 60);
+  ASSERT_EQ(whole.exit_code, 0) << whole.out;
+  const auto w = boost::json::parse(whole.out).as_object();
+  EXPECT_TRUE(w.at("complete").as_bool());
+  EXPECT_TRUE(w.at("stopped").is_null());
+  EXPECT_GT(w.at("forwards").to_number<double>(), 0);
+  EXPECT_EQ(w.at("open_requests").to_number<double>(), 0);
+  const auto size = static_cast<std::streamsize>(fs::file_size(in.trace));
+  std::string bytes(static_cast<std::size_t>(size), '\0');
+  std::ifstream(in.trace, std::ios::binary).read(bytes.data(), size);
+  const std::string cut = in.dir + "/cut.ktr";
+  std::ofstream(cut, std::ios::binary).write(bytes.data(), size - 5);  // into the end marker
+  const CliRun part = run_kvtier_argv({"trace", "repair", cut, in.dir + "/part.ktr", "--json"}, 60);
+  ASSERT_EQ(part.exit_code, 0) << part.out;
+  const auto p = boost::json::parse(part.out).as_object();
+  EXPECT_FALSE(p.at("complete").as_bool());
+  EXPECT_EQ(p.at("input_bytes").to_number<double>(), static_cast<double>(size - 5));
+  EXPECT_LE(p.at("forwards").to_number<double>(), w.at("forwards").to_number<double>());
+  EXPECT_FALSE(p.at("stopped").as_string().empty()) << part.out;
+  const CliRun check = run_kvtier_argv({"weights", "check", in.weights, "--json"}, 60);
+  ASSERT_EQ(check.exit_code, 0) << check.out;
+  const auto c = boost::json::parse(check.out).as_object();
+  EXPECT_TRUE(c.at("ok").as_bool());
+  EXPECT_EQ(c.at("vocab").to_number<double>(), 64);
+}
+
 TEST(CliBadInput, BareSimSaysWhatToPassAndItsHelpShowsNoFalseDefault) {
   const TinyInputs& in = testing::tiny_inputs();
   expect_refused({"sim", "--trace", in.trace}, {"placement mirror needs --slots N"});
