@@ -80,13 +80,18 @@ MemoryBudget price_memory(const Geometry& g, const frontend::TraceBounds& stats,
     if (cfg.check_memory) br.device_capacity_bytes = capacity;
     return memory_budget(br);
   }
-  // Micro-batches: each group allocates for its share of the widest forward and its pool (as
-  // each micro-batch's runner does); the host bank is the requests', once (each group's budget
-  // prices the same one).
+  // Micro-batches: each group allocates for its share of the widest forward, of the requests'
+  // pages (the indexer slab and the residency state cover its own requests' page space) and of
+  // the pool, as each micro-batch's runner does (runner::budget_request); the host bank is
+  // every request's pages, priced once.
+  const MemoryBudget whole = memory_budget(br);
   br.batch_rows = static_cast<int>(ceil_share(br.batch_rows, k));
   br.batch_tokens = ceil_share(br.batch_tokens, k);
   br.write_pages = static_cast<int>(ceil_share(br.write_pages, k));
+  br.host_pages = ceil_share(br.host_pages, k);
   MemoryBudget sum;
+  sum.host = whole.host;
+  sum.host_bytes = whole.host_bytes;
   for (int g_i = 0; g_i < k; ++g_i) {
     br.pool_slots = group_share(cfg.pool_slots, k, g_i);
     const MemoryBudget group = memory_budget(br);
@@ -94,8 +99,6 @@ MemoryBudget price_memory(const Geometry& g, const frontend::TraceBounds& stats,
       sum.device.push_back({"micro-batch " + std::to_string(g_i) + ": " + item.name, item.bytes});
     sum.device_bytes += group.device_bytes;
     if (g_i == 0) {
-      sum.host = group.host;
-      sum.host_bytes = group.host_bytes;
       sum.select_width_pages = group.select_width_pages;
       sum.no_drop_slots = group.no_drop_slots;
     }

@@ -19,6 +19,7 @@
 #include "sim/planner.hpp"
 #include "sim/profiles.hpp"
 #include "sim/replay.hpp"
+#include "sim/replay_config.hpp"
 #include "tests/sim/sim_fixtures.hpp"
 #include "traces/trace_source.hpp"
 
@@ -351,6 +352,33 @@ TEST(SimMicroBatches, TheDeviceBudgetIsEveryGroupsAndTheBankOnce) {
   EXPECT_THROW(run(all, cost, tight), CapacityError);
   tight.device_kv_bytes = two.device_bytes;
   EXPECT_NO_THROW(run(all, cost, tight));
+}
+
+// A group's runner holds its own requests' page space: the indexer slab and the residency
+// state of four groups together are one batch's (four requests, split evenly), not four times
+// it, as runner::budget_request prices each micro-batch; the host bank is priced once.
+TEST(SimMicroBatches, EachGroupPricesItsOwnRequestsPages) {
+  const Geometry g = testing::tiny_geometry();
+  const CostModel cost(load_profile("h200-pcie5"));
+  const traces::TraceInput all = input_of(g, batch_records(5, g, 4, 4).records);
+  const frontend::TraceBounds st = frontend::scan_trace(all);
+  const auto item = [](const MemoryBudget& b, const std::string& name) {
+    std::int64_t bytes = 0;
+    for (const MemoryItem& i : b.device)
+      if (i.name == name || i.name.ends_with(": " + name)) bytes += i.bytes;
+    return bytes;
+  };
+  SimConfig one_cfg = config(Placement::mirror, 1, 40), four_cfg = config(Placement::mirror, 4, 40);
+  one_cfg.check_memory = four_cfg.check_memory = false;
+  const MemoryBudget one = price_memory(g, st, cost, one_cfg);
+  const MemoryBudget four = price_memory(g, st, cost, four_cfg);
+  ASSERT_GT(item(one, "indexer slab"), 0);
+  ASSERT_EQ(item(one, "indexer slab") % st.peak_pages, 0);
+  const std::int64_t per_page = item(one, "indexer slab") / st.peak_pages;
+  // each group its share of the pages, rounded up (a group is never priced short)
+  EXPECT_EQ(item(four, "indexer slab"), 4 * ((st.peak_pages + 3) / 4) * per_page);
+  EXPECT_LT(item(four, "indexer slab"), 2 * item(one, "indexer slab"));  // not four slabs
+  EXPECT_EQ(four.host_bytes, one.host_bytes);
 }
 
 // plan() with micro-batches: each host and mirror point is its configuration simulated in K
