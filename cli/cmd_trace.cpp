@@ -313,12 +313,15 @@ int run_gen(const std::vector<std::string>& args) {
       "prefill-chunk", po::value<std::int64_t>(), "tokens per prefill row")(
       "prefill-samples", po::value<int>(), "sampled tokens per prefill chunk")(
       "shared-prefix", po::value<std::int64_t>(),
-      "prompt tokens later requests share with request 1")("step-overlap", po::value<double>(), "")(
-      "recent-frac", po::value<double>(), "")("recent-window", po::value<int>(), "")(
-      "layer-coupling", po::value<double>(), "")("layer-follow", po::value<double>(), "")(
-      "sinks-always", po::value<int>(), "")("sinks-likely", po::value<int>(), "")(
-      "sinks-likely-p", po::value<double>(), "")("newest-p", po::value<double>(), "")(
-      "zipf", po::value<double>(), "popularity skew")(
+      "prompt tokens later requests share with request 1")(
+      "fill-depth", po::value<std::int64_t>(),
+      "each request begins at this depth: the tokens before it are in the KV cache already "
+      "(never prefilled), as `kvtier run --fill-depth` writes them")(
+      "step-overlap", po::value<double>(), "")("recent-frac", po::value<double>(), "")(
+      "recent-window", po::value<int>(), "")("layer-coupling", po::value<double>(), "")(
+      "layer-follow", po::value<double>(), "")("sinks-always", po::value<int>(), "")(
+      "sinks-likely", po::value<int>(), "")("sinks-likely-p", po::value<double>(), "")(
+      "newest-p", po::value<double>(), "")("zipf", po::value<double>(), "popularity skew")(
       "created", po::value<std::string>()->default_value("1970-01-01T00:00:00Z"),
       "header timestamp (fixed by default so outputs are byte-identical)")(
       "format", po::value<std::string>(), "binary or jsonl (default: from the extension)")(
@@ -347,6 +350,7 @@ int run_gen(const std::vector<std::string>& args) {
   set("prefill-chunk", p.prefill_chunk);
   set("prefill-samples", p.prefill_samples);
   set("shared-prefix", p.shared_prefix);
+  set("fill-depth", p.fill_depth);
   set("step-overlap", p.step_overlap);
   set("recent-frac", p.recent_frac);
   set("recent-window", p.recent_window);

@@ -17,8 +17,8 @@ namespace kvtier::cli {
 namespace {
 
 // The workload options, which mean something only with --concurrency.
-constexpr const char* kWorkloadOptions[] = {"prompt", "decode", "prefill-chunk",
-                                            "preset", "seed",   "geometry"};
+constexpr const char* kWorkloadOptions[] = {"prompt", "decode",   "prefill-chunk", "preset",
+                                            "seed",   "geometry", "fill-depth"};
 constexpr std::int64_t kDefaultPrompt = 32768, kDefaultDecode = 128;
 
 std::string ms(double us) {
@@ -32,6 +32,9 @@ traces::GenParams workload(const po::variables_map& vm, const Geometry& g) {
   p.decode_min = p.decode_max = vm.count("decode") ? vm["decode"].as<long long>() : kDefaultDecode;
   if (vm.count("prefill-chunk")) p.prefill_chunk = vm["prefill-chunk"].as<long long>();
   if (vm.count("seed")) p.seed = vm["seed"].as<unsigned long long>();
+  if (vm.count("fill-depth")) p.fill_depth = vm["fill-depth"].as<long long>();
+  if (p.fill_depth < 0)
+    throw ConfigError("--fill-depth: 0 or more tokens, got " + std::to_string(p.fill_depth));
   if (p.prompt_max < 1)
     throw ConfigError("--prompt: at least 1 token, got " + std::to_string(p.prompt_max));
   if (p.decode_max < 1)
@@ -39,17 +42,27 @@ traces::GenParams workload(const po::variables_map& vm, const Geometry& g) {
   if (p.prefill_chunk < 1 || p.prefill_chunk > INT32_MAX)
     throw ConfigError("--prefill-chunk: 1.." + std::to_string(INT32_MAX) + " tokens, got " +
                       std::to_string(p.prefill_chunk));
-  traces::TraceGenerator check(g, p);  // the context limit, before any level runs
+  try {
+    traces::TraceGenerator check(g, p);  // the context limit, before any level runs
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string("--concurrency workload: ") + e.what());
+  }
   return p;
 }
 
 void print_table(const sim::ConcurrencyResult& r) {
   const sim::PlanResult& first = r.levels.front().plan;
+  const std::string depth =
+      r.workload.fill_depth > 0
+          ? " at depth " + fmt_int(r.workload.fill_depth) +
+                " (the tokens before it filled, not prefilled, as `kvtier run --fill-depth`)"
+          : "";
   std::printf(
       "workload: at each level that many requests in flight, each %lld prompt + %lld decode "
-      "tokens (preset %s, seed %llu, prefill chunks of %lld), all admitted at once: one wave\n",
+      "tokens%s (preset %s, seed %llu, prefill chunks of %lld), all admitted at once: one "
+      "wave\n",
       static_cast<long long>(r.workload.prompt_max), static_cast<long long>(r.workload.decode_max),
-      r.preset.c_str(), static_cast<unsigned long long>(r.workload.seed),
+      depth.c_str(), r.preset.c_str(), static_cast<unsigned long long>(r.workload.seed),
       static_cast<long long>(r.workload.prefill_chunk));
   std::printf("profile %s (%s device memory): %s\n", r.profile.c_str(),
               fmt_bytes(static_cast<double>(first.device_capacity_bytes)).c_str(),
@@ -100,7 +113,11 @@ void add_concurrency_options(po::options_description& desc) {
       "dense-topk, shared-indexer)")("seed", po::value<unsigned long long>(),
                                      "--concurrency: the generator's seed (default 1)")(
       "geometry", po::value<std::string>(),
-      "--concurrency: geometry JSON file (default: Flash-Next)");
+      "--concurrency: geometry JSON file (default: Flash-Next)")(
+      "fill-depth", po::value<long long>(),
+      "--concurrency: each request begins at this depth, the tokens before it in the KV cache "
+      "already and never prefilled (decode at depth, as `kvtier run --fill-depth` runs it; "
+      "default 0)");
 }
 
 bool wants_concurrency(const po::variables_map& vm) {

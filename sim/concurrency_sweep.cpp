@@ -39,14 +39,12 @@ void check_levels(const std::vector<std::int64_t>& levels, const Geometry& g,
     }
     // The generator keeps, per request and QSA layer, a ranking of every indexer block and a
     // membership byte: ~5 B per block. Doubles: no overflow for any level this far.
-    const double blocks = static_cast<double>(base.prompt_max + base.decode_max) /
-                              static_cast<double>(g.compress_ratio) +
-                          1;
+    const std::int64_t context = base.fill_depth + base.prompt_max + base.decode_max;
+    const double blocks = static_cast<double>(context) / static_cast<double>(g.compress_ratio) + 1;
     const double bytes = static_cast<double>(n) * g.qsa_layers() * blocks * 5;
     if (bytes > static_cast<double>(kMaxGeneratorStateBytes)) {
       throw ConfigError("--concurrency: level " + std::to_string(n) + " holds " +
-                        std::to_string(n) + " requests of " +
-                        std::to_string(base.prompt_max + base.decode_max) +
+                        std::to_string(n) + " requests of " + std::to_string(context) +
                         " tokens in flight, whose generator state needs " + gib_text(bytes) +
                         " (at most 1 GiB): lower the level or the prompt");
     }
@@ -144,10 +142,12 @@ ConcurrencyResult concurrency_sweep(const CostModel& cost, const ConcurrencyConf
     const std::int64_t n = cfg.levels[i];
     if (cfg.on_level_start) cfg.on_level_start(i, n);
     const traces::GenParams w = level_workload(cfg.workload, n);
+    const std::string depth =
+        w.fill_depth > 0 ? " at depth " + std::to_string(w.fill_depth) + " (filled)" : "";
     const std::string name = "generated: " + std::to_string(n) + " requests in flight of " +
                              std::to_string(w.prompt_max) + " prompt + " +
-                             std::to_string(w.decode_max) + " decode tokens, preset " + cfg.preset +
-                             ", seed " + std::to_string(w.seed);
+                             std::to_string(w.decode_max) + " decode tokens" + depth + ", preset " +
+                             cfg.preset + ", seed " + std::to_string(w.seed);
     ConcurrencyLevel level;
     level.concurrency = n;
     {
@@ -194,13 +194,18 @@ std::string concurrency_to_json(const ConcurrencyResult& r) {
   o["profile"] = r.profile;
   o["workload"] = {
       {"preset", r.preset},
+      {"fill_depth", r.workload.fill_depth},
       {"prompt_tokens", r.workload.prompt_max},
       {"decode_tokens", r.workload.decode_max},
       {"prefill_chunk", r.workload.prefill_chunk},
       {"seed", r.workload.seed},
       {"how",
-       "each level: that many requests, all admitted at once (prefilled together in chunks, then "
-       "decoding together); one wave, no arrivals over time"}};
+       r.workload.fill_depth > 0
+           ? "each level: that many requests, all admitted at once at fill_depth (the tokens "
+             "before it in the KV cache already, not prefilled), their prompts prefilled together "
+             "in chunks, then decoding together; one wave, no arrivals over time"
+           : "each level: that many requests, all admitted at once (prefilled together in chunks, "
+             "then decoding together); one wave, no arrivals over time"}};
   json::array levels;
   for (const ConcurrencyLevel& l : r.levels) {
     const json::object plan = json::parse(plan_to_json(l.plan)).as_object();

@@ -37,6 +37,8 @@ void GenParams::validate() const {
        "prefill_chunk must be 1.." + std::to_string(INT32_MAX) + " (a row's 32-bit count)");
   need(prefill_samples >= 1, "prefill_samples must be >= 1");
   need(shared_prefix >= 0, "shared_prefix must be >= 0");
+  need(fill_depth >= 0, "fill_depth must be >= 0");
+  need(fill_depth == 0 || shared_prefix == 0, "fill_depth and shared_prefix: not both");
   need(step_overlap >= 0 && step_overlap <= 1, "step_overlap must be in [0, 1]");
   need(recent_frac >= 0 && layer_coupling >= 0 && recent_frac + layer_coupling <= 1,
        "recent_frac and layer_coupling must be >= 0 and sum to at most 1");
@@ -269,6 +271,14 @@ TraceGenerator::TraceGenerator(const Geometry& g, const GenParams& p, int thread
                       "geometry's largest context, " +
                       std::to_string(max_context) + " tokens (rope_max_positions x yarn_factor)");
   }
+  if (p_.fill_depth > max_context - p_.decode_max - p_.prompt_max) {
+    throw ConfigError("generator: fill_depth " + std::to_string(p_.fill_depth) + " + prompt_max " +
+                      std::to_string(p_.prompt_max) + " + decode_max " +
+                      std::to_string(p_.decode_max) +
+                      " tokens (--fill-depth, --prompt/--prompt-max, --decode/--decode-max) is "
+                      "beyond the geometry's largest context, " +
+                      std::to_string(max_context) + " tokens (rope_max_positions x yarn_factor)");
+  }
 }
 
 TraceGenerator::~TraceGenerator() {
@@ -292,6 +302,10 @@ void TraceGenerator::start_requests(std::deque<Record>& out) {
     r->prompt = std::clamp(static_cast<std::int64_t>(std::exp(lp)), p_.prompt_min, p_.prompt_max);
     r->decode = p_.decode_min + static_cast<std::int64_t>(sched.below(
                                     static_cast<std::uint64_t>(p_.decode_max - p_.decode_min + 1)));
+    // At depth: the filled tokens count as prompt the request never prefills (as a runner's
+    // recording at --fill-depth begins), so positions, blocks and decode follow on from them.
+    r->prompt += p_.fill_depth;
+    r->pos = p_.fill_depth;
     RequestBegin b{r->id, r->prompt, 0, 0};
     if (p_.shared_prefix > 0) {
       // The prefix cache holds the prefix only while a request holding it is open: share with

@@ -27,6 +27,11 @@ struct GenParams {
   // Requests after the first share this many prompt tokens (rounded down to whole pages)
   // with request 1 through the prefix cache; their prefill starts after the shared pages.
   std::int64_t shared_prefix = 0;
+  // Every request begins at this depth: its first fill_depth tokens are in the KV cache
+  // already (written directly, as `kvtier run --fill-depth` writes them), and only its prompt
+  // after them is prefilled. The request's context is fill_depth + prompt + decode tokens.
+  // Not with shared_prefix.
+  std::int64_t fill_depth = 0;
   // --- selection behaviour
   // (defaults: the "dsv4-flash" preset)
   double step_overlap = 0.705;   // chance a body block stays selected at the next step

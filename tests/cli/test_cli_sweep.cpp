@@ -126,14 +126,15 @@ TEST(CliSweep, SimPlanBudgetDemoBench) {
   // plan --concurrency: each option over a small generated workload that leaves it out.
   const std::map<std::string, std::string> level = {
       {"--concurrency", "2"}, {"--prompt", "100"}, {"--decode", "4"}, {"--prefill-chunk", "64"}};
-  for (const char* opt : {"--concurrency", "--prompt", "--decode", "--prefill-chunk", "--seed"}) {
+  for (const char* opt :
+       {"--concurrency", "--prompt", "--decode", "--prefill-chunk", "--seed", "--fill-depth"}) {
     std::vector<std::string> args = {"plan",  "--geometry", in.geometry, "--unit",
                                      "layer", "--points",   "2",         "--no-belady"};
     for (const auto& [k, v] : level)
       if (k != opt) args.insert(args.end(), {k, v});
     cases.push_back({args, opt});
   }
-  EXPECT_EQ(sweep(cases, in.out), 32 * 7);
+  EXPECT_EQ(sweep(cases, in.out), 33 * 7);
 }
 
 TEST(CliSweep, Trace) {
@@ -154,7 +155,7 @@ TEST(CliSweep, Trace) {
         "--decode-max",   "--prefill-chunk", "--prefill-samples", "--shared-prefix",
         "--step-overlap", "--recent-frac",   "--recent-window",   "--layer-coupling",
         "--layer-follow", "--sinks-always",  "--sinks-likely",    "--sinks-likely-p",
-        "--newest-p",     "--zipf",          "--zstd-level"}) {
+        "--newest-p",     "--zipf",          "--zstd-level",      "--fill-depth"}) {
     std::vector<std::string> args = {"trace", "gen", "--geometry", in.geometry, "-o", o + "/g.ktr"};
     const std::string option = opt;
     for (const auto& [k, v] : base) {
@@ -163,7 +164,7 @@ TEST(CliSweep, Trace) {
     }
     cases.push_back({args, option});
   }
-  EXPECT_EQ(sweep(cases, in.out), 27 * 7);
+  EXPECT_EQ(sweep(cases, in.out), 28 * 7);
 }
 
 TEST(CliSweep, WeightsAndRun) {

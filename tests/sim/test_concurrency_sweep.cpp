@@ -105,6 +105,48 @@ TEST(ConcurrencySweep, ThroughputRisesWithConcurrency) {
   EXPECT_EQ(concurrency_to_json(r), concurrency_to_json(concurrency_sweep(cost, cc)));
 }
 
+// --fill-depth: each level's requests begin at the depth, the context before it never
+// prefilled (decode at depth, as `kvtier run --fill-depth` runs it): the same context as a
+// prompt that long, without its prefill forwards, so the first token comes sooner and the
+// host's prefill buffers are not needed.
+TEST(ConcurrencySweep, AtDepthTheRequestsDecodeWithoutPrefillingIt) {
+  const Geometry g = small_geometry();
+  traces::GenParams deep = small_workload();
+  deep.fill_depth = 1024;
+  deep.prompt_min = deep.prompt_max = 1;
+  {
+    const LevelTrace t(g, level_workload(deep, 4), "deep");
+    const frontend::TraceBounds st = frontend::scan_trace(t.input());
+    EXPECT_EQ(st.requests, 4);
+    EXPECT_EQ(st.prefill_tokens, 4);  // the one-token prompts, nothing of the depth
+    EXPECT_EQ(st.forwards, 1 + 12);
+    EXPECT_EQ(st.max_context, 1024 + 1 + 12);  // the depth, the prompt, the decode steps
+  }
+  traces::GenParams whole = small_workload();
+  whole.prompt_min = whole.prompt_max = 1025;
+  ConcurrencyConfig cc;
+  cc.geometry = g;
+  cc.preset = "dsv4-flash";
+  cc.levels = {4};
+  cc.plan.units = {ResidencyUnit::layer_page};
+  cc.plan.points = 3;
+  cc.plan.belady = false;
+  cc.plan.threads = 1;
+  const CostModel cost(testing::unit_profile());
+  cc.workload = deep;
+  const ConcurrencyResult at_depth = concurrency_sweep(cost, cc);
+  cc.workload = whole;
+  const ConcurrencyResult prefilled = concurrency_sweep(cost, cc);
+  const LevelPoint& host_deep = at_depth.levels[0].points[1];
+  const LevelPoint& host_whole = prefilled.levels[0].points[1];
+  ASSERT_EQ(host_deep.placement, Placement::host);
+  EXPECT_LT(host_deep.point.ttft_p50_us, host_whole.point.ttft_p50_us);
+  EXPECT_LE(host_deep.point.device_bytes, host_whole.point.device_bytes);
+  EXPECT_EQ(at_depth.levels[0].plan.stats.peak_pages, prefilled.levels[0].plan.stats.peak_pages);
+  const std::string js = concurrency_to_json(at_depth);
+  EXPECT_NE(js.find("\"fill_depth\":1024"), std::string::npos);
+}
+
 // A level's mirror row is the plan's within size, else its chosen size, else -- a budget below
 // every size close to the recommendation -- the unit's fastest that fits (the decision's
 // alternative), and only when none fits the largest swept, said in the size rule.

@@ -251,6 +251,57 @@ TEST(TraceGenerator, RefusesAContextBeyondTheGeometryBeforeAllocating) {
   EXPECT_THROW(TraceGenerator(g, p), ConfigError);
 }
 
+// --fill-depth D: every request begins at D, its first D tokens counted as prompt it never
+// prefills (as a runner's recording at --fill-depth begins); its prompt's chunks and its
+// decode follow from D, each as many as without the depth, on the same draws. The depth
+// counts toward the context limit, and it does not mix with a shared prefix.
+TEST(TraceGenerator, AtDepthEveryRequestBeginsThere) {
+  const Geometry g = small_geometry();
+  GenParams p = small_params(21);
+  p.shared_prefix = 0;
+  const auto plain = generate(g, p);
+  p.fill_depth = 5000;
+  const auto deep = generate(g, p);
+  ASSERT_EQ(deep.size(), plain.size());  // the same records, moved up by the depth
+  std::map<RequestId, std::int64_t> next_pos;
+  for (std::size_t k = 0; k < deep.size(); ++k) {
+    if (const auto* b = std::get_if<RequestBegin>(&deep[k])) {
+      const auto& b0 = std::get<RequestBegin>(plain[k]);
+      EXPECT_EQ(b->prompt_tokens, b0.prompt_tokens + 5000);
+      EXPECT_EQ(b->shared_pages, 0);
+      next_pos[b->id] = 5000;
+    } else if (const auto* f = std::get_if<Forward>(&deep[k])) {
+      const Forward& f0 = std::get<Forward>(plain[k]);
+      ASSERT_EQ(f->rows.size(), f0.rows.size());
+      for (std::size_t i = 0; i < f->rows.size(); ++i) {
+        const ForwardRow &row = f->rows[i], &row0 = f0.rows[i];
+        EXPECT_EQ(row.position, row0.position + 5000);
+        EXPECT_EQ(row.position, next_pos[row.request]);  // no row below the depth, none skipped
+        EXPECT_EQ(row.kind, row0.kind);
+        EXPECT_EQ(row.count, row0.count);
+        next_pos[row.request] += row.count;
+        // the selection reaches into the filled context
+        const auto sel = f->selection(0, static_cast<int>(i));
+        EXPECT_FALSE(sel.empty());
+      }
+    }
+  }
+  p.fill_depth = 1'048'576 - p.prompt_max - p.decode_max + 1;  // one past the largest context
+  try {
+    TraceGenerator gen(g, p);
+    FAIL() << "accepted a depth past the context";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--fill-depth"), std::string::npos) << e.what();
+  }
+  p.fill_depth -= 1;
+  EXPECT_NO_THROW(TraceGenerator(g, p));
+  p.shared_prefix = 100;
+  EXPECT_THROW(TraceGenerator(g, p), ConfigError);
+  p.shared_prefix = 0;
+  p.fill_depth = -1;
+  EXPECT_THROW(TraceGenerator(g, p), ConfigError);
+}
+
 // A trace shorter than a working-set window, or without decode rows, has no figure there:
 // "n/a", not 0.0 (kvtier trace info) and null in the JSON.
 TEST(TraceStats, FiguresWithoutSamplesAreMarkedUndefined) {
