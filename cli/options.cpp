@@ -1,13 +1,13 @@
 #include "cli/options.hpp"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 
+#include "io/input_file.hpp"
 #include "model/config_error.hpp"
 
 namespace kvtier::cli {
@@ -85,16 +85,11 @@ bool parse_options(const std::vector<std::string>& args, const po::options_descr
 }
 
 std::string read_text_file(const std::string& path) {
-  // A directory opens as a stream of nothing: said as what it is, not as an empty file's error.
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw ConfigError("cannot read '" + path + "': it is a directory, not a file");
-  std::ifstream in(path);
-  if (!in) throw ConfigError("cannot open '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw ConfigError("cannot read '" + path + "'");
-  return ss.str();
+  try {
+    return io::read_text_file(path);
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(e.what());
+  }
 }
 
 Geometry read_geometry_file(const std::string& path) {
@@ -169,15 +164,17 @@ std::vector<std::int64_t> parse_positive_list(const std::string& text, const std
 std::optional<int> parse_count_or_auto(const std::string& text, const std::string& option,
                                        std::int64_t max) {
   if (text == "auto") return std::nullopt;
-  const ConfigError bad(option + ": auto or one count 1.." + std::to_string(max) + ", got '" +
-                        text + "'");
+  const auto bad = [&] {
+    return ConfigError(option + ": auto or one count 1.." + std::to_string(max) + ", got '" + text +
+                       "'");
+  };
   std::vector<std::int64_t> k;
   try {
     k = parse_positive_list(text, option, "counts");
   } catch (const ConfigError&) {
-    throw bad;  // one message for every bad text: a list's would speak of commas
+    throw bad();  // one message for every bad text: a list's would speak of commas
   }
-  if (k.size() != 1 || k[0] > max) throw bad;
+  if (k.size() != 1 || k[0] > max) throw bad();
   return static_cast<int>(k[0]);
 }
 

@@ -259,6 +259,16 @@ validate() {
 # sampled at three depths (SCALE_CASES picks cases by name, default all).
 SCALE_CASES=(32x128k:32:131071:bf16: 8x1m:8:1048544:fp8:--yarn 64x32k:64:32767:bf16:)
 
+# mirror_budgets PREFIX RUN...: RUN on placement mirror with the most pool B holds, for B = 16
+# and 24 GiB, as runs PREFIX-b16 and PREFIX-b24.
+mirror_budgets() {
+  local prefix=$1 b
+  shift
+  for b in 16 24; do
+    run "$prefix-b$b" 300 "$@" --placement mirror --pool-pages max --device-kv-gib "$b"
+  done
+}
+
 # scale_case SPEC: the case's name into `name` and into the array `k` its `kvtier run`, every
 # request decoding 16 steps together at the case's depth (one prompt token each).
 scale_case() {
@@ -270,7 +280,7 @@ scale_case() {
 }
 
 scale() {
-  local spec name b k
+  local spec name k
   weights
   run bench-host-bank-100g 120 "$K" bench host-bank --gib 100
   for spec in "${SCALE_CASES[@]}"; do
@@ -278,10 +288,7 @@ scale() {
     [[ -n ${SCALE_ONLY:-} && " $SCALE_ONLY " != *" $name "* ]] && continue
     run "scale-$name-device" 300 "${k[@]}" --placement device
     run "scale-$name-host-b16" 300 "${k[@]}" --placement host --device-kv-gib 16
-    for b in 16 24; do
-      run "scale-$name-mirror-b$b" 300 "${k[@]}" --placement mirror --pool-pages max \
-        --device-kv-gib "$b"
-    done
+    mirror_budgets "scale-$name-mirror" "${k[@]}"
     run "scale-$name-host-profile" 300 "${k[@]}" --placement host --profile-phases
   done
 }
@@ -369,7 +376,7 @@ model() {
 
 # Issue 17's targets (scripts/targets.py judges the t-*.log files these runs leave).
 targets() {
-  local spec name b t k eight=(--prompt-tokens 1,1,1,1,1,1,1,1)
+  local spec name t k eight=(--prompt-tokens 1,1,1,1,1,1,1,1)
   want() { [[ -z ${TARGETS_ONLY:-} || " $TARGETS_ONLY " == *" $1 "* ]]; }
   # first: the target is a fresh machine's bank, before any run has touched its memory
   want bank && run t-bank 120 "$K" bench host-bank --gib 100 --json
@@ -386,10 +393,7 @@ targets() {
     weights
     run "t-$name-device" 300 "${k[@]}" --placement device
     run "t-$name-host-b24" 300 "${k[@]}" --placement host --device-kv-gib 24
-    for b in 16 24; do
-      run "t-$name-mirror-b$b" 300 "${k[@]}" --placement mirror --pool-pages max \
-        --device-kv-gib "$b"
-    done
+    mirror_budgets "t-$name-mirror" "${k[@]}"
   done
   if want copy-first; then
     weights

@@ -117,11 +117,13 @@ std::vector<LevelPoint> level_points(const PlanResult& plan) {
       // None close to the recommendation: the unit's best that fits and drops nothing (the
       // decision's alternative for it), so that the row shows what the budget allows, not a
       // pool it cannot hold.
-      for (const ConfigFigures& a : plan.decision.alternatives) {
-        if (a.placement == Placement::mirror && a.unit == us.unit) {
-          slots = a.slots;
-          rule = "fastest that fits (none within " + pct(plan.chosen) + ")";
-        }
+      const auto& alt = plan.decision.alternatives;
+      const auto fits = std::find_if(alt.begin(), alt.end(), [&us](const ConfigFigures& a) {
+        return a.placement == Placement::mirror && a.unit == us.unit;
+      });
+      if (fits != alt.end()) {
+        slots = fits->slots;
+        rule = "fastest that fits (none within " + pct(plan.chosen) + ")";
       }
     }
     const auto i = static_cast<std::size_t>(std::find(us.sizes.begin(), us.sizes.end(), slots) -

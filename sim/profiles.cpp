@@ -1,9 +1,9 @@
 #include "sim/profiles.hpp"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <stdexcept>
 
+#include "io/input_file.hpp"
 #include "model/config_error.hpp"
 #include "model/profile_override.hpp"
 
@@ -45,15 +45,12 @@ HardwareProfile load_file(const fs::path& path, std::vector<fs::path>& chain) {
     throw ConfigError("hardware profile '" + path.string() + "': more than " +
                       std::to_string(kMaxProfileBaseDepth) + " profile files over one another");
   }
-  std::error_code dir_ec;
-  if (std::filesystem::is_directory(path, dir_ec))
-    throw ConfigError("cannot read hardware profile '" + path.string() +
-                      "': it is a directory, not a file");
-  std::ifstream in(path);
-  if (!in) throw ConfigError("cannot read hardware profile '" + path.string() + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  std::string text;
+  try {
+    text = io::read_text_file(path.string(), "hardware profile");
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(e.what());  // a base file's is named after the file that names it
+  }
   const std::string who = "hardware profile file '" + path.string() + "': ";
   std::optional<std::string> base_name;
   try {

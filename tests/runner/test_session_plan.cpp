@@ -28,6 +28,19 @@ SessionOptions options_of(const std::vector<std::int64_t>& lengths) {
   return o;
 }
 
+// 8 x 1M fp8 on placement mirror, --pool-pages max at B = 24 GiB: the H200's case of
+// bench/results/micro-batches-h200-2026-12-03.md.
+SessionOptions mirror_8x1m_fp8() {
+  SessionOptions o = options_of({1, 1, 1, 1, 1, 1, 1, 1});
+  o.runner.placement = Placement::mirror;
+  o.runner.dtype = KvDtype::fp8;
+  o.runner.yarn = true;
+  o.fill_depth = 1048544;
+  o.pool_fits_budget = true;
+  o.device_kv_bytes = std::int64_t{24} << 30;
+  return o;
+}
+
 TEST(SessionPlan, MicroBatchesCoverEveryRequestOnceInNearlyEqualParts) {
   for (int n : {1, 2, 3, 5, 8, 17}) {
     for (int k = 1; k <= n; ++k) {
@@ -178,13 +191,7 @@ TEST(SessionPlan, MirrorMicroBatchesStepOnAFewBlocks) {
 // them; at 8 x 1M fp8 with --pool-pages max at B = 24 GiB those the H200 runs had
 // (bench/results/micro-batches-h200-2026-12-03.md: 23,981, 2 x 11,904, 4 x 5,866 slots).
 TEST(SessionPlan, MirrorCandidatesAreTheGroupsTheSessionBuilds) {
-  SessionOptions o = options_of({1, 1, 1, 1, 1, 1, 1, 1});
-  o.runner.placement = Placement::mirror;
-  o.runner.dtype = KvDtype::fp8;
-  o.runner.yarn = true;
-  o.fill_depth = 1048544;
-  o.pool_fits_budget = true;
-  o.device_kv_bytes = std::int64_t{24} << 30;
+  SessionOptions o = mirror_8x1m_fp8();
   const Geometry g;
   const auto c = runner::mirror_micro_batch_candidates(o, g);
   ASSERT_EQ(c.size(), 3u);
@@ -238,13 +245,7 @@ TEST(SessionPlan, AutoMicroBatchesAreTheModelsCountWhereGroupsCanRun) {
   for (std::size_t k = 0; k < want.estimates.size(); ++k)
     EXPECT_DOUBLE_EQ(c->estimates[k].step_ms, want.estimates[k].step_ms);
 
-  SessionOptions mirror = options_of({1, 1, 1, 1, 1, 1, 1, 1});
-  mirror.runner.placement = Placement::mirror;
-  mirror.runner.dtype = KvDtype::fp8;
-  mirror.runner.yarn = true;
-  mirror.fill_depth = 1048544;
-  mirror.pool_fits_budget = true;
-  mirror.device_kv_bytes = std::int64_t{24} << 30;
+  SessionOptions mirror = mirror_8x1m_fp8();
   const auto m = runner::choose_session_micro_batches(mirror, g, cost);
   ASSERT_TRUE(m.has_value());
   const MicroBatchChoice mwant = choose_mirror_micro_batches(
